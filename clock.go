@@ -1,0 +1,130 @@
+package crashloop
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Clock is the source of time for every guard and the Supervisor.
+//
+// Clock is satisfied by clock.New() and *clock.Mock from
+// github.com/benbjohnson/clock, and by most other clock packages. The zero
+// value of an Option set, or WithClock(nil), means the real clock (time.Now
+// and time.After). Implementations must be safe for concurrent use.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+// realClock is the default Clock: time.Now and time.After.
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Option configures a guard, a fleet policy or a Supervisor at construction.
+// Options are shared by every constructor of the package; the zero set of
+// options means the real clock, no event handler and an empty name.
+type Option func(*options)
+
+type options struct {
+	clock   Clock
+	handler EventHandler
+	name    string
+}
+
+// WithClock makes the object read time from c. The default, also used when c
+// is nil, is the real clock. Pass a *clock.Mock from
+// github.com/benbjohnson/clock to test code that uses this package.
+func WithClock(c Clock) Option {
+	return func(o *options) { o.clock = c }
+}
+
+// WithEventHandler makes the object announce its state changes to h. The
+// default, also used when h is nil, is no handler: nothing is announced.
+// Handlers run synchronously on the goroutine that caused the change, after
+// the change is committed and with no lock of this package held.
+func WithEventHandler(h EventHandler) Option {
+	return func(o *options) { o.handler = h }
+}
+
+// WithName labels the events of a RestartLoopGuard or a
+// FleetSupervisionPolicy (Event.Key). The default is the empty string. Keyed
+// objects (RespawnBudget, ChainDetector, Supervisor) use the key of each call
+// instead and ignore the name.
+func WithName(name string) Option {
+	return func(o *options) { o.name = name }
+}
+
+func buildOptions(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.clock == nil {
+		o.clock = realClock{}
+	}
+	return o
+}
+
+// emit delivers ev to h when there is a handler. Callers must hold no lock.
+func emit(h EventHandler, ev Event) {
+	if h != nil {
+		h.HandleEvent(ev)
+	}
+}
+
+// timeline turns wall or monotonic readings into int64 nanosecond offsets
+// from a base taken at construction, and keeps them from running backwards.
+//
+// Every object reads time through one timeline. A reading earlier than the
+// latest one the object has seen is read as that latest one: time inside an
+// object never runs backwards, so nothing expires twice, nothing un-expires,
+// and an event is never younger than zero. This is also what makes lazy
+// pruning and background reclaiming invisible to callers.
+type timeline struct {
+	base time.Time
+	high atomic.Int64 // latest offset seen
+}
+
+func newTimeline(c Clock) *timeline {
+	tl := &timeline{base: c.Now()}
+	tl.high.Store(math.MinInt64)
+	return tl
+}
+
+// at returns the offset of now, or the latest offset seen if that is later.
+// It is safe for concurrent use and does not allocate.
+func (tl *timeline) at(now time.Time) int64 {
+	t := int64(now.Sub(tl.base)) // Sub saturates; it never overflows
+	for {
+		h := tl.high.Load()
+		if t <= h {
+			return h
+		}
+		if tl.high.CompareAndSwap(h, t) {
+			return t
+		}
+	}
+}
+
+// latest returns the latest offset seen.
+func (tl *timeline) latest() int64 { return tl.high.Load() }
+
+// age returns how long before now the offset t lies, at least zero, as an
+// unsigned number so that offsets at the far ends of int64 never overflow.
+func age(now, t int64) uint64 {
+	if t >= now {
+		return 0
+	}
+	return uint64(now) - uint64(t)
+}
+
+// within reports whether an event at t is inside a window of span at now:
+// its age is at most span (an event exactly span old still counts).
+func within(now, t int64, span time.Duration) bool {
+	return age(now, t) <= uint64(span)
+}

@@ -1,0 +1,27 @@
+// Package crashloop decides when to stop resurrecting something that keeps
+// dying. It offers four guards, each catching a failure mode the others miss:
+//
+//   - RespawnBudget: a session that fails to start again and again gets a
+//     bounded number of respawns in a rolling window (3 in 60s) with a linear
+//     backoff (500ms, 1s, 1.5s ... 5s), then is parked until an operator
+//     resumes it.
+//   - ChainDetector: a slow loop that dies every 16-30 minutes and passes
+//     every health check is caught by counting consecutive reactive rescues
+//     of one incarnation, each within a reset gap (3 within 20m).
+//   - RestartLoopGuard: a tight crash-on-resume storm trips a rolling-window
+//     breaker (3 restarts in 60s).
+//   - FleetSupervisionPolicy: a systemic fault that restarts everything at
+//     once trips one fleet-wide breaker (40 restarts an hour, or half the
+//     fleet failing), which holds restarts for a cooldown (120s) and re-arms.
+//
+// The guards are pure logic: no goroutines, no I/O, no globals. Each reads an
+// injectable Clock (WithClock; *clock.Mock from github.com/benbjohnson/clock
+// works as is), and each time-reading method has an explicit form taking the
+// time as its last argument (Record is shorthand for RecordAt(clock.Now())).
+// State changes are announced through one EventHandler, after the change is
+// committed and with no lock held. Every type is safe for concurrent use.
+//
+// Boundaries follow one rule everywhere: an event exactly a window old still
+// counts, a chain gap of exactly the reset gap keeps the chain, a cooldown
+// ends exactly at trip time + cooldown, and thresholds are >=.
+package crashloop

@@ -1,0 +1,90 @@
+package crashloop
+
+import (
+	"strconv"
+	"time"
+)
+
+// EventKind names a state change that an operator cares about. The zero
+// value is not a valid kind; String returns the dotted name of each kind
+// (for example "agent.respawn_scheduled") and "EventKind(N)" otherwise.
+type EventKind int
+
+// The kinds of Event, with the dotted name String returns.
+const (
+	// EventRespawnScheduled ("agent.respawn_scheduled"): a RespawnBudget
+	// consumed one respawn; Event.Backoff is the wait before it.
+	EventRespawnScheduled EventKind = iota + 1
+	// EventStartupExhausted ("agent.startup_exhausted"): a session is parked.
+	EventStartupExhausted
+	// EventResumed ("agent.resumed"): an operator resumed a parked session.
+	EventResumed
+	// EventChainEscalated ("rescue.needs_human"): a chain of reactive
+	// rescues reached MaxChain; the key needs a human.
+	EventChainEscalated
+	// EventGuardTripped ("channel.crash_loop_tripped"): a RestartLoopGuard
+	// went from not tripped to tripped.
+	EventGuardTripped
+	// EventFleetTripped ("fleet.breaker_tripped"): the fleet breaker tripped.
+	EventFleetTripped
+	// EventFleetRearmed ("fleet.breaker_rearmed"): the fleet breaker re-armed
+	// after its cooldown.
+	EventFleetRearmed
+)
+
+var eventKindNames = [...]string{
+	EventRespawnScheduled: "agent.respawn_scheduled",
+	EventStartupExhausted: "agent.startup_exhausted",
+	EventResumed:          "agent.resumed",
+	EventChainEscalated:   "rescue.needs_human",
+	EventGuardTripped:     "channel.crash_loop_tripped",
+	EventFleetTripped:     "fleet.breaker_tripped",
+	EventFleetRearmed:     "fleet.breaker_rearmed",
+}
+
+// String returns the dotted name of k, such as "agent.startup_exhausted".
+func (k EventKind) String() string {
+	if k > 0 && int(k) < len(eventKindNames) {
+		return eventKindNames[k]
+	}
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event describes one state change. Fields that do not apply to a kind are
+// zero. Events are values: a handler may keep them.
+type Event struct {
+	Kind        EventKind
+	Key         string        // session, seat or channel id; a guard's or fleet's WithName
+	Incarnation string        // chain events: the incarnation whose chain escalated
+	Time        time.Time     // from the injected clock (or the explicit now)
+	Reason      string        // e.g. "respawn_budget_exhausted"
+	LastError   error         // the failure that caused the change, if any
+	Attempts    int           // respawns / restarts / chain length counted
+	Limit       int           // max_respawns / max_restarts / max chain / fleet rate
+	Window      time.Duration // window, reset gap or cooldown in force
+	Backoff     time.Duration // EventRespawnScheduled only
+	Failing     int           // fleet events: failing members last noted
+	Total       int           // fleet events: members last noted
+}
+
+// EventHandler receives the events of a guard, a fleet policy or a
+// Supervisor. HandleEvent runs synchronously on the goroutine that caused the
+// change, after the change is committed and with no lock of this package
+// held, so it may call back into the object that called it. Each state change
+// is delivered exactly once. A handler shared by several objects, or by a
+// Supervisor running many keys, must be safe for concurrent use. A nil
+// EventHandler means no handler.
+type EventHandler interface {
+	HandleEvent(Event)
+}
+
+// EventHandlerFunc adapts an ordinary function to an EventHandler. A nil
+// EventHandlerFunc ignores every event.
+type EventHandlerFunc func(Event)
+
+// HandleEvent calls f(ev).
+func (f EventHandlerFunc) HandleEvent(ev Event) {
+	if f != nil {
+		f(ev)
+	}
+}

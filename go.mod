@@ -1,0 +1,8 @@
+module github.com/crashloopguard/crashloop
+
+go 1.26
+
+require (
+	github.com/benbjohnson/clock v1.3.5 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+)

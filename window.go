@@ -1,0 +1,91 @@
+package crashloop
+
+import "time"
+
+// window is the rolling window of event times shared by RespawnBudget,
+// RestartLoopGuard and FleetSupervisionPolicy: a ring of int64 offsets (see
+// timeline) holding at most limit events, oldest first.
+//
+// Recording is O(1); pruning is amortized O(1) (each event is dropped once).
+// Storage grows on demand up to limit, so a huge limit costs nothing until it
+// is used. The zero value is an empty window. It is not safe for concurrent
+// use: its owner's lock guards it.
+type window struct {
+	buf  []int64
+	head int32 // index of the oldest event
+	n    int32 // events held
+}
+
+// prune drops the events older than span at now.
+func (w *window) prune(now int64, span time.Duration) {
+	for w.n > 0 && !within(now, w.buf[w.head], span) {
+		w.head++
+		if int(w.head) == len(w.buf) {
+			w.head = 0
+		}
+		w.n--
+	}
+	if w.n == 0 {
+		w.head = 0
+	}
+}
+
+// push records an event at t. When the window already holds limit events the
+// oldest is dropped to make room. limit must be at least 1.
+func (w *window) push(t int64, limit int) {
+	if int(w.n) == len(w.buf) && len(w.buf) < limit {
+		w.grow(limit)
+	}
+	if int(w.n) == len(w.buf) { // full at limit: overwrite the oldest
+		w.buf[w.head] = t
+		w.head++
+		if int(w.head) == len(w.buf) {
+			w.head = 0
+		}
+		return
+	}
+	i := int(w.head) + int(w.n)
+	if i >= len(w.buf) {
+		i -= len(w.buf)
+	}
+	w.buf[i] = t
+	w.n++
+}
+
+// grow doubles the storage (at least 3 slots, at most limit) and lays the
+// events out from index 0.
+func (w *window) grow(limit int) {
+	size := 2 * len(w.buf)
+	if size < 3 {
+		size = 3
+	}
+	if size > limit || size < 0 {
+		size = limit
+	}
+	if size > maxWindowSlots {
+		size = maxWindowSlots
+	}
+	buf := make([]int64, size)
+	for i := 0; i < int(w.n); i++ {
+		j := int(w.head) + i
+		if j >= len(w.buf) {
+			j -= len(w.buf)
+		}
+		buf[i] = w.buf[j]
+	}
+	w.buf, w.head = buf, 0
+}
+
+// maxWindowSlots bounds the storage of one window. A limit above it behaves
+// as an unbounded count for any realistic event rate; it keeps the int32
+// indexes valid and a window's memory under 8 GiB whatever the limit.
+const maxWindowSlots = 1 << 30
+
+// len returns the number of events held.
+func (w *window) len() int { return int(w.n) }
+
+// oldest returns the time of the oldest event; the window must not be empty.
+func (w *window) oldest() int64 { return w.buf[w.head] }
+
+// clear empties the window; it keeps the storage for the next events.
+func (w *window) clear() { w.head, w.n = 0, 0 }
