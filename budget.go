@@ -34,6 +34,15 @@ func DefaultBudgetConfig() BudgetConfig {
 }
 
 func (c BudgetConfig) validate() error {
+	if err := c.validateFields(); err != nil {
+		return err
+	}
+	return checkCanPark("window", c.Window, c.MaxRespawns, linearSum(c.InitialBackoff, c.MaxBackoff, c.MaxRespawns))
+}
+
+// validateFields checks each setting on its own, without the whole-budget
+// rule that it must be able to park.
+func (c BudgetConfig) validateFields() error {
 	switch {
 	case c.MaxRespawns < 0:
 		return &ConfigError{Field: "max_respawns", Value: c.MaxRespawns, Rule: ">= 0"}
@@ -44,7 +53,7 @@ func (c BudgetConfig) validate() error {
 	case c.MaxBackoff < c.InitialBackoff:
 		return &ConfigError{Field: "max_backoff", Value: c.MaxBackoff, Rule: fmt.Sprintf(">= initial_backoff (%v)", c.InitialBackoff)}
 	}
-	return checkCanPark("window", c.Window, c.MaxRespawns, linearSum(c.InitialBackoff, c.MaxBackoff, c.MaxRespawns))
+	return nil
 }
 
 // backoff returns min(InitialBackoff*attempt, MaxBackoff) for attempt >= 1,
@@ -108,15 +117,17 @@ func durationOf(b *big.Int) any {
 // create one with NewRespawnBudget. Idle keys (not parked, no respawn in the
 // window) are reclaimed in the background of later calls.
 type RespawnBudget struct {
-	cfg  BudgetConfig
-	o    options
-	tl   *timeline
-	keys keyed[budgetEntry]
+	cfg   BudgetConfig
+	o     options
+	tl    *timeline
+	keys  keyed[budgetEntry]
+	curve Backoff // nil: the linear curve of cfg (a Supervisor may set another)
 }
 
 type budgetEntry struct {
 	win  window
-	park *ParkedError // non-nil while parked
+	park *ParkedError  // non-nil while parked
+	prev time.Duration // the last backoff, for curves that depend on it
 }
 
 // NewRespawnBudget returns a RespawnBudget, or a *ConfigError naming the
@@ -181,11 +192,17 @@ func (b *RespawnBudget) FailedAt(key string, cause error, now time.Time) (time.D
 	}
 	e.win.push(t, b.cfg.MaxRespawns)
 	attempt := e.win.len()
+	var d time.Duration
+	if b.curve == nil {
+		d = b.cfg.backoff(attempt)
+	} else {
+		d = b.curve.Delay(attempt, e.prev)
+		e.prev = d
+	}
 	if s.due() {
 		s.sweep(func(e *budgetEntry) bool { return b.idle(e, t) })
 	}
 	s.mu.Unlock()
-	d := b.cfg.backoff(attempt)
 	emit(b.o.handler, Event{Kind: EventRespawnScheduled, Key: key, Time: now, LastError: cause,
 		Attempts: attempt, Limit: b.cfg.MaxRespawns, Window: b.cfg.Window, Backoff: d})
 	return d, nil
@@ -245,7 +262,7 @@ func (b *RespawnBudget) ResumeAt(key string, now time.Time) error {
 		return fmt.Errorf("%w: %q", ErrNotParked, key)
 	}
 	pe := e.park
-	e.park = nil
+	e.park, e.prev = nil, 0
 	e.win.clear()
 	s.mu.Unlock()
 	emit(b.o.handler, Event{Kind: EventResumed, Key: key, Time: now, Reason: pe.Reason, LastError: pe.LastError,
@@ -258,5 +275,41 @@ func (b *RespawnBudget) ResumeAt(key string, now time.Time) error {
 func (b *RespawnBudget) Forget(key string) {
 	s := b.keys.lock(key)
 	delete(s.m, key)
+	s.mu.Unlock()
+}
+
+// parkAt parks key for a reason decided outside the budget (a Supervisor's
+// permanent error, tripped guard or escalated chain). It publishes
+// EventStartupExhausted only when announce is set, so that each outcome is
+// announced once, by whatever decided it. A key that is already parked keeps
+// its first ParkedError, which parkAt returns.
+func (b *RespawnBudget) parkAt(key, reason string, cause error, announce bool, now time.Time) *ParkedError {
+	t := b.tl.at(now)
+	s := b.keys.lock(key)
+	e := s.entry(key, true)
+	if e.park != nil {
+		pe := e.park
+		s.mu.Unlock()
+		return pe
+	}
+	e.win.prune(t, b.cfg.Window)
+	pe := &ParkedError{Key: key, Reason: reason, LastError: cause, Attempts: e.win.len(), Since: now}
+	e.park = pe
+	s.mu.Unlock()
+	if announce {
+		emit(b.o.handler, Event{Kind: EventStartupExhausted, Key: key, Time: now, Reason: reason,
+			LastError: cause, Attempts: pe.Attempts, Limit: b.cfg.MaxRespawns, Window: b.cfg.Window})
+	}
+	return pe
+}
+
+// settle clears the respawn window of a key that is not parked: a run that
+// became healthy was a good start, so the next failure starts afresh.
+func (b *RespawnBudget) settle(key string) {
+	s := b.keys.lock(key)
+	if e := s.entry(key, false); e != nil && e.park == nil {
+		e.win.clear()
+		e.prev = 0
+	}
 	s.mu.Unlock()
 }

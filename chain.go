@@ -138,10 +138,15 @@ func (d *ChainDetector) needsHuman(key, incarnation string, n int) error {
 type needsHumanError struct {
 	key, incarnation string
 	chain            int
+	cause            error // the crash that found the chain full, if known
 }
 
 func (e *needsHumanError) Error() string {
-	return fmt.Sprintf("crashloop: %q needs a human: %s", e.key, chainReason(e.chain))
+	msg := fmt.Sprintf("crashloop: %q needs a human: %s", e.key, chainReason(e.chain))
+	if e.cause != nil {
+		msg += ": " + e.cause.Error()
+	}
+	return msg
 }
 
 // chainReason is the reason of EventChainEscalated, in the words of the
@@ -151,6 +156,8 @@ func chainReason(n int) string {
 }
 
 func (e *needsHumanError) Is(target error) bool { return target == ErrNeedsHuman }
+
+func (e *needsHumanError) Unwrap() error { return e.cause }
 
 // Chain is shorthand for ChainAt(key, incarnation, clock.Now()).
 func (d *ChainDetector) Chain(key, incarnation string) int {

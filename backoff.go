@@ -1,0 +1,281 @@
+package crashloop
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Backoff is a restart delay curve: how long a Supervisor waits before the
+// attempt-th restart in a row (1 for the first).
+//
+// The curves of this package are Linear (the default, the RespawnBudget's
+// curve), Exponential (the Kubernetes and Docker curve), and the jitters
+// FullJitter, EqualJitter and DecorrelatedJitter from the AWS "Exponential
+// Backoff And Jitter" analysis. They are safe for concurrent use and never
+// panic or overflow; a Supervisor checks their settings when it is created.
+// A Backoff of your own must be safe for concurrent use, must not call back
+// into the Supervisor, and is not checked for a budget that can never park.
+type Backoff interface {
+	// Delay returns the wait before restart attempt (>= 1), given the
+	// previous wait of the same key (0 before the first).
+	Delay(attempt int, prev time.Duration) time.Duration
+}
+
+// curve is what the package's own curves add to Backoff: their settings can
+// be checked, summed at their worst case, and written to a config file.
+type curve interface {
+	Backoff
+	validate() error
+	// worst returns the longest wait the curve may give for attempt, and
+	// the wait it settles at for every attempt from then on (or -1 if it
+	// has not settled yet).
+	worst(attempt int) time.Duration
+	spec() backoffSpec
+}
+
+// RandSource is the random source of the jittered curves. *rand.Rand of
+// math/rand/v2 satisfies it; the curves serialize calls to it, so an
+// unsynchronized source is fine. A nil RandSource means the global source of
+// math/rand/v2.
+type RandSource interface {
+	Int64N(n int64) int64
+}
+
+type globalSource struct{}
+
+func (globalSource) Int64N(n int64) int64 { return rand.Int64N(n) }
+
+// lockedSource serializes a RandSource and draws in [lo, hi].
+type lockedSource struct {
+	mu  sync.Mutex
+	src RandSource
+}
+
+func newLockedSource(src RandSource) *lockedSource {
+	if src == nil {
+		src = globalSource{}
+	}
+	return &lockedSource{src: src}
+}
+
+func (l *lockedSource) between(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	span := int64(hi - lo)
+	if span == math.MaxInt64 {
+		span-- // Int64N(n) draws in [0, n): keep n+1 from overflowing
+	}
+	l.mu.Lock()
+	r := l.src.Int64N(span + 1)
+	l.mu.Unlock()
+	return lo + time.Duration(r)
+}
+
+// Linear returns the curve min(initial*attempt, max): 500ms, 1s, 1.5s ... 5s
+// with the budget's defaults. It is the Supervisor's default curve.
+func Linear(initial, max time.Duration) Backoff {
+	return linearCurve{initial: initial, max: max}
+}
+
+type linearCurve struct{ initial, max time.Duration }
+
+func (c linearCurve) Delay(attempt int, _ time.Duration) time.Duration {
+	return BudgetConfig{InitialBackoff: c.initial, MaxBackoff: c.max}.backoff(attempt)
+}
+
+func (c linearCurve) validate() error {
+	switch {
+	case c.initial < 0:
+		return &ConfigError{Field: "initial", Value: c.initial, Rule: ">= 0"}
+	case c.max < c.initial:
+		return &ConfigError{Field: "max", Value: c.max, Rule: fmt.Sprintf(">= initial (%v)", c.initial)}
+	}
+	return nil
+}
+
+func (c linearCurve) worst(attempt int) time.Duration { return c.Delay(attempt, 0) }
+func (c linearCurve) spec() backoffSpec {
+	return backoffSpec{Kind: "linear", Initial: c.initial, Max: c.max}
+}
+
+// Exponential returns the curve min(max, initial*factor^(attempt-1)): with
+// 10s, 2 and 300s it is the kubelet's 10s, 20s, 40s ... 300s. factor must be
+// >= 1.
+func Exponential(initial time.Duration, factor float64, max time.Duration) Backoff {
+	return expCurve{initial: initial, factor: factor, max: max}
+}
+
+type expCurve struct {
+	initial time.Duration
+	factor  float64
+	max     time.Duration
+}
+
+func (c expCurve) Delay(attempt int, _ time.Duration) time.Duration {
+	if attempt < 1 || c.initial <= 0 {
+		return max(c.initial, 0)
+	}
+	d := float64(c.initial) * math.Pow(c.factor, float64(attempt-1))
+	if math.IsNaN(d) || d >= float64(c.max) {
+		return c.max
+	}
+	return time.Duration(d)
+}
+
+func (c expCurve) validate() error {
+	switch {
+	case c.initial < 0:
+		return &ConfigError{Field: "initial", Value: c.initial, Rule: ">= 0"}
+	case math.IsNaN(c.factor) || math.IsInf(c.factor, 0) || c.factor < 1:
+		return &ConfigError{Field: "factor", Value: c.factor, Rule: ">= 1 and finite"}
+	case c.max < c.initial:
+		return &ConfigError{Field: "max", Value: c.max, Rule: fmt.Sprintf(">= initial (%v)", c.initial)}
+	}
+	return nil
+}
+
+func (c expCurve) worst(attempt int) time.Duration { return c.Delay(attempt, 0) }
+func (c expCurve) spec() backoffSpec {
+	return backoffSpec{Kind: "exponential", Initial: c.initial, Factor: c.factor, Max: c.max}
+}
+
+// FullJitter returns b with full jitter: a wait drawn uniformly from
+// [0, b.Delay]. Workers that failed together then do not restart in
+// lockstep. src may be nil (the global source).
+func FullJitter(b Backoff, src RandSource) Backoff {
+	return jitterCurve{inner: b, equal: false, src: newLockedSource(src)}
+}
+
+// EqualJitter returns b with equal jitter: half of b.Delay plus a wait drawn
+// uniformly from [0, half]. src may be nil (the global source).
+func EqualJitter(b Backoff, src RandSource) Backoff {
+	return jitterCurve{inner: b, equal: true, src: newLockedSource(src)}
+}
+
+type jitterCurve struct {
+	inner Backoff
+	equal bool
+	src   *lockedSource
+}
+
+func (c jitterCurve) Delay(attempt int, prev time.Duration) time.Duration {
+	if c.inner == nil {
+		return 0
+	}
+	d := max(c.inner.Delay(attempt, prev), 0)
+	if c.equal {
+		return d/2 + c.src.between(0, d-d/2)
+	}
+	return c.src.between(0, d)
+}
+
+func (c jitterCurve) validate() error {
+	if c.inner == nil {
+		return &ConfigError{Field: "jitter", Value: nil, Rule: "a curve to jitter"}
+	}
+	if in, ok := c.inner.(curve); ok {
+		return in.validate()
+	}
+	return nil
+}
+
+func (c jitterCurve) worst(attempt int) time.Duration {
+	if in, ok := c.inner.(curve); ok {
+		return in.worst(attempt)
+	}
+	return -1
+}
+
+func (c jitterCurve) spec() backoffSpec {
+	sp := backoffSpec{Kind: "custom"}
+	if in, ok := c.inner.(curve); ok {
+		sp = in.spec()
+	}
+	sp.Jitter = "full"
+	if c.equal {
+		sp.Jitter = "equal"
+	}
+	return sp
+}
+
+// DecorrelatedJitter returns the curve min(max, random in [base, prev*3]),
+// starting at base: each wait depends on the previous one, so workers that
+// failed together spread out further with every attempt. src may be nil
+// (the global source).
+func DecorrelatedJitter(base, max time.Duration, src RandSource) Backoff {
+	return decorrelatedCurve{base: base, max: max, src: newLockedSource(src)}
+}
+
+type decorrelatedCurve struct {
+	base, max time.Duration
+	src       *lockedSource
+}
+
+func (c decorrelatedCurve) Delay(_ int, prev time.Duration) time.Duration {
+	hi := c.max
+	if prev > 0 && prev < c.max/3 {
+		hi = prev * 3
+	}
+	if prev <= 0 {
+		hi = c.base
+	}
+	return min(c.max, c.src.between(max(c.base, 0), hi))
+}
+
+func (c decorrelatedCurve) validate() error {
+	switch {
+	case c.base < 0:
+		return &ConfigError{Field: "initial", Value: c.base, Rule: ">= 0"}
+	case c.max < c.base:
+		return &ConfigError{Field: "max", Value: c.max, Rule: fmt.Sprintf(">= initial (%v)", c.base)}
+	}
+	return nil
+}
+
+// worst: the longest chain of draws is base, 3*base, 9*base ... capped.
+func (c decorrelatedCurve) worst(attempt int) time.Duration {
+	d := c.base
+	for i := 1; i < attempt && d < c.max; i++ {
+		if d > c.max/3 {
+			return c.max
+		}
+		d *= 3
+	}
+	return min(d, c.max)
+}
+
+func (c decorrelatedCurve) spec() backoffSpec {
+	return backoffSpec{Kind: "exponential", Initial: c.base, Factor: 3, Max: c.max, Jitter: "decorrelated"}
+}
+
+// worstSum returns the sum of the longest waits of attempts 1..n, or nil if
+// the curve is not one of this package's. Once the worst wait reaches the
+// curve's cap the rest is multiplied out; a curve still growing after 1<<16
+// steps is summed as if it stopped there (a lower bound).
+func worstSum(b Backoff, n int) *big.Int {
+	c, ok := b.(curve)
+	if !ok {
+		return nil
+	}
+	if l, ok := c.(linearCurve); ok {
+		return linearSum(l.initial, l.max, n)
+	}
+	capAt := c.spec().Max
+	sum := new(big.Int)
+	for i := 1; i <= n; i++ {
+		d := c.worst(i)
+		if d < 0 {
+			return nil
+		}
+		if d >= capAt || i >= 1<<16 {
+			return sum.Add(sum, new(big.Int).Mul(big.NewInt(int64(d)), big.NewInt(int64(n-i+1))))
+		}
+		sum.Add(sum, big.NewInt(int64(d)))
+	}
+	return sum
+}

@@ -1,0 +1,72 @@
+package crashloop
+
+import "time"
+
+// KeyState is what a Supervisor is doing with a key. It marshals to JSON as
+// its string value.
+type KeyState string
+
+// The states of a key.
+const (
+	StateRunning    KeyState = "running"     // fn is running
+	StateBackoff    KeyState = "backoff"     // waiting out the backoff before a restart
+	StateHeld       KeyState = "held"        // restart held while the fleet breaker is tripped
+	StateParked     KeyState = "parked"      // a guard gave up; Resume to run again
+	StateNeedsHuman KeyState = "needs_human" // the chain escalated; Resume to run again
+	StateExited     KeyState = "exited"      // not running: clean exit, ended context, or resumed
+)
+
+// String returns the state's name.
+func (s KeyState) String() string { return string(s) }
+
+// Status is a snapshot of a Supervisor, for health endpoints and operator
+// tools. It marshals to JSON as {"keys": {...}, "fleet": {...}}; fleet is
+// omitted when the fleet breaker is off.
+type Status struct {
+	Keys  map[string]KeyStatus `json:"keys"`
+	Fleet *FleetStatus         `json:"fleet,omitempty"`
+}
+
+// KeyStatus is the state of one key in a Status.
+type KeyStatus struct {
+	State       KeyState  `json:"state"`
+	Restarts    int       `json:"restarts"`    // respawns in the budget's window
+	CanRestart  bool      `json:"can_restart"` // false when parked, needs_human, or the fleet is tripped
+	LastError   string    `json:"last_error,omitempty"`
+	Reason      string    `json:"park_reason,omitempty"`
+	Incarnation string    `json:"incarnation,omitempty"`
+	Since       time.Time `json:"since"` // time of the last state change
+}
+
+// Status is shorthand for StatusAt(clock.Now()).
+func (s *Supervisor) Status() Status { return s.StatusAt(s.o.clock.Now()) }
+
+// StatusAt returns a snapshot of every key the Supervisor knows and of the
+// fleet breaker at now.
+func (s *Supervisor) StatusAt(now time.Time) Status {
+	st := Status{Keys: make(map[string]KeyStatus)}
+	fleetTripped := false
+	if s.fleet != nil {
+		fs := s.fleet.StatusAt(now)
+		st.Fleet = &fs
+		fleetTripped = fs.BreakerTripped
+	}
+	s.mu.Lock()
+	for key, kr := range s.keys {
+		ks := KeyStatus{State: kr.state, Incarnation: kr.incarnation, Since: kr.since}
+		if kr.lastErr != nil {
+			ks.LastError = kr.lastErr.Error()
+		}
+		st.Keys[key] = ks
+	}
+	s.mu.Unlock()
+	for key, ks := range st.Keys {
+		ks.Restarts = s.budget.RespawnsAt(key, now)
+		if pe, ok := s.budget.Spawn(key).(*ParkedError); ok {
+			ks.Reason = pe.Reason
+		}
+		ks.CanRestart = ks.Reason == "" && !fleetTripped
+		st.Keys[key] = ks
+	}
+	return st
+}
