@@ -183,11 +183,9 @@ func (b *RespawnBudget) FailedAt(key string, cause error, now time.Time) (time.D
 	}
 	e.win.prune(t, b.cfg.Window)
 	if e.win.len() >= b.cfg.MaxRespawns {
-		pe := &ParkedError{Key: key, Reason: ReasonBudgetExhausted, LastError: cause, Attempts: e.win.len(), Since: now}
-		e.park = pe
+		pe := b.park(e, key, ReasonBudgetExhausted, cause, now)
 		s.mu.Unlock()
-		emit(b.o.handler, Event{Kind: EventStartupExhausted, Key: key, Time: now, Reason: pe.Reason,
-			LastError: cause, Attempts: pe.Attempts, Limit: b.cfg.MaxRespawns, Window: b.cfg.Window})
+		emit(b.o.handler, b.parkEvent(pe))
 		return 0, pe
 	}
 	e.win.push(t, b.cfg.MaxRespawns)
@@ -293,14 +291,25 @@ func (b *RespawnBudget) parkAt(key, reason string, cause error, announce bool, n
 		return pe
 	}
 	e.win.prune(t, b.cfg.Window)
-	pe := &ParkedError{Key: key, Reason: reason, LastError: cause, Attempts: e.win.len(), Since: now}
-	e.park = pe
+	pe := b.park(e, key, reason, cause, now)
 	s.mu.Unlock()
 	if announce {
-		emit(b.o.handler, Event{Kind: EventStartupExhausted, Key: key, Time: now, Reason: reason,
-			LastError: cause, Attempts: pe.Attempts, Limit: b.cfg.MaxRespawns, Window: b.cfg.Window})
+		emit(b.o.handler, b.parkEvent(pe))
 	}
 	return pe
+}
+
+// park marks the entry of key parked; its window must be pruned. The shard
+// must be locked.
+func (b *RespawnBudget) park(e *budgetEntry, key, reason string, cause error, now time.Time) *ParkedError {
+	e.park = &ParkedError{Key: key, Reason: reason, LastError: cause, Attempts: e.win.len(), Since: now}
+	return e.park
+}
+
+// parkEvent is the EventStartupExhausted announcing pe.
+func (b *RespawnBudget) parkEvent(pe *ParkedError) Event {
+	return Event{Kind: EventStartupExhausted, Key: pe.Key, Time: pe.Since, Reason: pe.Reason,
+		LastError: pe.LastError, Attempts: pe.Attempts, Limit: b.cfg.MaxRespawns, Window: b.cfg.Window}
 }
 
 // settle clears the respawn window of a key that is not parked: a run that

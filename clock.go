@@ -70,9 +70,10 @@ func buildOptions(opts []Option) options {
 	return o
 }
 
-// emit delivers ev to h when there is a handler. Callers must hold no lock.
+// emit delivers ev to h when there is a handler and ev is an event (a zero
+// Event means nothing happened). Callers must hold no lock.
 func emit(h EventHandler, ev Event) {
-	if h != nil {
+	if h != nil && ev.Kind != 0 {
 		h.HandleEvent(ev)
 	}
 }
@@ -110,9 +111,6 @@ func (tl *timeline) at(now time.Time) int64 {
 		}
 	}
 }
-
-// latest returns the latest offset seen.
-func (tl *timeline) latest() int64 { return tl.high.Load() }
 
 // age returns how long before now the offset t lies, at least zero, as an
 // unsigned number so that offsets at the far ends of int64 never overflow.

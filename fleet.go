@@ -98,14 +98,15 @@ func NewFleetSupervisionPolicy(cfg FleetConfig, opts ...Option) (*FleetSupervisi
 func (p *FleetSupervisionPolicy) Config() FleetConfig { return p.cfg }
 
 // rearm re-arms a tripped breaker whose cooldown has ended at t, clearing the
-// hour. It reports whether it did. p.mu must be held.
-func (p *FleetSupervisionPolicy) rearm(t int64) bool {
+// hour, and returns the EventFleetRearmed to publish once p.mu is released
+// (a zero Event if it did not re-arm). p.mu must be held.
+func (p *FleetSupervisionPolicy) rearm(t int64, now time.Time) Event {
 	if !p.tripped || age(t, p.since) < uint64(p.cfg.Cooldown) {
-		return false
+		return Event{}
 	}
 	p.tripped = false
 	p.hour.clear()
-	return true
+	return p.event(EventFleetRearmed, now, 0)
 }
 
 func (p *FleetSupervisionPolicy) event(kind EventKind, now time.Time, restarts int) Event {
@@ -133,11 +134,8 @@ func (p *FleetSupervisionPolicy) NoteRestart() bool { return p.NoteRestartAt(p.o
 func (p *FleetSupervisionPolicy) NoteRestartAt(now time.Time) bool {
 	t := p.tl.at(now)
 	p.mu.Lock()
-	rearmed := p.rearm(t)
-	var rearmEv, tripEv Event
-	if rearmed {
-		rearmEv = p.event(EventFleetRearmed, now, 0)
-	}
+	rearmEv := p.rearm(t, now)
+	var tripEv Event
 	tripped := p.tripped
 	if !tripped {
 		p.hour.prune(t, fleetHour)
@@ -149,12 +147,8 @@ func (p *FleetSupervisionPolicy) NoteRestartAt(now time.Time) bool {
 		}
 	}
 	p.mu.Unlock()
-	if rearmed {
-		emit(p.o.handler, rearmEv)
-	}
-	if tripEv.Kind != 0 {
-		emit(p.o.handler, tripEv)
-	}
+	emit(p.o.handler, rearmEv)
+	emit(p.o.handler, tripEv)
 	return tripped
 }
 
@@ -177,11 +171,8 @@ func (p *FleetSupervisionPolicy) NoteFleetStateAt(failing, total int, now time.T
 	failing = min(max(failing, 0), total)
 	t := p.tl.at(now)
 	p.mu.Lock()
-	rearmed := p.rearm(t)
-	var rearmEv, tripEv Event
-	if rearmed {
-		rearmEv = p.event(EventFleetRearmed, now, 0)
-	}
+	rearmEv := p.rearm(t, now)
+	var tripEv Event
 	p.failing, p.total = failing, total
 	if failing >= p.cfg.MinFailing && float64(failing)/float64(total) >= p.cfg.FailingFraction {
 		if !p.tripped {
@@ -192,12 +183,8 @@ func (p *FleetSupervisionPolicy) NoteFleetStateAt(failing, total int, now time.T
 	}
 	tripped := p.tripped
 	p.mu.Unlock()
-	if rearmed {
-		emit(p.o.handler, rearmEv)
-	}
-	if tripEv.Kind != 0 {
-		emit(p.o.handler, tripEv)
-	}
+	emit(p.o.handler, rearmEv)
+	emit(p.o.handler, tripEv)
 	return tripped
 }
 
@@ -210,16 +197,10 @@ func (p *FleetSupervisionPolicy) Tripped() bool { return p.TrippedAt(p.o.clock.N
 func (p *FleetSupervisionPolicy) TrippedAt(now time.Time) bool {
 	t := p.tl.at(now)
 	p.mu.Lock()
-	rearmed := p.rearm(t)
-	var ev Event
-	if rearmed {
-		ev = p.event(EventFleetRearmed, now, 0)
-	}
+	ev := p.rearm(t, now)
 	tripped := p.tripped
 	p.mu.Unlock()
-	if rearmed {
-		emit(p.o.handler, ev)
-	}
+	emit(p.o.handler, ev)
 	return tripped
 }
 
@@ -231,11 +212,7 @@ func (p *FleetSupervisionPolicy) Status() FleetStatus { return p.StatusAt(p.o.cl
 func (p *FleetSupervisionPolicy) StatusAt(now time.Time) FleetStatus {
 	t := p.tl.at(now)
 	p.mu.Lock()
-	rearmed := p.rearm(t)
-	var ev Event
-	if rearmed {
-		ev = p.event(EventFleetRearmed, now, 0)
-	}
+	ev := p.rearm(t, now)
 	p.hour.prune(t, fleetHour)
 	st := FleetStatus{BreakerTripped: p.tripped, FleetRestartsPerHour: p.cfg.RestartsPerHour,
 		FailingChannels: p.failing, TotalChannels: p.total, RestartsInHour: p.hour.len()}
@@ -244,9 +221,7 @@ func (p *FleetSupervisionPolicy) StatusAt(now time.Time) FleetStatus {
 		st.RearmAt = &at
 	}
 	p.mu.Unlock()
-	if rearmed {
-		emit(p.o.handler, ev)
-	}
+	emit(p.o.handler, ev)
 	return st
 }
 

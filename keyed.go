@@ -105,15 +105,3 @@ func (k *keyed[E]) collect(match func(*E) bool) []string {
 	sort.Strings(out)
 	return out
 }
-
-// each calls f on every entry, one shard locked at a time.
-func (k *keyed[E]) each(f func(key string, e *E)) {
-	for i := range k.shards {
-		s := &k.shards[i]
-		s.mu.Lock()
-		for key, e := range s.m {
-			f(key, e)
-		}
-		s.mu.Unlock()
-	}
-}

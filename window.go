@@ -84,8 +84,5 @@ const maxWindowSlots = 1 << 30
 // len returns the number of events held.
 func (w *window) len() int { return int(w.n) }
 
-// oldest returns the time of the oldest event; the window must not be empty.
-func (w *window) oldest() int64 { return w.buf[w.head] }
-
 // clear empties the window; it keeps the storage for the next events.
 func (w *window) clear() { w.head, w.n = 0, 0 }
