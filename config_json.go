@@ -3,6 +3,7 @@ package crashloop
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -121,10 +122,21 @@ func pathOr(path string) string {
 	return path
 }
 
+// unmarshalScalar decodes a setting's value; null is an error, not "keep
+// the value" (encoding/json's rule for scalars) nor "zero".
+func unmarshalScalar(raw json.RawMessage, dst any) error {
+	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return errNullSetting
+	}
+	return json.Unmarshal(raw, dst)
+}
+
+var errNullSetting = errors.New("null")
+
 func durationField(dst *time.Duration) fieldDecoder {
 	return func(raw json.RawMessage, path string) error {
 		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		if err := unmarshalScalar(raw, &s); err != nil {
 			return &ConfigError{Field: path, Value: string(raw), Rule: `a duration string such as "60s" or "500ms"`}
 		}
 		d, err := time.ParseDuration(s)
@@ -139,7 +151,7 @@ func durationField(dst *time.Duration) fieldDecoder {
 func intField(dst *int) fieldDecoder {
 	return func(raw json.RawMessage, path string) error {
 		var f float64
-		if err := json.Unmarshal(raw, &f); err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		if err := unmarshalScalar(raw, &f); err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
 			return &ConfigError{Field: path, Value: string(raw), Rule: "a whole number"}
 		}
 		*dst = int(f)
@@ -149,7 +161,7 @@ func intField(dst *int) fieldDecoder {
 
 func floatField(dst *float64) fieldDecoder {
 	return func(raw json.RawMessage, path string) error {
-		if err := json.Unmarshal(raw, dst); err != nil {
+		if err := unmarshalScalar(raw, dst); err != nil {
 			return &ConfigError{Field: path, Value: string(raw), Rule: "a number"}
 		}
 		return nil
@@ -158,7 +170,7 @@ func floatField(dst *float64) fieldDecoder {
 
 func boolField(dst *bool) fieldDecoder {
 	return func(raw json.RawMessage, path string) error {
-		if err := json.Unmarshal(raw, dst); err != nil {
+		if err := unmarshalScalar(raw, dst); err != nil {
 			return &ConfigError{Field: path, Value: string(raw), Rule: "true or false"}
 		}
 		return nil
@@ -167,7 +179,7 @@ func boolField(dst *bool) fieldDecoder {
 
 func stringField(dst *string) fieldDecoder {
 	return func(raw json.RawMessage, path string) error {
-		if err := json.Unmarshal(raw, dst); err != nil {
+		if err := unmarshalScalar(raw, dst); err != nil {
 			return &ConfigError{Field: path, Value: string(raw), Rule: "a string"}
 		}
 		return nil

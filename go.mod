@@ -6,3 +6,5 @@ require (
 	github.com/benbjohnson/clock v1.3.5 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect
 )
+
+require go.yaml.in/yaml/v3 v3.0.5 // indirect

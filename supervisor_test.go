@@ -1,0 +1,1100 @@
+package crashloop_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Every test in this file runs inside a testing/synctest bubble: the
+// Supervisor's default real clock is the bubble's fake clock, time starts at
+// 2000-01-01T00:00:00Z and only moves when every goroutine is blocked, so
+// all start times below are exact.
+
+// supEvent is an event as recorded by supRecorder: At is its time as an
+// offset from the start of the test, and Event.Time is zeroed.
+type supEvent struct {
+	At time.Duration
+	crashloop.Event
+}
+
+// supRecorder is an EventHandler that records every event, safe for
+// concurrent use.
+type supRecorder struct {
+	start time.Time
+	mu    sync.Mutex
+	evs   []supEvent
+}
+
+func newSupRecorder() *supRecorder { return &supRecorder{start: time.Now()} }
+
+func (r *supRecorder) HandleEvent(ev crashloop.Event) {
+	at := ev.Time.Sub(r.start)
+	ev.Time = time.Time{}
+	r.mu.Lock()
+	r.evs = append(r.evs, supEvent{At: at, Event: ev})
+	r.mu.Unlock()
+}
+
+func (r *supRecorder) events() []supEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]supEvent(nil), r.evs...)
+}
+
+// count returns how many events of kind were recorded.
+func (r *supRecorder) count(kind crashloop.EventKind) int {
+	n := 0
+	for _, ev := range r.events() {
+		if ev.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// supStarts records the time of each call of a supervised function.
+type supStarts struct {
+	start time.Time
+	mu    sync.Mutex
+	at    []time.Duration
+}
+
+func newSupStarts() *supStarts { return &supStarts{start: time.Now()} }
+
+// mark records a start now and returns its number (1 for the first).
+func (s *supStarts) mark() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.at = append(s.at, time.Since(s.start))
+	return len(s.at)
+}
+
+func (s *supStarts) times() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.at...)
+}
+
+func newTestSupervisor(t *testing.T, cfg crashloop.SupervisorConfig, opts ...crashloop.Option) *crashloop.Supervisor {
+	t.Helper()
+	s, err := crashloop.NewSupervisor(cfg, opts...)
+	require.NoError(t, err)
+	return s
+}
+
+func respawnEv(at time.Duration, key string, cause error, attempt int, backoff time.Duration) supEvent {
+	return supEvent{At: at, Event: crashloop.Event{Kind: crashloop.EventRespawnScheduled, Key: key, LastError: cause,
+		Attempts: attempt, Limit: 3, Window: 60 * time.Second, Backoff: backoff}}
+}
+
+func exhaustedEv(at time.Duration, key, reason string, cause error, attempts int) supEvent {
+	return supEvent{At: at, Event: crashloop.Event{Kind: crashloop.EventStartupExhausted, Key: key, Reason: reason,
+		LastError: cause, Attempts: attempts, Limit: 3, Window: 60 * time.Second}}
+}
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// sleepOrDone sleeps d, or returns ctx.Err() if ctx ends first.
+func sleepOrDone(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func TestSupervisorFailsAtOnceParksAfterBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec, starts := newSupRecorder(), newSupStarts()
+		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
+		boom := errors.New("boom")
+
+		err := s.Run(t.Context(), "worker", func(context.Context) error {
+			starts.mark()
+			return boom
+		})
+
+		assert.Equal(t, 3*time.Second, time.Since(starts.start), "Run returns at the park")
+		assert.Equal(t, []time.Duration{0, ms(500), ms(1500), ms(3000)}, starts.times())
+		var pe *crashloop.ParkedError
+		require.ErrorAs(t, err, &pe)
+		assert.ErrorIs(t, err, crashloop.ErrParked)
+		assert.ErrorIs(t, err, boom)
+		assert.NotErrorIs(t, err, crashloop.ErrNeedsHuman)
+		assert.Equal(t, "worker", pe.Key)
+		assert.Equal(t, crashloop.ReasonBudgetExhausted, pe.Reason)
+		assert.Equal(t, "respawn_budget_exhausted", pe.Reason)
+		assert.Same(t, boom, pe.LastError)
+		assert.Equal(t, 3, pe.Attempts)
+		assert.True(t, pe.Since.Equal(starts.start.Add(3*time.Second)), "Since = %v", pe.Since)
+
+		assert.Equal(t, []supEvent{
+			respawnEv(0, "worker", boom, 1, ms(500)),
+			respawnEv(ms(500), "worker", boom, 2, time.Second),
+			respawnEv(ms(1500), "worker", boom, 3, ms(1500)),
+			exhaustedEv(3*time.Second, "worker", "respawn_budget_exhausted", boom, 3),
+		}, rec.events())
+		assert.Equal(t, []string{"worker"}, s.Parked())
+
+		ks := s.Status().Keys["worker"]
+		assert.Equal(t, crashloop.StateParked, ks.State)
+		assert.Equal(t, 3, ks.Restarts)
+		assert.False(t, ks.CanRestart)
+		assert.Equal(t, "boom", ks.LastError)
+		assert.Equal(t, "respawn_budget_exhausted", ks.Reason)
+		assert.True(t, ks.Since.Equal(starts.start.Add(3*time.Second)))
+	})
+}
+
+func TestSupervisorSlowLoopNeedsHuman(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec, starts := newSupRecorder(), newSupStarts()
+		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
+		died := errors.New("died after 16 minutes")
+
+		err := s.Run(t.Context(), "seat-7", func(context.Context) error {
+			starts.mark()
+			time.Sleep(16 * time.Minute) // long past HealthyAfter: passes every health check
+			return died
+		}, crashloop.WithIncarnation("pane-3/session-a"))
+
+		// Each crash is a reactive rescue after a healthy run: the restart
+		// waits the curve's first step (500ms); the 4th crash finds a chain
+		// of 3 and escalates.
+		assert.Equal(t, []time.Duration{
+			0,
+			16*time.Minute + ms(500),
+			32*time.Minute + ms(1000),
+			48*time.Minute + ms(1500),
+		}, starts.times())
+		end := 64*time.Minute + ms(1500)
+		assert.Equal(t, end, time.Since(starts.start))
+
+		var pe *crashloop.ParkedError
+		require.ErrorAs(t, err, &pe)
+		assert.ErrorIs(t, err, crashloop.ErrNeedsHuman)
+		assert.ErrorIs(t, err, crashloop.ErrParked)
+		assert.ErrorIs(t, err, died)
+		assert.Equal(t, "needs_human", pe.Reason)
+		assert.Equal(t, crashloop.ReasonNeedsHuman, pe.Reason)
+		assert.Equal(t, 0, pe.Attempts, "healthy runs cleared the budget's window")
+
+		assert.Equal(t, []supEvent{{At: end, Event: crashloop.Event{Kind: crashloop.EventChainEscalated, Key: "seat-7",
+			Incarnation: "pane-3/session-a", Reason: "crash-loop: gave up after 3 reactive rescues",
+			Attempts: 3, Limit: 3, Window: 20 * time.Minute}}}, rec.events())
+
+		ks := s.Status().Keys["seat-7"]
+		assert.Equal(t, crashloop.StateNeedsHuman, ks.State)
+		assert.Equal(t, "needs_human", ks.Reason)
+		assert.Equal(t, "pane-3/session-a", ks.Incarnation)
+		assert.Equal(t, `crashloop: "seat-7" needs a human: crash-loop: gave up after 3 reactive rescues: died after 16 minutes`, ks.LastError)
+		assert.Equal(t, []string{"seat-7"}, s.Parked())
+	})
+}
+
+func TestSupervisorHealthyHourlyFailuresNeverPark(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec, starts := newSupRecorder(), newSupStarts()
+		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() {
+			time.Sleep(72 * time.Hour)
+			cancel()
+		}()
+		hourly := errors.New("hourly hiccup")
+
+		err := s.Run(ctx, "svc", func(ctx context.Context) error {
+			starts.mark()
+			if err := sleepOrDone(ctx, time.Hour); err != nil {
+				return err
+			}
+			return hourly
+		})
+
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, 72*time.Hour, time.Since(starts.start), "Run returns as the context ends")
+		// Start k is at k*(1h + 500ms): a gap of an hour breaks every chain.
+		got := starts.times()
+		require.Len(t, got, 72)
+		for k, at := range got {
+			require.Equal(t, time.Duration(k)*(time.Hour+ms(500)), at, "start %d", k)
+		}
+		assert.Empty(t, rec.events(), "no respawn, park, escalation or fleet event")
+		assert.Empty(t, s.Parked())
+		ks := s.Status().Keys["svc"]
+		assert.Equal(t, crashloop.StateExited, ks.State)
+		assert.Equal(t, 0, ks.Restarts)
+		assert.True(t, ks.CanRestart)
+	})
+}
+
+func TestSupervisorPermanentParksAfterOneStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec, starts := newSupRecorder(), newSupStarts()
+		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
+		missing := errors.New("exec: \"agent\": executable file not found")
+		perm := crashloop.Permanent(missing)
+
+		err := s.Run(t.Context(), "agent", func(context.Context) error {
+			starts.mark()
+			return perm
+		})
+
+		assert.Equal(t, []time.Duration{0}, starts.times())
+		var pe *crashloop.ParkedError
+		require.ErrorAs(t, err, &pe)
+		assert.ErrorIs(t, err, crashloop.ErrParked)
+		assert.ErrorIs(t, err, missing)
+		assert.Equal(t, "permanent_error", pe.Reason)
+		assert.Equal(t, crashloop.ReasonPermanent, pe.Reason)
+		assert.Same(t, perm, pe.LastError)
+		assert.Equal(t, []supEvent{exhaustedEv(0, "agent", "permanent_error", perm, 0)}, rec.events())
+		assert.Equal(t, []string{"agent"}, s.Parked())
+		assert.Equal(t, "crashloop: permanent failure: "+missing.Error(), s.Status().Keys["agent"].LastError)
+	})
+}
+
+func TestSupervisorPlannedRestartCostsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec, starts := newSupRecorder(), newSupStarts()
+		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
+		boom, reload := errors.New("boom"), errors.New("config reloaded")
+
+		err := s.Run(t.Context(), "w", func(context.Context) error {
+			switch starts.mark() {
+			case 1, 3:
+				return boom
+			case 2:
+				return crashloop.Restart(reload)
+			}
+			return nil
+		})
+
+		require.NoError(t, err)
+		// The planned restart (start 2) is followed at the same instant by
+		// start 3, and the failure after it is the 2nd respawn (1s), not the
+		// 3rd: the planned restart spent no budget.
+		assert.Equal(t, []time.Duration{0, ms(500), ms(500), ms(1500)}, starts.times())
+		assert.Equal(t, []supEvent{
+			respawnEv(0, "w", boom, 1, ms(500)),
+			respawnEv(ms(500), "w", boom, 2, time.Second),
+		}, rec.events())
+		ks := s.Status().Keys["w"]
+		assert.Equal(t, 2, ks.Restarts)
+		assert.Equal(t, crashloop.StateExited, ks.State)
+	})
+}
+
+func TestSupervisorPlannedRestartBreaksTheChain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec, starts := newSupRecorder(), newSupStarts()
+		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
+		died := errors.New("died")
+
+		err := s.Run(t.Context(), "seat", func(context.Context) error {
+			n := starts.mark()
+			time.Sleep(16 * time.Minute)
+			if n == 3 {
+				return crashloop.Restart(nil)
+			}
+			return died
+		})
+
+		// Rescues: chain 1, 2, planned restart (chain 0, no wait), then
+		// 1, 2, 3, and the 7th crash escalates. Without the break the 4th
+		// crash would have escalated.
+		assert.Equal(t, []time.Duration{
+			0,
+			16*time.Minute + ms(500),
+			32*time.Minute + ms(1000),
+			48*time.Minute + ms(1000),
+			64*time.Minute + ms(1500),
+			80*time.Minute + ms(2000),
+			96*time.Minute + ms(2500),
+		}, starts.times())
+		assert.ErrorIs(t, err, crashloop.ErrNeedsHuman)
+		assert.Equal(t, []supEvent{{At: 112*time.Minute + ms(2500), Event: crashloop.Event{Kind: crashloop.EventChainEscalated,
+			Key: "seat", Incarnation: "seat#1", Reason: "crash-loop: gave up after 3 reactive rescues",
+			Attempts: 3, Limit: 3, Window: 20 * time.Minute}}}, rec.events())
+	})
+}
+
+func TestSupervisorFleetBreakerHoldsRestarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newSupRecorder()
+		cfg := crashloop.DefaultSupervisorConfig()
+		fleet := crashloop.DefaultFleetConfig()
+		fleet.RestartsPerHour = 10
+		cfg.Fleet = &fleet
+		s := newTestSupervisor(t, cfg, crashloop.WithEventHandler(rec))
+		ctx, cancel := context.WithCancel(t.Context())
+		shared := errors.New("provider down")
+
+		var mu sync.Mutex
+		calls := map[string]int{}
+		errs := make(chan error, 10)
+		for i := range 10 {
+			key := fmt.Sprintf("k%d", i)
+			go func() {
+				errs <- s.Run(ctx, key, func(ctx context.Context) error {
+					mu.Lock()
+					calls[key]++
+					n := calls[key]
+					mu.Unlock()
+					if n <= 2 {
+						return shared // the first two starts of every key fail together
+					}
+					crashloop.Ready(ctx)
+					<-ctx.Done()
+					return nil
+				})
+			}()
+		}
+		totalCalls := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for _, c := range calls {
+				n += c
+			}
+			return n
+		}
+
+		// 0s: ten failures. 500ms: the 10th restart of the hour trips the
+		// breaker and is held; the 9 others start and fail again. 1.5s:
+		// their restarts are held too.
+		time.Sleep(2 * time.Second)
+		st := s.Status()
+		require.NotNil(t, st.Fleet)
+		assert.True(t, st.Fleet.BreakerTripped)
+		assert.Equal(t, 10, st.Fleet.RestartsInHour)
+		require.NotNil(t, st.Fleet.RearmAt)
+		assert.True(t, st.Fleet.RearmAt.Equal(rec.start.Add(120*time.Second+ms(500))), "rearm at %v", st.Fleet.RearmAt)
+		require.Len(t, st.Keys, 10)
+		for key, ks := range st.Keys {
+			assert.Equal(t, crashloop.StateHeld, ks.State, key)
+			assert.False(t, ks.CanRestart, key)
+			assert.Empty(t, ks.Reason, key)
+		}
+		assert.Equal(t, 19, totalCalls())
+		assert.Equal(t, 19, rec.count(crashloop.EventRespawnScheduled))
+		assert.Equal(t, []supEvent{{At: ms(500), Event: crashloop.Event{Kind: crashloop.EventFleetTripped, Key: "fleet",
+			Reason: "channel crash-loop", Attempts: 10, Limit: 10, Window: 120 * time.Second}}},
+			eventsOf(rec, crashloop.EventFleetTripped))
+
+		// Held time costs no budget: nobody parks while held.
+		time.Sleep(100 * time.Second)
+		assert.Empty(t, s.Parked())
+		assert.Equal(t, 19, totalCalls(), "no start while the breaker is tripped")
+
+		// 120.5s: the breaker re-arms and the ten held restarts go on. Ten
+		// restarts released into a fresh hour are again 10 an hour, so the
+		// last of them trips the breaker once more and waits another
+		// cooldown (until 240.5s); by then every key is healthy.
+		time.Sleep(10 * time.Minute)
+		assert.Equal(t, 30, totalCalls(), "every key went on to its healthy 3rd start")
+		assert.Equal(t, 20, rec.count(crashloop.EventRespawnScheduled))
+		assert.Equal(t, []time.Duration{ms(500), 120*time.Second + ms(500)}, atsOf(rec, crashloop.EventFleetTripped))
+		assert.Equal(t, []time.Duration{120*time.Second + ms(500), 240*time.Second + ms(500)}, atsOf(rec, crashloop.EventFleetRearmed))
+		assert.Zero(t, rec.count(crashloop.EventStartupExhausted))
+		assert.Zero(t, rec.count(crashloop.EventChainEscalated))
+		assert.Zero(t, rec.count(crashloop.EventGuardTripped))
+		assert.Empty(t, s.Parked())
+		st = s.Status()
+		assert.False(t, st.Fleet.BreakerTripped)
+		for key, ks := range st.Keys {
+			assert.Equal(t, crashloop.StateRunning, ks.State, key)
+			assert.True(t, ks.CanRestart, key)
+		}
+
+		cancel()
+		for range 10 {
+			assert.ErrorIs(t, <-errs, context.Canceled)
+		}
+	})
+}
+
+func eventsOf(r *supRecorder, kind crashloop.EventKind) []supEvent {
+	var out []supEvent
+	for _, ev := range r.events() {
+		if ev.Kind == kind {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func atsOf(r *supRecorder, kind crashloop.EventKind) []time.Duration {
+	var out []time.Duration
+	for _, ev := range eventsOf(r, kind) {
+		out = append(out, ev.At)
+	}
+	return out
+}
+
+func TestSupervisorCancelInBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec, starts := newSupRecorder(), newSupStarts()
+		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() {
+			time.Sleep(200 * time.Millisecond) // inside the 500ms backoff
+			cancel()
+		}()
+		boom := errors.New("boom")
+
+		err := s.Run(ctx, "w", func(context.Context) error {
+			starts.mark()
+			return boom
+		})
+
+		assert.Equal(t, context.Canceled, err)
+		assert.Equal(t, ms(200), time.Since(starts.start))
+		time.Sleep(time.Minute)
+		assert.Equal(t, []time.Duration{0}, starts.times(), "no start after the cancel")
+		assert.Equal(t, []supEvent{respawnEv(0, "w", boom, 1, ms(500))}, rec.events())
+		assert.Equal(t, crashloop.StateExited, s.Status().Keys["w"].State)
+	})
+}
+
+func TestSupervisorCancelInHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		starts := newSupStarts()
+		cfg := crashloop.DefaultSupervisorConfig()
+		fleet := crashloop.DefaultFleetConfig()
+		fleet.RestartsPerHour = 1 // the first restart trips the breaker
+		cfg.Fleet = &fleet
+		s := newTestSupervisor(t, cfg)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+
+		go func() {
+			done <- s.Run(ctx, "w", func(context.Context) error {
+				starts.mark()
+				return errors.New("boom")
+			})
+		}()
+
+		time.Sleep(5 * time.Second)
+		assert.Equal(t, crashloop.StateHeld, s.Status().Keys["w"].State)
+		cancel()
+		err := <-done
+		assert.Equal(t, context.Canceled, err)
+		assert.Equal(t, 5*time.Second, time.Since(starts.start), "Run returns at the cancel, not at the re-arm")
+		time.Sleep(5 * time.Minute)
+		assert.Equal(t, []time.Duration{0}, starts.times())
+		assert.Equal(t, crashloop.StateExited, s.Status().Keys["w"].State)
+	})
+}
+
+func TestSupervisorCancelDuringRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec, starts := newSupRecorder(), newSupStarts()
+		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() {
+			time.Sleep(5 * time.Second)
+			cancel()
+		}()
+
+		err := s.Run(ctx, "w", func(ctx context.Context) error {
+			starts.mark()
+			<-ctx.Done()
+			return errors.New("interrupted") // whatever fn returns, Run reports ctx.Err()
+		})
+
+		assert.Equal(t, context.Canceled, err)
+		assert.Equal(t, 5*time.Second, time.Since(starts.start))
+		assert.Equal(t, []time.Duration{0}, starts.times())
+		assert.Empty(t, rec.events(), "a cancelled run is not a failure")
+		ks := s.Status().Keys["w"]
+		assert.Equal(t, crashloop.StateExited, ks.State)
+		assert.Equal(t, 0, ks.Restarts)
+
+		// An already-ended context starts nothing.
+		err = s.Run(ctx, "w2", func(context.Context) error {
+			starts.mark()
+			return nil
+		})
+		assert.Equal(t, context.Canceled, err)
+		assert.Len(t, starts.times(), 1)
+	})
+}
+
+func TestSupervisorHealthyAfterClearsBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		healthy bool
+		third   func(ctx context.Context) // how the 3rd run behaves before it fails
+	}{
+		{"lasted HealthyAfter", true, func(context.Context) { time.Sleep(10 * time.Second) }},
+		{"called Ready", true, func(ctx context.Context) { crashloop.Ready(ctx) }},
+		{"1ns short of HealthyAfter", false, func(context.Context) { time.Sleep(10*time.Second - 1) }},
+		{"Ready with a foreign context", false, func(context.Context) { crashloop.Ready(context.Background()) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec, starts := newSupRecorder(), newSupStarts()
+				s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
+				boom := errors.New("boom")
+				var third time.Duration
+
+				err := s.Run(t.Context(), "w", func(ctx context.Context) error {
+					switch starts.mark() {
+					case 3:
+						tc.third(ctx)
+						third = time.Since(starts.start)
+						return boom
+					case 4:
+						return boom
+					case 5:
+						return nil
+					}
+					return boom
+				})
+
+				if tc.healthy {
+					require.NoError(t, err)
+					// The healthy run cleared the window: its failure waits the
+					// curve's first step with no respawn, and the next failed
+					// start is respawn 1 again.
+					assert.Equal(t, []time.Duration{0, ms(500), ms(1500), third + ms(500), third + ms(1000)}, starts.times())
+					assert.Equal(t, []supEvent{
+						respawnEv(0, "w", boom, 1, ms(500)),
+						respawnEv(ms(500), "w", boom, 2, time.Second),
+						respawnEv(third+ms(500), "w", boom, 1, ms(500)),
+					}, rec.events())
+					return
+				}
+				// Not healthy: the 3rd failure is the 3rd respawn, and the 4th parks.
+				assert.ErrorIs(t, err, crashloop.ErrParked)
+				assert.Equal(t, []time.Duration{0, ms(500), ms(1500), third + ms(1500)}, starts.times())
+				assert.Equal(t, []supEvent{
+					respawnEv(0, "w", boom, 1, ms(500)),
+					respawnEv(ms(500), "w", boom, 2, time.Second),
+					respawnEv(third, "w", boom, 3, ms(1500)),
+					exhaustedEv(third+ms(1500), "w", "respawn_budget_exhausted", boom, 3),
+				}, rec.events())
+			})
+		})
+	}
+}
+
+func guardEv(at time.Duration, key, reason string, attempts, limit int, window time.Duration) supEvent {
+	return supEvent{At: at, Event: crashloop.Event{Kind: crashloop.EventGuardTripped, Key: key, Reason: reason,
+		Attempts: attempts, Limit: limit, Window: window}}
+}
+
+func TestSupervisorGuardParksKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec, starts := newSupRecorder(), newSupStarts()
+		cfg := crashloop.DefaultSupervisorConfig()
+		cfg.Guard = &crashloop.GuardConfig{MaxRestarts: 3, Window: 60 * time.Second}
+		s := newTestSupervisor(t, cfg, crashloop.WithEventHandler(rec))
+		crash := errors.New("crash on resume")
+
+		err := s.Run(t.Context(), "telegram", func(context.Context) error {
+			starts.mark()
+			return crash
+		})
+
+		// The guard sees every failure: the 3rd within 60s trips it, one
+		// respawn before the budget would have parked.
+		assert.Equal(t, []time.Duration{0, ms(500), ms(1500)}, starts.times())
+		var pe *crashloop.ParkedError
+		require.ErrorAs(t, err, &pe)
+		assert.ErrorIs(t, err, crashloop.ErrParked)
+		assert.ErrorIs(t, err, crash)
+		assert.Equal(t, "restart_loop_guard", pe.Reason)
+		assert.Equal(t, crashloop.ReasonRestartLoopGuard, pe.Reason)
+		assert.Equal(t, 2, pe.Attempts, "respawns in the budget's window")
+		assert.Equal(t, []supEvent{
+			respawnEv(0, "telegram", crash, 1, ms(500)),
+			respawnEv(ms(500), "telegram", crash, 2, time.Second),
+			guardEv(ms(1500), "telegram", "crash-loop breaker tripped (>= 3 restarts in 60s)", 3, 3, 60*time.Second),
+		}, rec.events())
+		assert.Equal(t, []string{"telegram"}, s.Parked())
+		ks := s.Status().Keys["telegram"]
+		assert.Equal(t, crashloop.StateParked, ks.State)
+		assert.Equal(t, "restart_loop_guard", ks.Reason)
+	})
+}
+
+func TestSupervisorGuardIsPerKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newSupRecorder()
+		cfg := crashloop.DefaultSupervisorConfig()
+		cfg.Guard = &crashloop.GuardConfig{MaxRestarts: 3, Window: 60 * time.Second}
+		s := newTestSupervisor(t, cfg, crashloop.WithEventHandler(rec))
+		ctx, cancel := context.WithCancel(t.Context())
+		errs := make(chan error, 2)
+		for _, key := range []string{"telegram", "slack"} {
+			n := 0
+			go func() {
+				errs <- s.Run(ctx, key, func(ctx context.Context) error {
+					if n++; n <= 2 {
+						return errors.New(key + " crashed")
+					}
+					<-ctx.Done()
+					return nil
+				})
+			}()
+		}
+
+		// Two crashes per key: four in 60s between them, but a guard of 3
+		// per key never trips.
+		time.Sleep(10 * time.Second)
+		assert.Empty(t, s.Parked())
+		assert.Zero(t, rec.count(crashloop.EventGuardTripped))
+		assert.Equal(t, 4, rec.count(crashloop.EventRespawnScheduled))
+		for key, ks := range s.Status().Keys {
+			assert.Equal(t, crashloop.StateRunning, ks.State, key)
+		}
+		cancel()
+		assert.ErrorIs(t, <-errs, context.Canceled)
+		assert.ErrorIs(t, <-errs, context.Canceled)
+	})
+}
+
+func TestSupervisorHourlyCapParksKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec, starts := newSupRecorder(), newSupStarts()
+		cfg := crashloop.DefaultSupervisorConfig()
+		cfg.HourlyCap = 10
+		cfg.Chain = nil // only the cap judges these healthy-then-failing runs
+		s := newTestSupervisor(t, cfg, crashloop.WithEventHandler(rec))
+		flaky := errors.New("flaky")
+
+		err := s.Run(t.Context(), "bot", func(ctx context.Context) error {
+			starts.mark()
+			crashloop.Ready(ctx)
+			time.Sleep(time.Minute)
+			return flaky
+		})
+
+		// Start k at k*60.5s; the 10th failure within the hour parks.
+		got := starts.times()
+		require.Len(t, got, 10)
+		for k, at := range got {
+			assert.Equal(t, time.Duration(k)*(time.Minute+ms(500)), at, "start %d", k)
+		}
+		end := 9*(time.Minute+ms(500)) + time.Minute
+		assert.Equal(t, end, time.Since(starts.start))
+		var pe *crashloop.ParkedError
+		require.ErrorAs(t, err, &pe)
+		assert.ErrorIs(t, err, flaky)
+		assert.Equal(t, "hourly_restart_cap", pe.Reason)
+		assert.Equal(t, crashloop.ReasonHourlyCap, pe.Reason)
+		assert.Equal(t, []supEvent{guardEv(end, "bot", "crash-loop breaker tripped (>= 10 restarts in 1h)", 10, 10, time.Hour)},
+			rec.events(), "one trip, no respawn (healthy runs) and no EventStartupExhausted")
+	})
+}
+
+func TestSupervisorAlreadyRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig())
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			done <- s.Run(ctx, "k", func(ctx context.Context) error {
+				<-ctx.Done()
+				return nil
+			})
+		}()
+		synctest.Wait()
+
+		start := time.Now()
+		called := false
+		err := s.Run(ctx, "k", func(context.Context) error {
+			called = true
+			return nil
+		})
+		assert.ErrorIs(t, err, crashloop.ErrAlreadyRunning)
+		assert.False(t, called)
+		assert.Zero(t, time.Since(start), "refused at once")
+		assert.Equal(t, crashloop.StateRunning, s.Status().Keys["k"].State, "the first Run is undisturbed")
+
+		// Another key runs alongside.
+		require.NoError(t, s.Run(ctx, "other", func(context.Context) error { return nil }))
+
+		cancel()
+		assert.ErrorIs(t, <-done, context.Canceled)
+		// Once the first Run has ended, the key can run again.
+		assert.ErrorIs(t, s.Run(ctx, "k", func(context.Context) error { return nil }), context.Canceled)
+		require.NoError(t, s.Run(t.Context(), "k", func(context.Context) error { return nil }))
+	})
+}
+
+func TestSupervisorParkedRunAndResume(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec, starts := newSupRecorder(), newSupStarts()
+		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
+		boom := errors.New("boom")
+		fail := func(context.Context) error {
+			starts.mark()
+			return boom
+		}
+
+		first := s.Run(t.Context(), "w", fail)
+		var pe *crashloop.ParkedError
+		require.ErrorAs(t, first, &pe)
+
+		// A parked key is refused without calling fn, with its own error.
+		time.Sleep(7 * time.Second) // now 10s: its respawns are still in the window
+		again := s.Run(t.Context(), "w", fail)
+		var pe2 *crashloop.ParkedError
+		require.ErrorAs(t, again, &pe2)
+		assert.Same(t, pe, pe2)
+		assert.Len(t, starts.times(), 4)
+
+		assert.ErrorIs(t, s.Resume("unknown"), crashloop.ErrNotParked)
+		require.NoError(t, s.Resume("w"))
+		assert.ErrorIs(t, s.Resume("w"), crashloop.ErrNotParked, "resumed once")
+		assert.Empty(t, s.Parked())
+		ks := s.Status().Keys["w"]
+		assert.Equal(t, crashloop.StateExited, ks.State)
+		assert.Equal(t, 0, ks.Restarts)
+		assert.True(t, ks.CanRestart)
+
+		// After Resume: a full budget, the same curve again.
+		third := s.Run(t.Context(), "w", fail)
+		assert.ErrorIs(t, third, crashloop.ErrParked)
+		sec := time.Second
+		assert.Equal(t, []time.Duration{0, ms(500), ms(1500), 3 * sec, 10 * sec, 10*sec + ms(500), 11*sec + ms(500), 13 * sec}, starts.times())
+		assert.Equal(t, []supEvent{
+			respawnEv(0, "w", boom, 1, ms(500)),
+			respawnEv(ms(500), "w", boom, 2, time.Second),
+			respawnEv(ms(1500), "w", boom, 3, ms(1500)),
+			exhaustedEv(3*sec, "w", "respawn_budget_exhausted", boom, 3),
+			{At: 10 * sec, Event: crashloop.Event{Kind: crashloop.EventResumed, Key: "w", Reason: "respawn_budget_exhausted",
+				LastError: boom, Limit: 3, Window: 60 * time.Second}},
+			respawnEv(10*sec, "w", boom, 1, ms(500)),
+			respawnEv(10*sec+ms(500), "w", boom, 2, time.Second),
+			respawnEv(11*sec+ms(500), "w", boom, 3, ms(1500)),
+			exhaustedEv(13*sec, "w", "respawn_budget_exhausted", boom, 3),
+		}, rec.events())
+	})
+}
+
+func TestSupervisorResumeNeedsHumanStartsFreshChain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec, starts := newSupRecorder(), newSupStarts()
+		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
+		died := errors.New("died")
+		slow := func(context.Context) error {
+			starts.mark()
+			time.Sleep(16 * time.Minute)
+			return died
+		}
+		inc := crashloop.WithIncarnation("session-a")
+
+		assert.ErrorIs(t, s.Run(t.Context(), "seat", slow, inc), crashloop.ErrNeedsHuman)
+		assert.Len(t, starts.times(), 4)
+		called := false
+		assert.ErrorIs(t, s.Run(t.Context(), "seat", func(context.Context) error { called = true; return nil }, inc), crashloop.ErrNeedsHuman)
+		assert.False(t, called)
+
+		time.Sleep(time.Minute - ms(1500)) // now 65m
+		require.NoError(t, s.Resume("seat"))
+		// The same incarnation again: the chain starts from zero.
+		assert.ErrorIs(t, s.Run(t.Context(), "seat", slow, inc), crashloop.ErrNeedsHuman)
+		m := time.Minute
+		assert.Equal(t, []time.Duration{0, 16*m + ms(500), 32*m + ms(1000), 48*m + ms(1500),
+			65 * m, 81*m + ms(500), 97*m + ms(1000), 113*m + ms(1500)}, starts.times())
+		assert.Equal(t, []time.Duration{64*m + ms(1500), 129*m + ms(1500)}, atsOf(rec, crashloop.EventChainEscalated))
+		resumed := eventsOf(rec, crashloop.EventResumed)
+		require.Len(t, resumed, 1)
+		assert.Equal(t, 65*m, resumed[0].At)
+		assert.Equal(t, "needs_human", resumed[0].Reason)
+		assert.ErrorIs(t, resumed[0].LastError, died)
+	})
+}
+
+func TestSupervisorParkedListIsSorted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := crashloop.DefaultSupervisorConfig()
+		cfg.Chain = &crashloop.ChainConfig{MaxChain: 1, ResetGap: 20 * time.Minute}
+		s := newTestSupervisor(t, cfg)
+		ctx := t.Context()
+
+		assert.ErrorIs(t, s.Run(ctx, "zeta", func(ctx context.Context) error {
+			crashloop.Ready(ctx)
+			return errors.New("died after ready")
+		}), crashloop.ErrNeedsHuman)
+		assert.ErrorIs(t, s.Run(ctx, "mid", func(context.Context) error { return errors.New("no start") }), crashloop.ErrParked)
+		assert.ErrorIs(t, s.Run(ctx, "alpha", func(context.Context) error { return crashloop.Permanent(nil) }), crashloop.ErrParked)
+		require.NoError(t, s.Run(ctx, "beta", func(context.Context) error { return nil }))
+
+		assert.Equal(t, []string{"alpha", "mid", "zeta"}, s.Parked())
+		st := s.Status()
+		assert.Equal(t, crashloop.StateNeedsHuman, st.Keys["zeta"].State)
+		assert.Equal(t, crashloop.StateParked, st.Keys["mid"].State)
+		assert.Equal(t, crashloop.StateParked, st.Keys["alpha"].State)
+		assert.Equal(t, crashloop.StateExited, st.Keys["beta"].State)
+		assert.ErrorIs(t, s.Resume("beta"), crashloop.ErrNotParked)
+		require.NoError(t, s.Resume("zeta"))
+		assert.Equal(t, []string{"alpha", "mid"}, s.Parked())
+	})
+}
+
+func TestSupervisorPanicIsAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec, starts := newSupRecorder(), newSupStarts()
+		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
+		sentinel := errors.New("nil map")
+
+		err := s.Run(t.Context(), "w", func(context.Context) error {
+			switch starts.mark() {
+			case 1:
+				panic("kaboom")
+			case 2:
+				panic(sentinel)
+			}
+			return nil
+		})
+
+		require.NoError(t, err, "the supervisor kept going after both panics")
+		assert.Equal(t, []time.Duration{0, ms(500), ms(1500)}, starts.times())
+		evs := rec.events()
+		require.Len(t, evs, 2)
+		for i, want := range []any{"kaboom", sentinel} {
+			assert.Equal(t, crashloop.EventRespawnScheduled, evs[i].Kind)
+			var p *crashloop.PanicError
+			require.ErrorAs(t, evs[i].LastError, &p)
+			assert.Equal(t, want, p.Value)
+			assert.NotEmpty(t, p.Stack)
+			assert.Contains(t, string(p.Stack), "panic")
+		}
+		assert.Equal(t, "crashloop: panic: kaboom", evs[0].LastError.Error())
+		assert.ErrorIs(t, evs[1].LastError, sentinel)
+		assert.Equal(t, "crashloop: panic: nil map", s.Status().Keys["w"].LastError)
+	})
+}
+
+func TestSupervisorCleanExit(t *testing.T) {
+	t.Run("ends supervision by default", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			rec, starts := newSupRecorder(), newSupStarts()
+			s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
+			err := s.Run(t.Context(), "job", func(context.Context) error {
+				starts.mark()
+				return nil
+			})
+			require.NoError(t, err)
+			assert.Equal(t, []time.Duration{0}, starts.times())
+			assert.Empty(t, rec.events())
+			assert.Equal(t, crashloop.StateExited, s.Status().Keys["job"].State)
+		})
+	})
+	t.Run("RestartOnCleanExit", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			rec, starts := newSupRecorder(), newSupStarts()
+			cfg := crashloop.DefaultSupervisorConfig()
+			cfg.RestartOnCleanExit = true
+			s := newTestSupervisor(t, cfg, crashloop.WithEventHandler(rec))
+
+			err := s.Run(t.Context(), "job", func(ctx context.Context) error {
+				switch starts.mark() {
+				case 1:
+					crashloop.Ready(ctx) // healthy at once, then a clean exit
+				case 2:
+					time.Sleep(10 * time.Second) // healthy by HealthyAfter
+				}
+				return nil // from the 3rd start on: a clean exit before healthy
+			})
+
+			// Clean exits after healthy runs restart at once; clean exits
+			// before healthy are failed starts, judged by the budget.
+			sec := time.Second
+			assert.Equal(t, []time.Duration{0, 0, 10 * sec, 10*sec + ms(500), 11*sec + ms(500), 13 * sec}, starts.times())
+			var pe *crashloop.ParkedError
+			require.ErrorAs(t, err, &pe)
+			assert.Equal(t, "respawn_budget_exhausted", pe.Reason)
+			require.Error(t, pe.LastError)
+			assert.Equal(t, "crashloop: exited cleanly before it was healthy", pe.LastError.Error())
+			evs := rec.events()
+			require.Len(t, evs, 4)
+			for i, want := range []time.Duration{ms(500), time.Second, ms(1500)} {
+				assert.Equal(t, crashloop.EventRespawnScheduled, evs[i].Kind)
+				assert.Equal(t, want, evs[i].Backoff)
+				assert.Equal(t, i+1, evs[i].Attempts)
+			}
+			assert.Equal(t, crashloop.EventStartupExhausted, evs[3].Kind)
+			assert.Equal(t, 13*sec, evs[3].At)
+		})
+	})
+}
+
+// TestSupervisorStatusGolden checks the JSON of Status against
+// testdata/status.golden.json. Set CRASHLOOP_UPDATE_GOLDEN=1 to rewrite it.
+func TestSupervisorStatusGolden(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig())
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		// Started one by one, so that incarnations and fleet counts are
+		// deterministic.
+		go s.Run(ctx, "db", func(ctx context.Context) error {
+			crashloop.Ready(ctx)
+			<-ctx.Done()
+			return nil
+		})
+		synctest.Wait()
+		go s.Run(ctx, "api", func(context.Context) error { return errors.New("listen tcp :8080: address already in use") })
+		synctest.Wait()
+		go s.Run(ctx, "migrate", func(context.Context) error { return crashloop.Permanent(errors.New("bad schema version")) })
+		synctest.Wait()
+
+		// 3s: api parks, and with migrate that is 2 of 3 keys failing: the
+		// fleet breaker trips on the fraction.
+		time.Sleep(10 * time.Second)
+		st := s.Status()
+		// Times come from the bubble (2000-01-01T00:00:00Z) in time.Local;
+		// write them in UTC so the document does not depend on TZ.
+		for k, ks := range st.Keys {
+			ks.Since = ks.Since.UTC()
+			st.Keys[k] = ks
+		}
+		if st.Fleet != nil && st.Fleet.RearmAt != nil {
+			at := st.Fleet.RearmAt.UTC()
+			st.Fleet.RearmAt = &at
+		}
+		got, err := json.MarshalIndent(st, "", "  ")
+		require.NoError(t, err)
+		got = append(got, '\n')
+
+		golden := filepath.Join("testdata", "status.golden.json")
+		if os.Getenv("CRASHLOOP_UPDATE_GOLDEN") != "" {
+			require.NoError(t, os.MkdirAll("testdata", 0o755))
+			require.NoError(t, os.WriteFile(golden, got, 0o644))
+		}
+		want, err := os.ReadFile(golden)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(got))
+
+		// The document names what the contract promises.
+		var doc map[string]map[string]any
+		require.NoError(t, json.Unmarshal(got, &doc))
+		keys := make([]string, 0, len(doc["keys"]))
+		for k := range doc["keys"] {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		assert.Equal(t, []string{"api", "db", "migrate"}, keys)
+		assert.True(t, strings.Contains(string(got), `"breaker_tripped": true`))
+	})
+}
+
+func TestDefaultSupervisorConfig(t *testing.T) {
+	cfg := crashloop.DefaultSupervisorConfig()
+	assert.Equal(t, crashloop.SupervisorConfig{
+		Budget:             crashloop.BudgetConfig{MaxRespawns: 3, Window: 60 * time.Second, InitialBackoff: 500 * time.Millisecond, MaxBackoff: 5 * time.Second},
+		HealthyAfter:       10 * time.Second,
+		Backoff:            nil,
+		Chain:              &crashloop.ChainConfig{MaxChain: 3, ResetGap: 20 * time.Minute},
+		Fleet:              &crashloop.FleetConfig{RestartsPerHour: 40, FailingFraction: 0.5, MinFailing: 2, Cooldown: 120 * time.Second},
+		Guard:              nil,
+		HourlyCap:          0,
+		RestartOnCleanExit: false,
+	}, cfg)
+	// Each call returns fresh optional configs: editing one is private.
+	cfg.Chain.MaxChain = 9
+	cfg.Fleet.Cooldown = 0
+	assert.Equal(t, 3, crashloop.DefaultSupervisorConfig().Chain.MaxChain)
+	assert.Equal(t, 120*time.Second, crashloop.DefaultSupervisorConfig().Fleet.Cooldown)
+
+	s, err := crashloop.NewSupervisor(crashloop.DefaultSupervisorConfig())
+	require.NoError(t, err)
+	assert.Equal(t, crashloop.DefaultSupervisorConfig(), s.Config())
+}
+
+func TestSupervisorConfigValidation(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		edit  func(*crashloop.SupervisorConfig)
+		value any
+	}{
+		{"budget.max_respawns", func(c *crashloop.SupervisorConfig) { c.Budget.MaxRespawns = -1 }, -1},
+		{"budget.window", func(c *crashloop.SupervisorConfig) { c.Budget.Window = 0 }, time.Duration(0)},
+		{"budget.initial_backoff", func(c *crashloop.SupervisorConfig) { c.Budget.InitialBackoff = -1 }, time.Duration(-1)},
+		{"budget.max_backoff", func(c *crashloop.SupervisorConfig) { c.Budget.MaxBackoff = time.Millisecond }, time.Millisecond},
+		{"healthy_after", func(c *crashloop.SupervisorConfig) { c.HealthyAfter = -time.Second }, -time.Second},
+		{"backoff.factor", func(c *crashloop.SupervisorConfig) { c.Backoff = crashloop.Exponential(time.Second, 0.9, time.Second) }, 0.9},
+		{"chain.max_chain", func(c *crashloop.SupervisorConfig) { c.Chain.MaxChain = 0 }, 0},
+		{"chain.reset_gap", func(c *crashloop.SupervisorConfig) { c.Chain.ResetGap = 0 }, time.Duration(0)},
+		{"fleet.restarts_per_hour", func(c *crashloop.SupervisorConfig) { c.Fleet.RestartsPerHour = 0 }, 0},
+		{"fleet.failing_fraction", func(c *crashloop.SupervisorConfig) { c.Fleet.FailingFraction = 0 }, 0.0},
+		{"fleet.failing_fraction", func(c *crashloop.SupervisorConfig) { c.Fleet.FailingFraction = 1.5 }, 1.5},
+		{"fleet.min_failing", func(c *crashloop.SupervisorConfig) { c.Fleet.MinFailing = 0 }, 0},
+		{"fleet.cooldown", func(c *crashloop.SupervisorConfig) { c.Fleet.Cooldown = -1 }, time.Duration(-1)},
+		{"guard.max_restarts", func(c *crashloop.SupervisorConfig) {
+			c.Guard = &crashloop.GuardConfig{MaxRestarts: 0, Window: time.Second}
+		}, 0},
+		{"guard.window", func(c *crashloop.SupervisorConfig) { c.Guard = &crashloop.GuardConfig{MaxRestarts: 3, Window: 0} }, time.Duration(0)},
+		{"hourly_cap", func(c *crashloop.SupervisorConfig) { c.HourlyCap = -1 }, -1},
+		// The whole-budget rule: the default curve, 20s+40s+60s > 60s.
+		{"budget.window", func(c *crashloop.SupervisorConfig) {
+			c.Budget.InitialBackoff, c.Budget.MaxBackoff = 20*time.Second, time.Minute
+		}, 60 * time.Second},
+		// Field rules come first, in the config's order.
+		{"budget.window", func(c *crashloop.SupervisorConfig) {
+			c.Budget.Window = 0
+			c.Guard = &crashloop.GuardConfig{}
+			c.HourlyCap = -1
+		}, time.Duration(0)},
+		{"chain.max_chain", func(c *crashloop.SupervisorConfig) {
+			c.Chain.MaxChain = 0
+			c.Fleet.MinFailing = 0
+			c.Budget.InitialBackoff = time.Minute // never parks, but that is judged last
+			c.Budget.MaxBackoff = time.Minute
+		}, 0},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			cfg := crashloop.DefaultSupervisorConfig()
+			tc.edit(&cfg)
+			s, err := crashloop.NewSupervisor(cfg)
+			assert.Nil(t, s)
+			var ce *crashloop.ConfigError
+			require.ErrorAs(t, err, &ce)
+			assert.ErrorIs(t, err, crashloop.ErrInvalidConfig)
+			assert.Equal(t, tc.field, ce.Field)
+			assert.Equal(t, tc.value, ce.Value)
+			assert.NotEmpty(t, ce.Rule)
+			assert.Contains(t, err.Error(), tc.field)
+		})
+	}
+
+	t.Run("NaN failing fraction", func(t *testing.T) {
+		cfg := crashloop.DefaultSupervisorConfig()
+		cfg.Fleet.FailingFraction = math.NaN()
+		_, err := crashloop.NewSupervisor(cfg)
+		var ce *crashloop.ConfigError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, "fleet.failing_fraction", ce.Field)
+	})
+	t.Run("optional guards off and edge values", func(t *testing.T) {
+		cfg := crashloop.DefaultSupervisorConfig()
+		cfg.Chain, cfg.Fleet, cfg.Guard = nil, nil, nil
+		cfg.HealthyAfter = 0
+		cfg.Budget.MaxRespawns = 0
+		cfg.Fleet = &crashloop.FleetConfig{RestartsPerHour: 1, FailingFraction: 1, MinFailing: 1, Cooldown: 0}
+		_, err := crashloop.NewSupervisor(cfg)
+		require.NoError(t, err)
+	})
+}
