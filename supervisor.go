@@ -150,6 +150,8 @@ type keyRun struct {
 	since       time.Time
 	guard       *RestartLoopGuard // nil: off
 	hourly      *RestartLoopGuard // nil: off
+	deferring   int               // > 0: the key's events wait in pending (see relay)
+	pending     []Event
 }
 
 // NewSupervisor returns a Supervisor, or a *ConfigError naming the first
@@ -161,7 +163,7 @@ func NewSupervisor(cfg SupervisorConfig, opts ...Option) (*Supervisor, error) {
 		return nil, err
 	}
 	s := &Supervisor{cfg: cfg, o: buildOptions(opts), curve: cfg.curveOf(), keys: make(map[string]*keyRun)}
-	inner := []Option{WithClock(s.o.clock), WithEventHandler(s.o.handler)}
+	inner := []Option{WithClock(s.o.clock), WithEventHandler(EventHandlerFunc(s.relay))}
 	s.budget = &RespawnBudget{cfg: cfg.Budget, o: buildOptions(inner), curve: cfg.Backoff}
 	s.budget.tl = newTimeline(s.o.clock)
 	s.budget.keys.init()
@@ -173,7 +175,7 @@ func NewSupervisor(cfg SupervisorConfig, opts ...Option) (*Supervisor, error) {
 		if name == "" {
 			name = "fleet"
 		}
-		s.fleet, _ = NewFleetSupervisionPolicy(*cfg.Fleet, append(inner, WithName(name))...)
+		s.fleet, _ = NewFleetSupervisionPolicy(*cfg.Fleet, WithClock(s.o.clock), WithEventHandler(s.o.handler), WithName(name))
 	}
 	return s, nil
 }
@@ -248,12 +250,16 @@ func (s *Supervisor) Run(ctx context.Context, key string, fn func(ctx context.Co
 		if healthy {
 			s.budget.settle(key)
 		}
+		s.deferEvents(key)
 		delay, stop, err := s.decide(key, kr, err, healthy, now)
+		if !stop && delay > 0 {
+			s.setState(key, StateBackoff, nil, now)
+		}
+		s.flushEvents(key) // the outcome's events, now that the state shows it
 		if stop {
 			return err
 		}
 		if delay > 0 {
-			s.setState(key, StateBackoff, nil, now)
 			if err := sleep(ctx, s.o.clock, delay); err != nil {
 				return err
 			}
@@ -339,7 +345,55 @@ func (s *Supervisor) parked(key string, pe *ParkedError, now time.Time) {
 		st = StateNeedsHuman
 	}
 	s.setState(key, st, pe.LastError, now)
+	s.emitPending(key) // the park, now that Status and Parked show it
 	s.noteFleet(now)
+}
+
+// relay passes on an event of the budget, the chain or a per-key guard. While
+// the Supervisor is still committing the outcome of the key (deferEvents), it
+// holds the event until flushEvents or emitPending, so that a handler calling
+// back (Status, Parked) sees the state the event announces.
+func (s *Supervisor) relay(ev Event) {
+	s.mu.Lock()
+	if kr := s.keys[ev.Key]; kr != nil && kr.deferring > 0 {
+		kr.pending = append(kr.pending, ev)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	emit(s.o.handler, ev)
+}
+
+// deferEvents starts holding the events of key; flushEvents ends it.
+func (s *Supervisor) deferEvents(key string) {
+	s.mu.Lock()
+	if kr := s.keys[key]; kr != nil {
+		kr.deferring++
+	}
+	s.mu.Unlock()
+}
+
+// flushEvents stops holding the events of key and delivers the held ones.
+func (s *Supervisor) flushEvents(key string) {
+	s.mu.Lock()
+	if kr := s.keys[key]; kr != nil && kr.deferring > 0 {
+		kr.deferring--
+	}
+	s.mu.Unlock()
+	s.emitPending(key)
+}
+
+// emitPending delivers the held events of key, with no lock held.
+func (s *Supervisor) emitPending(key string) {
+	s.mu.Lock()
+	var evs []Event
+	if kr := s.keys[key]; kr != nil {
+		evs, kr.pending = kr.pending, nil
+	}
+	s.mu.Unlock()
+	for _, ev := range evs {
+		emit(s.o.handler, ev)
+	}
 }
 
 // noteFleet tells the fleet breaker how many keys are failing.
@@ -396,7 +450,7 @@ func (s *Supervisor) begin(key string, ro runOptions) (*keyRun, error) {
 	kr := s.keys[key]
 	if kr == nil {
 		kr = &keyRun{state: StateExited, since: s.o.clock.Now()}
-		inner := []Option{WithClock(s.o.clock), WithEventHandler(s.o.handler), WithName(key)}
+		inner := []Option{WithClock(s.o.clock), WithEventHandler(EventHandlerFunc(s.relay)), WithName(key)}
 		if g := s.cfg.Guard; g != nil {
 			kr.guard, _ = NewRestartLoopGuard(g.MaxRestarts, g.Window, inner...)
 		}
@@ -452,7 +506,9 @@ func (s *Supervisor) Resume(key string) error { return s.ResumeAt(key, s.o.clock
 // starts with a full budget and a fresh chain, and publishes EventResumed.
 // It returns an error matching ErrNotParked if key is neither.
 func (s *Supervisor) ResumeAt(key string, now time.Time) error {
+	s.deferEvents(key)
 	if err := s.budget.ResumeAt(key, now); err != nil {
+		s.flushEvents(key)
 		return err
 	}
 	if s.chain != nil {
@@ -471,6 +527,7 @@ func (s *Supervisor) ResumeAt(key string, now time.Time) error {
 		}
 	}
 	s.mu.Unlock()
+	s.flushEvents(key)
 	s.noteFleet(now)
 	return nil
 }

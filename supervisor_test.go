@@ -1098,3 +1098,84 @@ func TestSupervisorConfigValidation(t *testing.T) {
 		require.NoError(t, err)
 	})
 }
+
+// TestSupervisorEventsSeeCommittedState checks that a handler calling back
+// into the Supervisor sees the outcome each event announces: events are
+// delivered after the Supervisor's own state change is committed.
+func TestSupervisorEventsSeeCommittedState(t *testing.T) {
+	type seen struct {
+		Kind   crashloop.EventKind
+		State  crashloop.KeyState
+		Reason string
+		Parked bool
+	}
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu   sync.Mutex
+			got  []seen
+			sups []*crashloop.Supervisor
+		)
+		handler := func(i int) crashloop.EventHandler {
+			return crashloop.EventHandlerFunc(func(ev crashloop.Event) {
+				s := sups[i]
+				ks := s.Status().Keys[ev.Key]
+				mu.Lock()
+				got = append(got, seen{ev.Kind, ks.State, ks.Reason, contains(s.Parked(), ev.Key)})
+				mu.Unlock()
+			})
+		}
+		cfg := crashloop.DefaultSupervisorConfig()
+		cfg.Fleet = nil
+		s := newTestSupervisor(t, cfg, crashloop.WithEventHandler(handler(0)))
+		cfg.Guard = &crashloop.GuardConfig{MaxRestarts: 2, Window: time.Minute}
+		g := newTestSupervisor(t, cfg, crashloop.WithEventHandler(handler(1)))
+		sups = []*crashloop.Supervisor{s, g}
+		ctx := t.Context()
+		take := func() []seen {
+			mu.Lock()
+			defer mu.Unlock()
+			out := got
+			got = nil
+			return out
+		}
+
+		_ = s.Run(ctx, "budget", func(context.Context) error { return errors.New("x") })
+		assert.Equal(t, []seen{
+			{crashloop.EventRespawnScheduled, crashloop.StateBackoff, "", false},
+			{crashloop.EventRespawnScheduled, crashloop.StateBackoff, "", false},
+			{crashloop.EventRespawnScheduled, crashloop.StateBackoff, "", false},
+			{crashloop.EventStartupExhausted, crashloop.StateParked, "respawn_budget_exhausted", true},
+		}, take())
+
+		_ = s.Run(ctx, "perm", func(context.Context) error { return crashloop.Permanent(nil) })
+		assert.Equal(t, []seen{{crashloop.EventStartupExhausted, crashloop.StateParked, "permanent_error", true}}, take())
+
+		_ = s.Run(ctx, "slow", func(context.Context) error {
+			time.Sleep(16 * time.Minute)
+			return errors.New("x")
+		})
+		assert.Equal(t, []seen{{crashloop.EventChainEscalated, crashloop.StateNeedsHuman, "needs_human", true}}, take())
+
+		_ = g.Run(ctx, "telegram", func(context.Context) error { return errors.New("x") })
+		assert.Equal(t, []seen{
+			{crashloop.EventRespawnScheduled, crashloop.StateBackoff, "", false},
+			{crashloop.EventGuardTripped, crashloop.StateParked, "restart_loop_guard", true},
+		}, take())
+
+		require.NoError(t, s.Resume("budget"))
+		require.NoError(t, s.Resume("slow"))
+		assert.Equal(t, []seen{
+			{crashloop.EventResumed, crashloop.StateExited, "", false},
+			{crashloop.EventResumed, crashloop.StateExited, "", false},
+		}, take())
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
