@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// seeded returns the random source every jitter test uses; the expected
+// seededRand returns the random source every jitter test uses; the expected
 // values are drawn from a second source with the same seed.
-func seeded() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
+func seededRand() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
 
 func TestCurveLinear(t *testing.T) {
 	b := crashloop.Linear(500*time.Millisecond, 5*time.Second)
@@ -64,8 +64,8 @@ func TestCurveExponential(t *testing.T) {
 
 func TestCurveFullJitter(t *testing.T) {
 	inner := crashloop.Exponential(100*time.Millisecond, 2, 10*time.Second)
-	b := crashloop.FullJitter(inner, seeded())
-	ref := seeded()
+	b := crashloop.FullJitter(inner, seededRand())
+	ref := seededRand()
 	for attempt := 1; attempt <= 20; attempt++ {
 		d := inner.Delay(attempt, 0)
 		want := time.Duration(ref.Int64N(int64(d) + 1)) // uniform in [0, d]
@@ -73,13 +73,13 @@ func TestCurveFullJitter(t *testing.T) {
 		assert.Equal(t, want, got, "attempt %d", attempt)
 		assert.True(t, got >= 0 && got <= d, "attempt %d: %v outside [0, %v]", attempt, got, d)
 	}
-	assert.Equal(t, time.Duration(0), crashloop.FullJitter(crashloop.Linear(0, 0), seeded()).Delay(3, 0))
+	assert.Equal(t, time.Duration(0), crashloop.FullJitter(crashloop.Linear(0, 0), seededRand()).Delay(3, 0))
 }
 
 func TestCurveEqualJitter(t *testing.T) {
 	inner := crashloop.Linear(333*time.Millisecond+1, 5*time.Second) // odd, so the halves differ
-	b := crashloop.EqualJitter(inner, seeded())
-	ref := seeded()
+	b := crashloop.EqualJitter(inner, seededRand())
+	ref := seededRand()
 	for attempt := 1; attempt <= 20; attempt++ {
 		d := inner.Delay(attempt, 0)
 		half := d / 2
@@ -92,8 +92,8 @@ func TestCurveEqualJitter(t *testing.T) {
 
 func TestCurveDecorrelatedJitter(t *testing.T) {
 	base, ceiling := 100*time.Millisecond, 10*time.Second
-	b := crashloop.DecorrelatedJitter(base, ceiling, seeded())
-	ref := seeded()
+	b := crashloop.DecorrelatedJitter(base, ceiling, seededRand())
+	ref := seededRand()
 	// The first wait (no previous one) is base; each next one is
 	// min(max, uniform in [base, prev*3]).
 	assert.Equal(t, base, b.Delay(1, 0))
@@ -107,7 +107,7 @@ func TestCurveDecorrelatedJitter(t *testing.T) {
 		prev = got
 	}
 	// A previous wait at the cap draws in [base, max].
-	ref2, b2 := seeded(), crashloop.DecorrelatedJitter(base, ceiling, seeded())
+	ref2, b2 := seededRand(), crashloop.DecorrelatedJitter(base, ceiling, seededRand())
 	assert.Equal(t, base+time.Duration(ref2.Int64N(int64(ceiling-base)+1)), b2.Delay(9, ceiling))
 }
 
@@ -129,7 +129,7 @@ func TestCurveJitterGlobalSourceAndNil(t *testing.T) {
 func TestCurveJitterConcurrentUnsynchronizedSource(t *testing.T) {
 	// *rand.Rand is not safe for concurrent use; the curve serializes it
 	// (go test -race checks this).
-	b := crashloop.FullJitter(crashloop.Linear(time.Millisecond, time.Second), seeded())
+	b := crashloop.FullJitter(crashloop.Linear(time.Millisecond, time.Second), seededRand())
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Go(func() {
@@ -177,8 +177,8 @@ func TestSupervisorUsesCurve(t *testing.T) {
 	t.Run("full jitter", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			inner := crashloop.Exponential(time.Second, 2, 8*time.Second)
-			starts, backoffs := run(t, crashloop.FullJitter(inner, seeded()))
-			ref := seeded()
+			starts, backoffs := run(t, crashloop.FullJitter(inner, seededRand()))
+			ref := seededRand()
 			var want, wantStarts []time.Duration
 			at := time.Duration(0)
 			wantStarts = append(wantStarts, at)
@@ -195,8 +195,8 @@ func TestSupervisorUsesCurve(t *testing.T) {
 	t.Run("decorrelated jitter", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			base, ceiling := 100*time.Millisecond, 5*time.Second
-			starts, backoffs := run(t, crashloop.DecorrelatedJitter(base, ceiling, seeded()))
-			ref := seeded()
+			starts, backoffs := run(t, crashloop.DecorrelatedJitter(base, ceiling, seededRand()))
+			ref := seededRand()
 			want := []time.Duration{base} // the first wait is base
 			for len(want) < 3 {
 				hi := min(want[len(want)-1]*3, ceiling)

@@ -33,7 +33,7 @@ func TestConfigJSONDefault(t *testing.T) {
 	assert.Equal(t, defaultConfigJSON, string(got2))
 }
 
-func fullConfig() crashloop.SupervisorConfig {
+func fullSupervisorConfig() crashloop.SupervisorConfig {
 	return crashloop.SupervisorConfig{
 		Budget:             crashloop.BudgetConfig{MaxRespawns: 5, Window: 2 * time.Minute, InitialBackoff: 250 * time.Millisecond, MaxBackoff: 10 * time.Second},
 		HealthyAfter:       90 * time.Second,
@@ -47,7 +47,7 @@ func fullConfig() crashloop.SupervisorConfig {
 }
 
 func TestConfigJSONFullRoundTrip(t *testing.T) {
-	cfg := fullConfig()
+	cfg := fullSupervisorConfig()
 	_, err := crashloop.NewSupervisor(cfg)
 	require.NoError(t, err, "the document is a valid configuration")
 
@@ -147,7 +147,7 @@ func TestConfigJSONCurves(t *testing.T) {
 
 func TestConfigJSONOptionalGuards(t *testing.T) {
 	t.Run("null turns a guard off", func(t *testing.T) {
-		cfg := fullConfig()
+		cfg := fullSupervisorConfig()
 		require.NoError(t, json.Unmarshal([]byte(`{"guard":null,"chain":null,"fleet":null}`), &cfg))
 		assert.Nil(t, cfg.Guard)
 		assert.Nil(t, cfg.Chain)

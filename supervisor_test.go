@@ -107,7 +107,7 @@ func exhaustedEv(at time.Duration, key, reason string, cause error, attempts int
 		LastError: cause, Attempts: attempts, Limit: 3, Window: 60 * time.Second}}
 }
 
-func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+func millis(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // sleepOrDone sleeps d, or returns ctx.Err() if ctx ends first.
 func sleepOrDone(ctx context.Context, d time.Duration) error {
@@ -131,7 +131,7 @@ func TestSupervisorFailsAtOnceParksAfterBudget(t *testing.T) {
 		})
 
 		assert.Equal(t, 3*time.Second, time.Since(starts.start), "Run returns at the park")
-		assert.Equal(t, []time.Duration{0, ms(500), ms(1500), ms(3000)}, starts.times())
+		assert.Equal(t, []time.Duration{0, millis(500), millis(1500), millis(3000)}, starts.times())
 		var pe *crashloop.ParkedError
 		require.ErrorAs(t, err, &pe)
 		assert.ErrorIs(t, err, crashloop.ErrParked)
@@ -145,9 +145,9 @@ func TestSupervisorFailsAtOnceParksAfterBudget(t *testing.T) {
 		assert.True(t, pe.Since.Equal(starts.start.Add(3*time.Second)), "Since = %v", pe.Since)
 
 		assert.Equal(t, []supEvent{
-			respawnEv(0, "worker", boom, 1, ms(500)),
-			respawnEv(ms(500), "worker", boom, 2, time.Second),
-			respawnEv(ms(1500), "worker", boom, 3, ms(1500)),
+			respawnEv(0, "worker", boom, 1, millis(500)),
+			respawnEv(millis(500), "worker", boom, 2, time.Second),
+			respawnEv(millis(1500), "worker", boom, 3, millis(1500)),
 			exhaustedEv(3*time.Second, "worker", "respawn_budget_exhausted", boom, 3),
 		}, rec.events())
 		assert.Equal(t, []string{"worker"}, s.Parked())
@@ -179,11 +179,11 @@ func TestSupervisorSlowLoopNeedsHuman(t *testing.T) {
 		// of 3 and escalates.
 		assert.Equal(t, []time.Duration{
 			0,
-			16*time.Minute + ms(500),
-			32*time.Minute + ms(1000),
-			48*time.Minute + ms(1500),
+			16*time.Minute + millis(500),
+			32*time.Minute + millis(1000),
+			48*time.Minute + millis(1500),
 		}, starts.times())
-		end := 64*time.Minute + ms(1500)
+		end := 64*time.Minute + millis(1500)
 		assert.Equal(t, end, time.Since(starts.start))
 
 		var pe *crashloop.ParkedError
@@ -233,7 +233,7 @@ func TestSupervisorHealthyHourlyFailuresNeverPark(t *testing.T) {
 		got := starts.times()
 		require.Len(t, got, 72)
 		for k, at := range got {
-			require.Equal(t, time.Duration(k)*(time.Hour+ms(500)), at, "start %d", k)
+			require.Equal(t, time.Duration(k)*(time.Hour+millis(500)), at, "start %d", k)
 		}
 		assert.Empty(t, rec.events(), "no respawn, park, escalation or fleet event")
 		assert.Empty(t, s.Parked())
@@ -290,10 +290,10 @@ func TestSupervisorPlannedRestartCostsNothing(t *testing.T) {
 		// The planned restart (start 2) is followed at the same instant by
 		// start 3, and the failure after it is the 2nd respawn (1s), not the
 		// 3rd: the planned restart spent no budget.
-		assert.Equal(t, []time.Duration{0, ms(500), ms(500), ms(1500)}, starts.times())
+		assert.Equal(t, []time.Duration{0, millis(500), millis(500), millis(1500)}, starts.times())
 		assert.Equal(t, []supEvent{
-			respawnEv(0, "w", boom, 1, ms(500)),
-			respawnEv(ms(500), "w", boom, 2, time.Second),
+			respawnEv(0, "w", boom, 1, millis(500)),
+			respawnEv(millis(500), "w", boom, 2, time.Second),
 		}, rec.events())
 		ks := s.Status().Keys["w"]
 		assert.Equal(t, 2, ks.Restarts)
@@ -321,15 +321,15 @@ func TestSupervisorPlannedRestartBreaksTheChain(t *testing.T) {
 		// crash would have escalated.
 		assert.Equal(t, []time.Duration{
 			0,
-			16*time.Minute + ms(500),
-			32*time.Minute + ms(1000),
-			48*time.Minute + ms(1000),
-			64*time.Minute + ms(1500),
-			80*time.Minute + ms(2000),
-			96*time.Minute + ms(2500),
+			16*time.Minute + millis(500),
+			32*time.Minute + millis(1000),
+			48*time.Minute + millis(1000),
+			64*time.Minute + millis(1500),
+			80*time.Minute + millis(2000),
+			96*time.Minute + millis(2500),
 		}, starts.times())
 		assert.ErrorIs(t, err, crashloop.ErrNeedsHuman)
-		assert.Equal(t, []supEvent{{At: 112*time.Minute + ms(2500), Event: crashloop.Event{Kind: crashloop.EventChainEscalated,
+		assert.Equal(t, []supEvent{{At: 112*time.Minute + millis(2500), Event: crashloop.Event{Kind: crashloop.EventChainEscalated,
 			Key: "seat", Incarnation: "seat#1", Reason: "crash-loop: gave up after 3 reactive rescues",
 			Attempts: 3, Limit: 3, Window: 20 * time.Minute}}}, rec.events())
 	})
@@ -385,7 +385,7 @@ func TestSupervisorFleetBreakerHoldsRestarts(t *testing.T) {
 		assert.True(t, st.Fleet.BreakerTripped)
 		assert.Equal(t, 10, st.Fleet.RestartsInHour)
 		require.NotNil(t, st.Fleet.RearmAt)
-		assert.True(t, st.Fleet.RearmAt.Equal(rec.start.Add(120*time.Second+ms(500))), "rearm at %v", st.Fleet.RearmAt)
+		assert.True(t, st.Fleet.RearmAt.Equal(rec.start.Add(120*time.Second+millis(500))), "rearm at %v", st.Fleet.RearmAt)
 		require.Len(t, st.Keys, 10)
 		for key, ks := range st.Keys {
 			assert.Equal(t, crashloop.StateHeld, ks.State, key)
@@ -394,7 +394,7 @@ func TestSupervisorFleetBreakerHoldsRestarts(t *testing.T) {
 		}
 		assert.Equal(t, 19, totalCalls())
 		assert.Equal(t, 19, rec.count(crashloop.EventRespawnScheduled))
-		assert.Equal(t, []supEvent{{At: ms(500), Event: crashloop.Event{Kind: crashloop.EventFleetTripped, Key: "fleet",
+		assert.Equal(t, []supEvent{{At: millis(500), Event: crashloop.Event{Kind: crashloop.EventFleetTripped, Key: "fleet",
 			Reason: "channel crash-loop", Attempts: 10, Limit: 10, Window: 120 * time.Second}}},
 			eventsOf(rec, crashloop.EventFleetTripped))
 
@@ -410,8 +410,8 @@ func TestSupervisorFleetBreakerHoldsRestarts(t *testing.T) {
 		time.Sleep(10 * time.Minute)
 		assert.Equal(t, 30, totalCalls(), "every key went on to its healthy 3rd start")
 		assert.Equal(t, 20, rec.count(crashloop.EventRespawnScheduled))
-		assert.Equal(t, []time.Duration{ms(500), 120*time.Second + ms(500)}, atsOf(rec, crashloop.EventFleetTripped))
-		assert.Equal(t, []time.Duration{120*time.Second + ms(500), 240*time.Second + ms(500)}, atsOf(rec, crashloop.EventFleetRearmed))
+		assert.Equal(t, []time.Duration{millis(500), 120*time.Second + millis(500)}, atsOf(rec, crashloop.EventFleetTripped))
+		assert.Equal(t, []time.Duration{120*time.Second + millis(500), 240*time.Second + millis(500)}, atsOf(rec, crashloop.EventFleetRearmed))
 		assert.Zero(t, rec.count(crashloop.EventStartupExhausted))
 		assert.Zero(t, rec.count(crashloop.EventChainEscalated))
 		assert.Zero(t, rec.count(crashloop.EventGuardTripped))
@@ -465,10 +465,10 @@ func TestSupervisorCancelInBackoff(t *testing.T) {
 		})
 
 		assert.Equal(t, context.Canceled, err)
-		assert.Equal(t, ms(200), time.Since(starts.start))
+		assert.Equal(t, millis(200), time.Since(starts.start))
 		time.Sleep(time.Minute)
 		assert.Equal(t, []time.Duration{0}, starts.times(), "no start after the cancel")
-		assert.Equal(t, []supEvent{respawnEv(0, "w", boom, 1, ms(500))}, rec.events())
+		assert.Equal(t, []supEvent{respawnEv(0, "w", boom, 1, millis(500))}, rec.events())
 		assert.Equal(t, crashloop.StateExited, s.Status().Keys["w"].State)
 	})
 }
@@ -574,22 +574,22 @@ func TestSupervisorHealthyAfterClearsBudget(t *testing.T) {
 					// The healthy run cleared the window: its failure waits the
 					// curve's first step with no respawn, and the next failed
 					// start is respawn 1 again.
-					assert.Equal(t, []time.Duration{0, ms(500), ms(1500), third + ms(500), third + ms(1000)}, starts.times())
+					assert.Equal(t, []time.Duration{0, millis(500), millis(1500), third + millis(500), third + millis(1000)}, starts.times())
 					assert.Equal(t, []supEvent{
-						respawnEv(0, "w", boom, 1, ms(500)),
-						respawnEv(ms(500), "w", boom, 2, time.Second),
-						respawnEv(third+ms(500), "w", boom, 1, ms(500)),
+						respawnEv(0, "w", boom, 1, millis(500)),
+						respawnEv(millis(500), "w", boom, 2, time.Second),
+						respawnEv(third+millis(500), "w", boom, 1, millis(500)),
 					}, rec.events())
 					return
 				}
 				// Not healthy: the 3rd failure is the 3rd respawn, and the 4th parks.
 				assert.ErrorIs(t, err, crashloop.ErrParked)
-				assert.Equal(t, []time.Duration{0, ms(500), ms(1500), third + ms(1500)}, starts.times())
+				assert.Equal(t, []time.Duration{0, millis(500), millis(1500), third + millis(1500)}, starts.times())
 				assert.Equal(t, []supEvent{
-					respawnEv(0, "w", boom, 1, ms(500)),
-					respawnEv(ms(500), "w", boom, 2, time.Second),
-					respawnEv(third, "w", boom, 3, ms(1500)),
-					exhaustedEv(third+ms(1500), "w", "respawn_budget_exhausted", boom, 3),
+					respawnEv(0, "w", boom, 1, millis(500)),
+					respawnEv(millis(500), "w", boom, 2, time.Second),
+					respawnEv(third, "w", boom, 3, millis(1500)),
+					exhaustedEv(third+millis(1500), "w", "respawn_budget_exhausted", boom, 3),
 				}, rec.events())
 			})
 		})
@@ -616,7 +616,7 @@ func TestSupervisorGuardParksKey(t *testing.T) {
 
 		// The guard sees every failure: the 3rd within 60s trips it, one
 		// respawn before the budget would have parked.
-		assert.Equal(t, []time.Duration{0, ms(500), ms(1500)}, starts.times())
+		assert.Equal(t, []time.Duration{0, millis(500), millis(1500)}, starts.times())
 		var pe *crashloop.ParkedError
 		require.ErrorAs(t, err, &pe)
 		assert.ErrorIs(t, err, crashloop.ErrParked)
@@ -625,9 +625,9 @@ func TestSupervisorGuardParksKey(t *testing.T) {
 		assert.Equal(t, crashloop.ReasonRestartLoopGuard, pe.Reason)
 		assert.Equal(t, 2, pe.Attempts, "respawns in the budget's window")
 		assert.Equal(t, []supEvent{
-			respawnEv(0, "telegram", crash, 1, ms(500)),
-			respawnEv(ms(500), "telegram", crash, 2, time.Second),
-			guardEv(ms(1500), "telegram", "crash-loop breaker tripped (>= 3 restarts in 60s)", 3, 3, 60*time.Second),
+			respawnEv(0, "telegram", crash, 1, millis(500)),
+			respawnEv(millis(500), "telegram", crash, 2, time.Second),
+			guardEv(millis(1500), "telegram", "crash-loop breaker tripped (>= 3 restarts in 60s)", 3, 3, 60*time.Second),
 		}, rec.events())
 		assert.Equal(t, []string{"telegram"}, s.Parked())
 		ks := s.Status().Keys["telegram"]
@@ -692,9 +692,9 @@ func TestSupervisorHourlyCapParksKey(t *testing.T) {
 		got := starts.times()
 		require.Len(t, got, 10)
 		for k, at := range got {
-			assert.Equal(t, time.Duration(k)*(time.Minute+ms(500)), at, "start %d", k)
+			assert.Equal(t, time.Duration(k)*(time.Minute+millis(500)), at, "start %d", k)
 		}
-		end := 9*(time.Minute+ms(500)) + time.Minute
+		end := 9*(time.Minute+millis(500)) + time.Minute
 		assert.Equal(t, end, time.Since(starts.start))
 		var pe *crashloop.ParkedError
 		require.ErrorAs(t, err, &pe)
@@ -776,17 +776,17 @@ func TestSupervisorParkedRunAndResume(t *testing.T) {
 		third := s.Run(t.Context(), "w", fail)
 		assert.ErrorIs(t, third, crashloop.ErrParked)
 		sec := time.Second
-		assert.Equal(t, []time.Duration{0, ms(500), ms(1500), 3 * sec, 10 * sec, 10*sec + ms(500), 11*sec + ms(500), 13 * sec}, starts.times())
+		assert.Equal(t, []time.Duration{0, millis(500), millis(1500), 3 * sec, 10 * sec, 10*sec + millis(500), 11*sec + millis(500), 13 * sec}, starts.times())
 		assert.Equal(t, []supEvent{
-			respawnEv(0, "w", boom, 1, ms(500)),
-			respawnEv(ms(500), "w", boom, 2, time.Second),
-			respawnEv(ms(1500), "w", boom, 3, ms(1500)),
+			respawnEv(0, "w", boom, 1, millis(500)),
+			respawnEv(millis(500), "w", boom, 2, time.Second),
+			respawnEv(millis(1500), "w", boom, 3, millis(1500)),
 			exhaustedEv(3*sec, "w", "respawn_budget_exhausted", boom, 3),
 			{At: 10 * sec, Event: crashloop.Event{Kind: crashloop.EventResumed, Key: "w", Reason: "respawn_budget_exhausted",
 				LastError: boom, Limit: 3, Window: 60 * time.Second}},
-			respawnEv(10*sec, "w", boom, 1, ms(500)),
-			respawnEv(10*sec+ms(500), "w", boom, 2, time.Second),
-			respawnEv(11*sec+ms(500), "w", boom, 3, ms(1500)),
+			respawnEv(10*sec, "w", boom, 1, millis(500)),
+			respawnEv(10*sec+millis(500), "w", boom, 2, time.Second),
+			respawnEv(11*sec+millis(500), "w", boom, 3, millis(1500)),
 			exhaustedEv(13*sec, "w", "respawn_budget_exhausted", boom, 3),
 		}, rec.events())
 	})
@@ -810,14 +810,14 @@ func TestSupervisorResumeNeedsHumanStartsFreshChain(t *testing.T) {
 		assert.ErrorIs(t, s.Run(t.Context(), "seat", func(context.Context) error { called = true; return nil }, inc), crashloop.ErrNeedsHuman)
 		assert.False(t, called)
 
-		time.Sleep(time.Minute - ms(1500)) // now 65m
+		time.Sleep(time.Minute - millis(1500)) // now 65m
 		require.NoError(t, s.Resume("seat"))
 		// The same incarnation again: the chain starts from zero.
 		assert.ErrorIs(t, s.Run(t.Context(), "seat", slow, inc), crashloop.ErrNeedsHuman)
 		m := time.Minute
-		assert.Equal(t, []time.Duration{0, 16*m + ms(500), 32*m + ms(1000), 48*m + ms(1500),
-			65 * m, 81*m + ms(500), 97*m + ms(1000), 113*m + ms(1500)}, starts.times())
-		assert.Equal(t, []time.Duration{64*m + ms(1500), 129*m + ms(1500)}, atsOf(rec, crashloop.EventChainEscalated))
+		assert.Equal(t, []time.Duration{0, 16*m + millis(500), 32*m + millis(1000), 48*m + millis(1500),
+			65 * m, 81*m + millis(500), 97*m + millis(1000), 113*m + millis(1500)}, starts.times())
+		assert.Equal(t, []time.Duration{64*m + millis(1500), 129*m + millis(1500)}, atsOf(rec, crashloop.EventChainEscalated))
 		resumed := eventsOf(rec, crashloop.EventResumed)
 		require.Len(t, resumed, 1)
 		assert.Equal(t, 65*m, resumed[0].At)
@@ -870,7 +870,7 @@ func TestSupervisorPanicIsAFailure(t *testing.T) {
 		})
 
 		require.NoError(t, err, "the supervisor kept going after both panics")
-		assert.Equal(t, []time.Duration{0, ms(500), ms(1500)}, starts.times())
+		assert.Equal(t, []time.Duration{0, millis(500), millis(1500)}, starts.times())
 		evs := rec.events()
 		require.Len(t, evs, 2)
 		for i, want := range []any{"kaboom", sentinel} {
@@ -922,7 +922,7 @@ func TestSupervisorCleanExit(t *testing.T) {
 			// Clean exits after healthy runs restart at once; clean exits
 			// before healthy are failed starts, judged by the budget.
 			sec := time.Second
-			assert.Equal(t, []time.Duration{0, 0, 10 * sec, 10*sec + ms(500), 11*sec + ms(500), 13 * sec}, starts.times())
+			assert.Equal(t, []time.Duration{0, 0, 10 * sec, 10*sec + millis(500), 11*sec + millis(500), 13 * sec}, starts.times())
 			var pe *crashloop.ParkedError
 			require.ErrorAs(t, err, &pe)
 			assert.Equal(t, "respawn_budget_exhausted", pe.Reason)
@@ -930,7 +930,7 @@ func TestSupervisorCleanExit(t *testing.T) {
 			assert.Equal(t, "crashloop: exited cleanly before it was healthy", pe.LastError.Error())
 			evs := rec.events()
 			require.Len(t, evs, 4)
-			for i, want := range []time.Duration{ms(500), time.Second, ms(1500)} {
+			for i, want := range []time.Duration{millis(500), time.Second, millis(1500)} {
 				assert.Equal(t, crashloop.EventRespawnScheduled, evs[i].Kind)
 				assert.Equal(t, want, evs[i].Backoff)
 				assert.Equal(t, i+1, evs[i].Attempts)
@@ -1120,7 +1120,7 @@ func TestSupervisorEventsSeeCommittedState(t *testing.T) {
 				s := sups[i]
 				ks := s.Status().Keys[ev.Key]
 				mu.Lock()
-				got = append(got, seen{ev.Kind, ks.State, ks.Reason, contains(s.Parked(), ev.Key)})
+				got = append(got, seen{ev.Kind, ks.State, ks.Reason, supContains(s.Parked(), ev.Key)})
 				mu.Unlock()
 			})
 		}
@@ -1171,7 +1171,7 @@ func TestSupervisorEventsSeeCommittedState(t *testing.T) {
 	})
 }
 
-func contains(list []string, s string) bool {
+func supContains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
 			return true
