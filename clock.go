@@ -32,6 +32,11 @@ type options struct {
 	clock   Clock
 	handler EventHandler
 	name    string
+
+	// Supervisor only (store.go).
+	store     Store
+	saveEvery time.Duration
+	saveErr   func(error)
 }
 
 // WithClock makes the object read time from c. The default, also used when c

@@ -139,6 +139,8 @@ type Supervisor struct {
 	mu   sync.Mutex
 	keys map[string]*keyRun
 	seq  uint64
+
+	persist persister // WithStore (store.go)
 }
 
 // keyRun is the Supervisor's own state of one key; s.mu guards it.
@@ -176,6 +178,9 @@ func NewSupervisor(cfg SupervisorConfig, opts ...Option) (*Supervisor, error) {
 			name = "fleet"
 		}
 		s.fleet, _ = NewFleetSupervisionPolicy(*cfg.Fleet, WithClock(s.o.clock), WithEventHandler(s.o.handler), WithName(name))
+	}
+	if err := s.load(); err != nil { // WithStore (store.go)
+		return nil, err
 	}
 	return s, nil
 }
@@ -347,6 +352,7 @@ func (s *Supervisor) parked(key string, pe *ParkedError, now time.Time) {
 	s.setState(key, st, pe.LastError, now)
 	s.emitPending(key) // the park, now that Status and Parked show it
 	s.noteFleet(now)
+	s.save(now, true) // WithStore (store.go)
 }
 
 // relay passes on an event of the budget, the chain or a per-key guard. While
@@ -496,6 +502,7 @@ func (s *Supervisor) setState(key string, st KeyState, err error, now time.Time)
 		}
 	}
 	s.mu.Unlock()
+	s.save(now, false) // WithSaveInterval (store.go)
 }
 
 // Resume is shorthand for ResumeAt(key, clock.Now()).
@@ -529,6 +536,7 @@ func (s *Supervisor) ResumeAt(key string, now time.Time) error {
 	s.mu.Unlock()
 	s.flushEvents(key)
 	s.noteFleet(now)
+	s.save(now, true) // WithStore (store.go)
 	return nil
 }
 

@@ -1,0 +1,258 @@
+package crashloop
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// Store keeps one document: the latest snapshot of a Supervisor (see
+// WithStore). Save replaces the document as a whole; Load returns the last
+// document saved, or an error matching fs.ErrNotExist (os.ErrNotExist) when
+// nothing was saved yet. A Store used by a Supervisor must be safe for
+// concurrent use. *FileStore implements it; a nil Store means none.
+type Store interface {
+	Save(data []byte) error
+	Load() ([]byte, error)
+}
+
+// FileStore is a Store backed by one file, written atomically: Save writes
+// the document to a temporary file in the same folder, flushes it to disk,
+// renames it over the file and flushes the folder, so a crash at any moment
+// leaves either the old document or the new one, never a torn or empty file.
+//
+// A FileStore is safe for concurrent use: saves from several goroutines are
+// serialized and the file ends holding one of the documents whole. Saves
+// from several processes are atomic too, but the last rename wins; a process
+// that reads, changes and writes the file must lock around that itself. A
+// process killed in the middle of a save may leave a temporary file named
+// ".NAME.tmp-*" beside the file; it is never read, and may be deleted. A new
+// file is created with mode 0600; an existing file keeps its mode. The zero
+// value is not usable: create one with NewFileStore.
+type FileStore struct {
+	path string
+	mu   sync.Mutex // serializes Save
+
+	// fault, when set (by tests), is called at each step of Save ("write"
+	// once the data is written, "sync" once it is flushed, "rename" just
+	// before the rename); an error it returns fails the save there, as a
+	// crash or a full disk would.
+	fault func(step string) error
+}
+
+// NewFileStore returns a FileStore that keeps its document in the file at
+// path. It does not touch the file system: a missing file is reported by
+// Load, and a missing folder by Save.
+func NewFileStore(path string) *FileStore {
+	return &FileStore{path: path}
+}
+
+// Path returns the path of the file.
+func (f *FileStore) Path() string { return f.path }
+
+// Load returns the document in the file. When the file does not exist the
+// error matches fs.ErrNotExist (and os.ErrNotExist). Load does not wait for
+// a Save in progress: it reads the old document or the new one, whole.
+func (f *FileStore) Load() ([]byte, error) {
+	return os.ReadFile(f.path)
+}
+
+// Save replaces the document in the file with data, atomically and durably
+// (see FileStore). An empty data is refused (an empty document is never
+// valid, and refusing it keeps a bug from wiping the file). On error the old
+// document is left in place and no temporary file is left behind.
+func (f *FileStore) Save(data []byte) error {
+	if len(data) == 0 {
+		return fmt.Errorf("crashloop: save %s: empty document", f.path)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.save(data); err != nil {
+		return fmt.Errorf("crashloop: save %s: %w", f.path, err)
+	}
+	return nil
+}
+
+func (f *FileStore) save(data []byte) (err error) {
+	dir, base := filepath.Split(f.path)
+	if dir == "" {
+		dir = "."
+	}
+	mode := fs.FileMode(0o600)
+	if fi, err := os.Stat(f.path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(name)
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return err
+	}
+	if err := f.step("write"); err != nil {
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil && runtime.GOOS != "windows" {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := f.step("sync"); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := f.step("rename"); err != nil {
+		return err
+	}
+	if err := os.Rename(name, f.path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func (f *FileStore) step(name string) error {
+	if f.fault == nil {
+		return nil
+	}
+	return f.fault(name)
+}
+
+// syncDir flushes a folder, so that a rename in it survives a crash. Windows
+// cannot flush a folder (and does not need to).
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// WithStore makes a Supervisor durable: NewSupervisor loads the snapshot in
+// st (a missing document, fs.ErrNotExist, is a fresh start; any other load
+// error, or a document Restore rejects, makes NewSupervisor fail, so that a
+// damaged file never silently resets the guards: fix or delete it), and the
+// Supervisor saves its snapshot to st on every park, escalation
+// (needs_human) and Resume, plus at most once per WithSaveInterval on other
+// state changes. Saves run on the goroutine that made the change, after the
+// change, with no lock of the Supervisor held; they are serialized, so the
+// last one saved is the newest. A failed save never stops supervision and is
+// not returned by Run or Resume: it is passed to the WithSaveErrorHandler
+// callback (by default it is dropped), and Supervisor.Save returns it. The
+// default, also used when st is nil, is no store. Other constructors ignore
+// this option.
+func WithStore(st Store) Option {
+	return func(o *options) { o.store = st }
+}
+
+// WithSaveInterval makes a Supervisor with a store also save on any state
+// change of a key (a run starting, a backoff, a hold, an exit, a new last
+// error) once d has passed, on the injected clock, since its last save. It
+// starts no goroutine: a Supervisor with no state changes saves nothing. The
+// default, also used when d <= 0, is to save only on parks, escalations and
+// resumes. Other constructors ignore this option.
+func WithSaveInterval(d time.Duration) Option {
+	return func(o *options) { o.saveEvery = d }
+}
+
+// WithSaveErrorHandler makes a Supervisor with a store call h with the error
+// of every save that failed (the store's own error, or the Snapshot error).
+// h runs synchronously on the goroutine that saved, with no lock of this
+// package held; it must be safe for concurrent use. The default, also used
+// when h is nil, drops the error. Other constructors ignore this option.
+func WithSaveErrorHandler(h func(error)) Option {
+	return func(o *options) { o.saveErr = h }
+}
+
+// persister is the save state of a Supervisor with a store.
+type persister struct {
+	mu    sync.Mutex // serializes snapshot-and-save: the last saved is the newest
+	last  time.Time  // injected-clock time of the last successful save
+	saved bool       // whether last is set
+}
+
+// errNoStore is returned by Supervisor.Save without WithStore.
+var errNoStore = errors.New("crashloop: Save: the Supervisor has no store (see WithStore)")
+
+// Save saves a snapshot of the Supervisor to its store now and returns the
+// error, if any (it is not passed to WithSaveErrorHandler). Use it for a
+// last save at shutdown. Without WithStore it returns an error. It is safe
+// for concurrent use.
+func (s *Supervisor) Save() error {
+	if s.o.store == nil {
+		return errNoStore
+	}
+	s.persist.mu.Lock()
+	defer s.persist.mu.Unlock()
+	return s.saveLocked(s.o.clock.Now())
+}
+
+// saveLocked snapshots and saves; s.persist.mu must be held. A failed save
+// also counts as the last save for the interval, so a broken store is not
+// retried (and reported) on every state change.
+func (s *Supervisor) saveLocked(now time.Time) error {
+	s.persist.last, s.persist.saved = now, true
+	data, err := s.Snapshot()
+	if err != nil {
+		return err
+	}
+	return s.o.store.Save(data)
+}
+
+// save saves a snapshot to the store at a park, an escalation or a resume
+// (force), or on another state change once the save interval has passed
+// since the last save. Errors go to the save error handler. The caller must
+// hold no lock of the Supervisor.
+func (s *Supervisor) save(now time.Time, force bool) {
+	if s.o.store == nil || (!force && s.o.saveEvery <= 0) {
+		return
+	}
+	p := &s.persist
+	p.mu.Lock()
+	if !force && p.saved && now.Sub(p.last) < s.o.saveEvery {
+		p.mu.Unlock()
+		return
+	}
+	err := s.saveLocked(now)
+	p.mu.Unlock()
+	if err != nil && s.o.saveErr != nil {
+		s.o.saveErr(err)
+	}
+}
+
+// load restores the snapshot in the store, if there is one, into a new
+// Supervisor.
+func (s *Supervisor) load() error {
+	if s.o.store == nil {
+		return nil
+	}
+	data, err := s.o.store.Load()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("crashloop: loading the Supervisor's state: %w", err)
+	}
+	return s.Restore(data)
+}
