@@ -91,7 +91,7 @@ func linearSum(initial, max time.Duration, n int) *big.Int {
 	}
 	// initial*k*(k+1)/2 + max*(n-k)
 	sum := big.NewInt(k)
-	sum.Mul(sum, big.NewInt(k+1))
+	sum.Mul(sum, new(big.Int).Add(sum, big.NewInt(1))) // k+1 in big: k may be MaxInt64
 	sum.Rsh(sum, 1)
 	sum.Mul(sum, big.NewInt(int64(initial)))
 	rest := big.NewInt(int64(n) - k)

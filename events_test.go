@@ -1,0 +1,209 @@
+package crashloop
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestEventKindString(t *testing.T) {
+	for kind, want := range map[EventKind]string{
+		EventRespawnScheduled: "agent.respawn_scheduled",
+		EventStartupExhausted: "agent.startup_exhausted",
+		EventResumed:          "agent.resumed",
+		EventChainEscalated:   "rescue.needs_human",
+		EventGuardTripped:     "channel.crash_loop_tripped",
+		EventFleetTripped:     "fleet.breaker_tripped",
+		EventFleetRearmed:     "fleet.breaker_rearmed",
+		0:                     "EventKind(0)",
+		8:                     "EventKind(8)",
+		-1:                    "EventKind(-1)",
+		math.MaxInt:           "EventKind(9223372036854775807)",
+		math.MinInt:           "EventKind(-9223372036854775808)",
+	} {
+		assert.Equal(t, want, kind.String())
+		assert.Equal(t, want, fmt.Sprint(kind))
+	}
+	// The kinds are numbered from 1, in the order of the contract.
+	assert.Equal(t, []EventKind{1, 2, 3, 4, 5, 6, 7}, []EventKind{EventRespawnScheduled, EventStartupExhausted, EventResumed,
+		EventChainEscalated, EventGuardTripped, EventFleetTripped, EventFleetRearmed})
+}
+
+func TestParkedErrorText(t *testing.T) {
+	cause := errors.New("adapter binary not found")
+	pe := &ParkedError{Key: "sess-1", Reason: ReasonBudgetExhausted, LastError: cause, Attempts: 3, Since: coreT0}
+	assert.Equal(t, `crashloop: session "sess-1" is parked (respawn_budget_exhausted after 3 respawns): adapter binary not found`, pe.Error())
+	assert.ErrorIs(t, pe, ErrParked)
+	assert.ErrorIs(t, pe, cause)
+	assert.NotErrorIs(t, pe, ErrNotParked)
+	assert.NotErrorIs(t, pe, ErrInvalidConfig)
+	assert.Same(t, cause, errors.Unwrap(pe))
+
+	bare := &ParkedError{Key: "sess-2", Reason: ReasonBudgetExhausted}
+	assert.Equal(t, `crashloop: session "sess-2" is parked (respawn_budget_exhausted after 0 respawns)`, bare.Error())
+	assert.ErrorIs(t, bare, ErrParked)
+	assert.Nil(t, errors.Unwrap(bare))
+
+	// Wrapped further by a caller, it is still found.
+	wrapped := fmt.Errorf("supervisor: %w", pe)
+	var got *ParkedError
+	require.ErrorAs(t, wrapped, &got)
+	assert.Same(t, pe, got)
+	assert.ErrorIs(t, wrapped, ErrParked)
+}
+
+// A parked budget with a nil cause still refuses cleanly.
+func TestParkedWithNilCause(t *testing.T) {
+	b, err := NewRespawnBudget(BudgetConfig{MaxRespawns: 0, Window: time.Minute}, WithClock(coreMock()))
+	require.NoError(t, err)
+	_, err = b.Failed("s", nil)
+	require.ErrorIs(t, err, ErrParked)
+	assert.EqualError(t, err, `crashloop: session "s" is parked (respawn_budget_exhausted after 0 respawns)`)
+	assert.Nil(t, errors.Unwrap(err))
+}
+
+func TestSentinelErrorText(t *testing.T) {
+	assert.EqualError(t, ErrParked, "crashloop: session is parked")
+	assert.EqualError(t, ErrNotParked, "crashloop: session is not parked")
+	assert.EqualError(t, ErrNeedsHuman, "crashloop: crash loop needs a human")
+	assert.EqualError(t, ErrInvalidConfig, "crashloop: invalid configuration")
+}
+
+func TestLinearSum(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		initial, max time.Duration
+		n            int
+		want         string
+	}{
+		{500 * ms, 5 * time.Second, 0, "0"},
+		{500 * ms, 5 * time.Second, 1, "500000000"},
+		{500 * ms, 5 * time.Second, 3, "3000000000"},
+		{500 * ms, 5 * time.Second, 10, "27500000000"},
+		{500 * ms, 5 * time.Second, 20, "77500000000"},
+		{0, 5 * time.Second, 1000, "0"},
+		{time.Second, time.Second, 5, "5000000000"},
+		{math.MaxInt64, math.MaxInt64, 2, "18446744073709551614"},
+	} {
+		assert.Equal(t, tc.want, linearSum(tc.initial, tc.max, tc.n).String(), "%v %v %d", tc.initial, tc.max, tc.n)
+	}
+	// k = MaxInt64 steps below the cap: k+1 must not wrap around.
+	n := big.NewInt(math.MaxInt64)
+	want := new(big.Int).Mul(n, new(big.Int).Add(n, big.NewInt(1)))
+	want.Rsh(want, 1)
+	assert.Equal(t, want.String(), linearSum(1, math.MaxInt64, math.MaxInt).String())
+}
+
+// WithEventHandler(nil), a nil EventHandlerFunc and a nil Option mean no
+// handler; a later option overrides an earlier one.
+func TestOptionsNilHandler(t *testing.T) {
+	rec := &coreRecorder{}
+	for name, opts := range map[string][]Option{
+		"nil handler":               {WithEventHandler(nil)},
+		"nil handler func":          {WithEventHandler(EventHandlerFunc(nil))},
+		"later nil overrides":       {WithEventHandler(rec), WithEventHandler(nil)},
+		"nil option is skipped":     {nil, WithEventHandler(nil), nil},
+		"no options at all":         nil,
+		"name without a handler":    {WithName("x")},
+		"clock without a handler":   {WithClock(coreMock())},
+		"nil clock without handler": {WithClock(nil), WithEventHandler(nil)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.NotPanics(t, func() {
+				b, err := NewRespawnBudget(BudgetConfig{MaxRespawns: 1, Window: time.Minute}, opts...)
+				require.NoError(t, err)
+				_, err = b.Failed("s", errors.New("boom"))
+				require.NoError(t, err)
+				_, err = b.Failed("s", errors.New("boom"))
+				require.ErrorIs(t, err, ErrParked)
+				require.NoError(t, b.Resume("s"))
+
+				d, err := NewChainDetector(ChainConfig{MaxChain: 1, ResetGap: time.Hour}, opts...)
+				require.NoError(t, err)
+				_, err = d.Rescue("k", "i", true)
+				require.NoError(t, err)
+				_, err = d.Rescue("k", "i", true)
+				require.ErrorIs(t, err, ErrNeedsHuman)
+
+				g, err := NewRestartLoopGuard(1, time.Hour, opts...)
+				require.NoError(t, err)
+				require.True(t, g.Record())
+
+				p, err := NewFleetSupervisionPolicy(FleetConfig{RestartsPerHour: 1, FailingFraction: 1, MinFailing: 1, Cooldown: 0}, opts...)
+				require.NoError(t, err)
+				require.True(t, p.NoteRestart())
+				p.Tripped() // re-arms (cooldown 0) with nobody to tell
+			})
+		})
+	}
+	assert.Empty(t, rec.all())
+}
+
+// WithClock(nil) and no WithClock mean the real clock.
+func TestOptionsNilClockIsRealClock(t *testing.T) {
+	for name, opts := range map[string][]Option{
+		"nil clock":            {WithClock(nil)},
+		"no clock":             nil,
+		"later nil overrides":  {WithClock(coreMock()), WithClock(nil)},
+		"nil options are skip": {nil, WithClock(nil)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := &coreRecorder{}
+			opts := append(opts, WithEventHandler(rec), WithName("real"))
+
+			before := time.Now()
+			g, err := NewRestartLoopGuard(1, time.Hour, opts...)
+			require.NoError(t, err)
+			require.True(t, g.Record())
+			b, err := NewRespawnBudget(DefaultBudgetConfig(), opts...)
+			require.NoError(t, err)
+			_, err = b.Failed("s", nil)
+			require.NoError(t, err)
+			after := time.Now()
+
+			evs := rec.all()
+			require.Len(t, evs, 2)
+			for _, ev := range evs {
+				assert.False(t, ev.Time.Before(before), "%v is before %v", ev.Time, before)
+				assert.False(t, ev.Time.After(after), "%v is after %v", ev.Time, after)
+			}
+			assert.Equal(t, "real", evs[0].Key, "a guard's events carry its name")
+			assert.Equal(t, "s", evs[1].Key, "a budget's events carry the call's key, not the name")
+		})
+	}
+}
+
+func TestEventHandlerFunc(t *testing.T) {
+	var got []Event
+	var h EventHandler = EventHandlerFunc(func(ev Event) { got = append(got, ev) })
+	h.HandleEvent(Event{Kind: EventResumed, Key: "k"})
+	assert.Equal(t, []Event{{Kind: EventResumed, Key: "k"}}, got)
+	assert.NotPanics(t, func() { EventHandlerFunc(nil).HandleEvent(Event{}) })
+}
+
+func TestFormatDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0:                            "0s",
+		500 * time.Millisecond:       "500ms",
+		time.Second:                  "1s",
+		60 * time.Second:             "60s",
+		90 * time.Second:             "90s",
+		9 * time.Minute:              "540s",
+		10 * time.Minute:             "10m",
+		20 * time.Minute:             "20m",
+		time.Hour:                    "1h",
+		2 * time.Hour:                "2h",
+		1500 * time.Millisecond:      "1.5s",
+		time.Nanosecond:              "1ns",
+		-time.Second:                 "-1s",
+		time.Duration(math.MaxInt64): time.Duration(math.MaxInt64).String(),
+	} {
+		assert.Equal(t, want, formatDuration(d), "%d", int64(d))
+	}
+}
