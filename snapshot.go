@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -25,8 +28,9 @@ import (
 // A snapshot is one indented JSON object with "version" (1) and "kind"
 // first; the entries of a "keys" object are sorted by key. Every time is a wall-clock time in RFC
 // 3339 with nanoseconds (time.RFC3339Nano, in UTC), so a restore on a later
-// day ages the windows by the time that really passed; a time must lie in
-// the years 0 to 9999 (Snapshot fails otherwise). "latest" is the latest
+// day ages the windows by the time that really passed (a year outside 0 to
+// 9999, which only an explicit time can bring, is written expanded as in
+// ISO 8601, "-0001-..." or "10000-...", and read back). "latest" is the latest
 // clock reading the object had seen (omitted if none): time inside an object
 // never runs backwards, and a restored object keeps that promise. Windows
 // list their event times oldest first. Configuration is not part of a
@@ -177,13 +181,48 @@ func encodeSnapshot(doc any) ([]byte, error) {
 	return json.MarshalIndent(doc, "", "  ")
 }
 
-// stamp writes t as RFC 3339 with nanoseconds, in UTC.
+// stamp writes t as RFC 3339 with nanoseconds, in UTC; a year outside 0 to
+// 9999 is written expanded (ISO 8601), as time.Format writes it. It fails
+// only for a time that does not read back as the same instant.
 func stamp(t time.Time) (string, error) {
-	t = t.UTC()
-	if y := t.Year(); y < 0 || y > 9999 {
-		return "", fmt.Errorf("crashloop: snapshot: time %s lies outside the years 0 to 9999 that RFC 3339 can write", t.Format(time.RFC3339Nano))
+	s := t.UTC().Format(time.RFC3339Nano)
+	if back, err := parseStamp(s); err != nil || !back.Equal(t) {
+		return "", fmt.Errorf("crashloop: snapshot: time %s cannot be written and read back", s)
 	}
-	return t.Format(time.RFC3339Nano), nil
+	return s, nil
+}
+
+// parseStamp reads a time written by stamp: RFC 3339, or RFC 3339 with an
+// expanded year (a sign, or more than four digits).
+func parseStamp(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err == nil {
+		return t, nil
+	}
+	i := 0
+	if strings.HasPrefix(s, "-") {
+		i = 1
+	}
+	j := i
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	if j-i < 4 || (i == 0 && j == 4) || j == len(s) || s[j] != '-' {
+		return time.Time{}, err
+	}
+	year, yerr := strconv.Atoi(s[:j])
+	if yerr != nil {
+		return time.Time{}, err
+	}
+	rest, err := time.Parse(time.RFC3339Nano, "2000"+s[j:]) // a leap year: any day reads
+	if err != nil {
+		return time.Time{}, err
+	}
+	t = time.Date(year, rest.Month(), rest.Day(), rest.Hour(), rest.Minute(), rest.Second(), rest.Nanosecond(), rest.Location())
+	if t.Day() != rest.Day() {
+		return time.Time{}, fmt.Errorf("parsing time %q: day out of range", s)
+	}
+	return t, nil
 }
 
 // writer turns the times of one object into text and keeps the first error.
@@ -221,17 +260,26 @@ func (w *writer) latest() string {
 }
 
 // window writes the events of a window, oldest first (nil when empty).
+//
+// The events are sorted: two calls that raced for an object's lock can push
+// their times in the opposite order of their clock readings, and the sorted
+// window is the one the other order of the race would have left.
 func (w *writer) window(win *window) []string {
 	if win.n == 0 {
 		return nil
 	}
-	out := make([]string, win.n)
-	for i := range out {
+	offs := make([]int64, win.n)
+	for i := range offs {
 		j := int(win.head) + i
 		if j >= len(win.buf) {
 			j -= len(win.buf)
 		}
-		out[i] = w.at(win.buf[j])
+		offs[i] = win.buf[j]
+	}
+	slices.Sort(offs)
+	out := make([]string, len(offs))
+	for i, off := range offs {
+		out[i] = w.at(off)
 	}
 	return out
 }
@@ -310,7 +358,7 @@ func (r *reader) time(s, field string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, badSnapshot("%s: missing time", field)
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
+	t, err := parseStamp(s)
 	if err != nil {
 		return time.Time{}, badSnapshot("%s: %v", field, err)
 	}
@@ -456,7 +504,8 @@ func sortedKeys[V any](m map[string]V) []string {
 // window, last backoff and park) as a JSON document of kind
 // "respawn_budget" (see SnapshotVersion for the format). It is taken at one
 // instant, consistent across keys, and changes nothing. It fails only for a
-// time outside the years 0 to 9999. It is safe for concurrent use.
+// time that cannot be written and read back (see SnapshotVersion). It is
+// safe for concurrent use.
 func (b *RespawnBudget) Snapshot() ([]byte, error) {
 	doc, err := b.doc()
 	if err != nil {
@@ -580,8 +629,8 @@ func (b *RespawnBudget) install(st *budgetState) {
 // rescue, its incarnation, the chain ending there and the needs-human mark)
 // as a JSON document of kind "chain_detector" (see SnapshotVersion for the
 // format). It is taken at one instant, consistent across keys, and changes
-// nothing. It fails only for a time outside the years 0 to 9999. It is safe
-// for concurrent use.
+// nothing. It fails only for a time that cannot be written and read back.
+// It is safe for concurrent use.
 func (d *ChainDetector) Snapshot() ([]byte, error) {
 	doc, err := d.doc()
 	if err != nil {
@@ -676,8 +725,8 @@ func (d *ChainDetector) install(st *chainState) {
 // Snapshot returns the whole state of the guard (the restarts in its window
 // and whether it was tripped at the last call) as a JSON document of kind
 // "restart_loop_guard" (see SnapshotVersion for the format). It changes
-// nothing and fails only for a time outside the years 0 to 9999. It is safe
-// for concurrent use.
+// nothing and fails only for a time that cannot be written and read back.
+// It is safe for concurrent use.
 func (g *RestartLoopGuard) Snapshot() ([]byte, error) {
 	doc, err := g.doc()
 	if err != nil {
@@ -734,9 +783,6 @@ func prepareGuard(doc *guardDoc, tl *timeline, limit int, now time.Time, path st
 	if err != nil {
 		return nil, err
 	}
-	if doc.Tripped && win.len() == 0 {
-		return nil, badSnapshot("%s.tripped: tripped with no restart in the window", path)
-	}
 	return &guardState{latest: r.latestOff, win: win, tripped: doc.Tripped}, nil
 }
 
@@ -753,8 +799,8 @@ func (g *RestartLoopGuard) install(st *guardState) {
 // rolling hour, the trip and its time, the fleet state last noted) as a
 // JSON document of kind "fleet_supervision_policy" (see SnapshotVersion for
 // the format). It changes nothing (a breaker due to re-arm re-arms at the
-// next call, after a restore as before) and fails only for a time outside
-// the years 0 to 9999. It is safe for concurrent use.
+// next call, after a restore as before) and fails only for a time that
+// cannot be written and read back. It is safe for concurrent use.
 func (p *FleetSupervisionPolicy) Snapshot() ([]byte, error) {
 	doc, err := p.doc()
 	if err != nil {
@@ -862,7 +908,8 @@ func (p *FleetSupervisionPolicy) install(st *fleetState) {
 // windows. Each part is taken at one instant; the parts are taken one after
 // the other, so a snapshot taken while a Run is deciding may catch a key
 // between two of them (the saves of WithStore are taken after each change).
-// It changes nothing and fails only for a time outside the years 0 to 9999.
+// It changes nothing and fails only for a time that cannot be written and
+// read back.
 // It is safe for concurrent use.
 func (s *Supervisor) Snapshot() ([]byte, error) {
 	doc, err := s.doc()
@@ -1036,7 +1083,8 @@ func (s *Supervisor) restoreKey(key string, kd *keyDoc, now time.Time, kp string
 	if kr.state == StateNeedsHuman && kr.lastErr != nil {
 		kr.lastErr = restoreError(kd.LastError, ReasonNeedsHuman)
 	}
-	inner := []Option{WithClock(s.o.clock), WithEventHandler(s.o.handler), WithName(key)}
+	// As begin makes them (supervisor.go): keep the two in step.
+	inner := []Option{WithClock(s.o.clock), WithEventHandler(EventHandlerFunc(s.relay)), WithName(key)}
 	if g := s.cfg.Guard; g != nil {
 		kr.guard, _ = NewRestartLoopGuard(g.MaxRestarts, g.Window, inner...)
 	}

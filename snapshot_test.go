@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -343,6 +345,28 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 	assert.Equal(t, 2, again.Restarts())
 	assert.False(t, again.Tripped())
 
+	// Restarts pruned by a read leave the tripped flag of the last call: a
+	// reachable state that restores, and then decides as the original.
+	c3.Set(snapT0.Add(time.Hour))
+	assert.False(t, again.Record())
+	assert.False(t, again.Record())
+	assert.True(t, again.Record())
+	assert.Len(t, rec3.take(), 1)
+	c3.Set(snapT0.Add(2 * time.Hour))
+	assert.Equal(t, 0, again.Restarts())
+	pruned, err := again.Snapshot()
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"version": 1, "kind": "restart_loop_guard", "latest": "2026-03-01T14:00:00Z", "restarts": null, "tripped": true}`, string(pruned))
+	fresh, err := crashloop.NewRestartLoopGuard(3, time.Minute, crashloop.WithClock(c3), crashloop.WithName("ch"), crashloop.WithEventHandler(rec3))
+	require.NoError(t, err)
+	require.NoError(t, fresh.Restore(pruned))
+	for _, g := range []*crashloop.RestartLoopGuard{again, fresh} {
+		assert.False(t, g.Record())
+		assert.False(t, g.Record())
+		assert.True(t, g.Record())
+	}
+	assert.Len(t, rec3.take(), 2, "each trips and announces once")
+
 	// A day later the window is empty.
 	later, err := crashloop.NewRestartLoopGuard(3, time.Minute, crashloop.WithClock(snapClock(snapT0.Add(24*time.Hour))))
 	require.NoError(t, err)
@@ -478,22 +502,70 @@ func TestSnapshotEmptyAndEarly(t *testing.T) {
 	require.NoError(t, err)
 	data, err = b.Snapshot()
 	require.NoError(t, err)
+	// The offset saturated at the timeline's initial mark; the mark is
+	// written all the same, or the event would lie after it.
+	early := snapT0.Add(math.MinInt64).Format(time.RFC3339Nano)
+	assert.JSONEq(t, `{"version": 1, "kind": "respawn_budget", "latest": "`+early+`", "keys": {"old": {"respawns": ["`+early+`"]}}}`, string(data))
 	b2, _ := crashloop.NewRespawnBudget(crashloop.DefaultBudgetConfig(), crashloop.WithClock(snapClock(snapT0)))
 	require.NoError(t, b2.Restore(data))
 	again, err := b2.Snapshot()
 	require.NoError(t, err)
 	assert.Equal(t, string(data), string(again))
+}
 
-	far := time.Date(10001, 1, 1, 0, 0, 0, 0, time.UTC)
-	for range 3 {
-		_, err = b.FailedAt("far", errSnapBoom, far)
+// Times an explicit now can bring, far beyond a time.Duration from the base
+// and beyond the years RFC 3339 can write, round-trip exactly.
+func TestSnapshotFarTimes(t *testing.T) {
+	far := []time.Time{{}, time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Unix(1<<62, 0),
+		time.Unix(-1<<62, 0), time.Date(-1, 2, 29, 0, 0, 0, 5, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	latest := time.Unix(1<<62, 0) // the latest of them
+	mk := func() *clock.Mock { return snapClock(snapT0) }
+
+	b1, _ := crashloop.NewRespawnBudget(crashloop.BudgetConfig{MaxRespawns: 1, Window: time.Minute}, crashloop.WithClock(mk()))
+	b2, _ := crashloop.NewRespawnBudget(crashloop.BudgetConfig{MaxRespawns: 1, Window: time.Minute}, crashloop.WithClock(mk()))
+	for i, at := range far {
+		key := fmt.Sprintf("k%d", i)
+		_, err := b1.FailedAt(key, errSnapBoom, at)
 		require.NoError(t, err)
+		_, err = b1.FailedAt(key, errSnapBoom, at) // parked since at
+		require.ErrorIs(t, err, crashloop.ErrParked)
 	}
-	_, err = b.FailedAt("far", errSnapBoom, far) // parked since year 10001
-	require.ErrorIs(t, err, crashloop.ErrParked)
-	_, err = b.Snapshot()
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "outside the years 0 to 9999")
+	data, err := b1.Snapshot()
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"since": "146138514283-06-19T07:45:04Z"`)
+	assert.Contains(t, string(data), `"since": "-146138510344-07-14T16:14:56Z"`)
+	assert.Contains(t, string(data), `"since": "-0001-03-01T00:00:00.000000005Z"`, "year -1 has no Feb 29")
+	assert.Contains(t, string(data), `"since": "10000-01-01T00:00:00Z"`)
+	err = b2.Restore(data)
+	require.ErrorIs(t, err, crashloop.ErrBadSnapshot, "from the mock's now these times lie in the future")
+	require.NoError(t, b2.RestoreAt(data, latest))
+	again, err := b2.Snapshot()
+	require.NoError(t, err)
+	assert.Equal(t, string(data), string(again))
+	for i, at := range far {
+		var pe *crashloop.ParkedError
+		require.ErrorAs(t, b2.Spawn(fmt.Sprintf("k%d", i)), &pe)
+		assert.True(t, pe.Since.Equal(at), "%v != %v", pe.Since, at)
+	}
+
+	p1, _ := crashloop.NewFleetSupervisionPolicy(crashloop.DefaultFleetConfig(), crashloop.WithClock(mk()))
+	p2, _ := crashloop.NewFleetSupervisionPolicy(crashloop.DefaultFleetConfig(), crashloop.WithClock(mk()))
+	for _, at := range far {
+		p1.NoteRestartAt(at)
+	}
+	p1.NoteFleetStateAt(2, 2, time.Unix(-1<<62, 0)) // tripped, since_clock in year -146138510344
+	data, err = p1.Snapshot()
+	require.NoError(t, err)
+	require.NoError(t, p2.RestoreAt(data, latest))
+	again, err = p2.Snapshot()
+	require.NoError(t, err)
+	assert.Equal(t, string(data), string(again))
+
+	// A document naming Feb 29 of a year that has none is refused.
+	bad := `{"version": 1, "kind": "respawn_budget", "keys": {"a": {"parked": {"reason": "x", "attempts": 0, "since": "10001-02-29T00:00:00Z"}}}}`
+	err = b2.RestoreAt([]byte(bad), latest)
+	require.ErrorIs(t, err, crashloop.ErrBadSnapshot)
+	assert.Contains(t, err.Error(), `keys["a"].parked.since: parsing time "10001-02-29T00:00:00Z": day out of range`)
 }
 
 // A restore later than the snapshot by less than MaxSnapshotSkew in the
@@ -621,7 +693,6 @@ func TestSnapshotGuardRejectsBadDocuments(t *testing.T) {
 		{"version 0", strings.Replace(ok, `"version": 1`, `"version": 0`, 1), "unknown version 0"},
 		{"over the limit", strings.Replace(ok, `"2026-03-01T12:00:00Z", `, `"2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z", `, 1), `restart_loop_guard.restarts: 3 events, more than the limit of 2`},
 		{"unsorted", strings.Replace(ok, `["2026-03-01T12:00:00Z", "2026-03-01T12:00:10Z"]`, `["2026-03-01T12:00:10Z", "2026-03-01T12:00:00Z"]`, 1), `restarts[1]: 2026-03-01T12:00:00Z lies before the event ahead of it`},
-		{"tripped when empty", `{"version": 1, "kind": "restart_loop_guard", "restarts": [], "tripped": true}`, "restart_loop_guard.tripped: tripped with no restart in the window"},
 		{"tripped is a string", strings.Replace(ok, `"tripped": true`, `"tripped": "yes"`, 1), "cannot unmarshal string"},
 	}
 	snapCheckBad(t, cases, g.Snapshot, g.Restore)
@@ -946,4 +1017,106 @@ func TestSnapshotConcurrentWithChanges(t *testing.T) {
 	again, err := b.Snapshot()
 	require.NoError(t, err)
 	assert.Equal(t, string(data), string(again))
+}
+
+// The per-key guards of a restored key announce like those of a key the
+// Supervisor made itself: after the park is committed.
+func TestSnapshotSupervisorRestoredGuardEventsSeeCommittedState(t *testing.T) {
+	cfg := snapSupConfig()
+	cfg.Guard = &crashloop.GuardConfig{MaxRestarts: 2, Window: time.Minute}
+	s1, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(snapClock(snapT0)))
+	require.NoError(t, err)
+	snapFailN(t, s1, "a", 1) // one restart in the guard's window
+	data, err := s1.Snapshot()
+	require.NoError(t, err)
+
+	type seen struct {
+		Kind   crashloop.EventKind
+		State  crashloop.KeyState
+		Reason string
+	}
+	var got []seen
+	var s2 *crashloop.Supervisor
+	s2, err = crashloop.NewSupervisor(cfg, crashloop.WithClock(snapClock(snapT0.Add(time.Second))),
+		crashloop.WithEventHandler(crashloop.EventHandlerFunc(func(ev crashloop.Event) {
+			ks := s2.Status().Keys[ev.Key]
+			got = append(got, seen{ev.Kind, ks.State, ks.Reason})
+		})))
+	require.NoError(t, err)
+	require.NoError(t, s2.Restore(data))
+	var pe *crashloop.ParkedError
+	require.ErrorAs(t, s2.Run(context.Background(), "a", func(context.Context) error { return errSnapBoom }), &pe)
+	assert.Equal(t, crashloop.ReasonRestartLoopGuard, pe.Reason)
+	assert.Equal(t, []seen{{crashloop.EventGuardTripped, crashloop.StateParked, crashloop.ReasonRestartLoopGuard}}, got)
+}
+
+// A budget's state survives a restart of the process: Snapshot before,
+// Restore after. The restored budget parks on the same failure as the
+// original would have.
+func ExampleRespawnBudget_Snapshot() {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	c := clock.NewMock()
+	c.Set(start)
+	b, _ := crashloop.NewRespawnBudget(crashloop.DefaultBudgetConfig(), crashloop.WithClock(c))
+	b.Failed("worker", errors.New("exit status 1"))
+	c.Add(10 * time.Second)
+	b.Failed("worker", errors.New("exit status 1"))
+	data, _ := b.Snapshot()
+	fmt.Println(string(data))
+
+	// The process restarts 30 seconds later.
+	c.Add(30 * time.Second)
+	restored, _ := crashloop.NewRespawnBudget(crashloop.DefaultBudgetConfig(), crashloop.WithClock(c))
+	if err := restored.Restore(data); err != nil {
+		fmt.Println(err)
+	}
+	fmt.Println(restored.Failed("worker", errors.New("exit status 1")))
+	fmt.Println(restored.Failed("worker", errors.New("exit status 1")))
+	// Output:
+	// {
+	//   "version": 1,
+	//   "kind": "respawn_budget",
+	//   "latest": "2026-03-01T12:00:10Z",
+	//   "keys": {
+	//     "worker": {
+	//       "respawns": [
+	//         "2026-03-01T12:00:00Z",
+	//         "2026-03-01T12:00:10Z"
+	//       ]
+	//     }
+	//   }
+	// }
+	// 1.5s <nil>
+	// 0s crashloop: session "worker" is parked (respawn_budget_exhausted after 3 respawns): exit status 1
+}
+
+// WithStore keeps a Supervisor's state in a file: a key parked before a
+// restart of the process is still parked after it, until an operator
+// resumes it.
+func ExampleWithStore() {
+	dir, _ := os.MkdirTemp("", "crashloop")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "state.json")
+	cfg := crashloop.DefaultSupervisorConfig()
+	cfg.Budget = crashloop.BudgetConfig{MaxRespawns: 2, Window: time.Minute} // no backoff, for the example
+
+	c := clock.NewMock()
+	s, _ := crashloop.NewSupervisor(cfg, crashloop.WithClock(c), crashloop.WithStore(crashloop.NewFileStore(path)))
+	err := s.Run(context.Background(), "worker", func(context.Context) error { return errors.New("no such file") })
+	fmt.Println(err)
+
+	// The supervising process restarts.
+	c.Add(time.Hour)
+	s, _ = crashloop.NewSupervisor(cfg, crashloop.WithClock(c), crashloop.WithStore(crashloop.NewFileStore(path)))
+	fmt.Println(s.Parked())
+	err = s.Run(context.Background(), "worker", func(context.Context) error { return nil })
+	fmt.Println(errors.Is(err, crashloop.ErrParked))
+	fmt.Println(s.Resume("worker"))
+	fmt.Println(s.Run(context.Background(), "worker", func(context.Context) error { return nil }))
+	// Output:
+	// crashloop: session "worker" is parked (respawn_budget_exhausted after 2 respawns): no such file
+	// [worker]
+	// true
+	// <nil>
+	// <nil>
 }
