@@ -1179,3 +1179,58 @@ func supContains(list []string, s string) bool {
 	}
 	return false
 }
+
+func TestSupervisorResumeResetsGuard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec, starts := newSupRecorder(), newSupStarts()
+		cfg := crashloop.DefaultSupervisorConfig()
+		cfg.Guard = &crashloop.GuardConfig{MaxRestarts: 3, Window: 60 * time.Second}
+		s := newTestSupervisor(t, cfg, crashloop.WithEventHandler(rec))
+		crash := errors.New("crash on resume")
+		fail := func(context.Context) error {
+			starts.mark()
+			return crash
+		}
+
+		assert.ErrorIs(t, s.Run(t.Context(), "telegram", fail), crashloop.ErrParked)
+		time.Sleep(10*time.Second - millis(1500)) // now 10s: the old restarts are still in the guard's window
+		require.NoError(t, s.Resume("telegram"))
+		err := s.Run(t.Context(), "telegram", fail)
+		var pe *crashloop.ParkedError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, "restart_loop_guard", pe.Reason)
+
+		sec := time.Second
+		assert.Equal(t, []time.Duration{0, millis(500), millis(1500), 10 * sec, 10*sec + millis(500), 11*sec + millis(500)}, starts.times(),
+			"after Resume the guard counts from zero")
+		assert.Equal(t, []time.Duration{millis(1500), 11*sec + millis(500)}, atsOf(rec, crashloop.EventGuardTripped),
+			"each trip is announced")
+	})
+}
+
+func TestSupervisorParkIsAnnouncedBeforeTheFleetTripItCauses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu    sync.Mutex
+			kinds []string
+			s     *crashloop.Supervisor
+		)
+		s = newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(crashloop.EventHandlerFunc(func(ev crashloop.Event) {
+			line := ev.Kind.String() + " " + ev.Key
+			if ev.Kind == crashloop.EventFleetTripped {
+				line += fmt.Sprintf(" %d/%d parked=%v", ev.Failing, ev.Total, s.Parked())
+			}
+			mu.Lock()
+			kinds = append(kinds, line)
+			mu.Unlock()
+		})))
+		perm := func(context.Context) error { return crashloop.Permanent(errors.New("bad config")) }
+		assert.ErrorIs(t, s.Run(t.Context(), "a", perm), crashloop.ErrParked)
+		assert.ErrorIs(t, s.Run(t.Context(), "b", perm), crashloop.ErrParked)
+		assert.Equal(t, []string{
+			"agent.startup_exhausted a",
+			"agent.startup_exhausted b",
+			"fleet.breaker_tripped fleet 2/2 parked=[a b]",
+		}, kinds)
+	})
+}
