@@ -26,16 +26,16 @@ import (
 // no event.
 //
 // A snapshot is one indented JSON object with "version" (1) and "kind"
-// first; the entries of a "keys" object are sorted by key. Every time is a wall-clock time in RFC
-// 3339 with nanoseconds (time.RFC3339Nano, in UTC), so a restore on a later
-// day ages the windows by the time that really passed (a year outside 0 to
-// 9999, which only an explicit time can bring, is written expanded as in
-// ISO 8601, "-0001-..." or "10000-...", and read back). "latest" is the latest
-// clock reading the object had seen (omitted if none): time inside an object
-// never runs backwards, and a restored object keeps that promise. Windows
-// list their event times oldest first. Configuration is not part of a
-// snapshot: restore into an object created with the configuration the
-// application uses now. The kinds:
+// first; the entries of a "keys" object are sorted by key. Every time is a
+// wall-clock time in RFC 3339 with nanoseconds (time.RFC3339Nano, in UTC),
+// so a restore on a later day ages the windows by the time that really
+// passed (a year outside 0 to 9999, which only an explicit time can bring,
+// is written expanded as in ISO 8601, "-0001-..." or "10000-...", and read
+// back). "latest" is the latest clock reading the object had seen (omitted
+// if none): time inside an object never runs backwards, and a restored
+// object keeps that promise. Windows list their event times oldest first.
+// Configuration is not part of a snapshot: restore into an object created
+// with the configuration the application uses now. The kinds:
 //
 //	{"version": 1, "kind": "respawn_budget", "latest": T,
 //	 "keys": {KEY: {"respawns": [T...], "prev_backoff": "1.5s",
@@ -52,9 +52,9 @@ import (
 //
 // Optional parts are omitted when empty: "respawns", "prev_backoff" (the last
 // backoff of a Supervisor's curve), "parked", "last_error" (absent: no
-// error), "escalated", "since" and "since_clock" (only while tripped;
-// since_clock is the reading the trip was stamped with, which Status reports
-// from, and differs from since only if the clock ran backwards), and a
+// error), "escalated", "since" (only while tripped), "since_clock" (only
+// when the clock reading the trip was stamped with, which Status reports
+// rearm_at from, differs from since: the clock ran backwards), and a
 // Supervisor's "chain", "fleet", "guard" and "hourly" (the guards that are
 // off). "seq" numbers the Supervisor's default incarnations. An error is
 // kept as its text and restored as errors.New(text), except that the last
@@ -73,6 +73,14 @@ import (
 // Supervisor restores parts for the guards it has on and ignores (after
 // checking) the parts of guards it has off; a key that was running, in
 // backoff or held when the snapshot was taken is restored as exited.
+//
+// Inside an object, times are offsets from a base read from its clock when
+// it was created; a restore converts them to the restoring object's base.
+// The round trip is exact to the nanosecond, except for a time more than
+// about 292 years from either base, where an offset saturates (restore into
+// an object created at the same clock reading to keep even those exact). A
+// state whose clock has since gone back by more than MaxSnapshotSkew
+// restores with RestoreAt and a now at or after the latest time it saw.
 const SnapshotVersion = 1
 
 // MaxSnapshotSkew is how far after the restoring object's now a time in a
@@ -83,8 +91,8 @@ const MaxSnapshotSkew = time.Hour
 
 // ErrBadSnapshot is matched (errors.Is) by every error Restore returns for
 // a document it cannot restore; the error's text says what is wrong and
-// where, e.g. `respawn_budget: keys["a"].respawns: 4 events, more than the
-// limit of 3`.
+// where, e.g. `crashloop: bad snapshot: respawn_budget.keys["a"].respawns:
+// 4 events, more than the limit of 3`.
 var ErrBadSnapshot = errors.New("crashloop: bad snapshot")
 
 // Kinds of snapshot documents.
@@ -815,7 +823,10 @@ func (p *FleetSupervisionPolicy) doc() (*fleetDoc, error) {
 	doc := &fleetDoc{Version: SnapshotVersion, Kind: kindFleet, Restarts: w.window(&p.hour), Tripped: p.tripped,
 		Failing: p.failing, Total: p.total}
 	if p.tripped {
-		doc.Since, doc.SinceClock = w.at(p.since), w.wall(p.sinceAt)
+		doc.Since = w.at(p.since)
+		if !p.sinceAt.Equal(p.tl.base.Add(time.Duration(p.since))) {
+			doc.SinceClock = w.wall(p.sinceAt)
+		}
 	}
 	doc.Latest = w.latest()
 	p.mu.Unlock()

@@ -458,15 +458,15 @@ func TestSupervisorConcurrentParksAllSaved(t *testing.T) {
 	}
 }
 
-// Two calls that race for a guard's lock may push their times out of clock
-// order; a snapshot writes the window sorted, as the other order of the
-// race would have left it, so that it restores.
+// Two calls that race for a guard's lock could push their times out of
+// clock order (before window.push kept them ordered); a snapshot writes a
+// window sorted, as the other order of the race would have left it, so that
+// it restores.
 func TestSnapshotSortsARacedWindow(t *testing.T) {
 	g, err := NewRestartLoopGuard(3, time.Minute, WithClock(storeClock(storeT0)))
 	require.NoError(t, err)
 	g.tl.at(storeT0.Add(2 * time.Second))
-	g.win.push(int64(2*time.Second), 3) // the later reading got the lock first
-	g.win.push(int64(time.Second), 3)
+	g.win = window{buf: []int64{int64(2 * time.Second), int64(time.Second)}, n: 2} // the later reading got the lock first
 	data, err := g.Snapshot()
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"version": 1, "kind": "restart_loop_guard", "latest": "2026-03-01T12:00:02Z",
