@@ -204,8 +204,9 @@ func (c jitterCurve) spec() backoffSpec {
 }
 
 // DecorrelatedJitter returns the curve min(max, random in [base, prev*3]),
-// starting at base: each wait depends on the previous one, so workers that
-// failed together spread out further with every attempt. src may be nil
+// where prev is the key's previous wait, or base before the first: each
+// wait depends on the previous one, so workers that failed together spread
+// out further with every attempt, the first one included. src may be nil
 // (the global source).
 func DecorrelatedJitter(base, max time.Duration, src RandSource) Backoff {
 	return decorrelatedCurve{base: base, max: max, src: newLockedSource(src)}
@@ -217,14 +218,18 @@ type decorrelatedCurve struct {
 }
 
 func (c decorrelatedCurve) Delay(_ int, prev time.Duration) time.Duration {
-	hi := c.max
-	if prev > 0 && prev < c.max/3 {
-		hi = prev * 3
-	}
 	if prev <= 0 {
-		hi = c.base
+		prev = c.base
 	}
-	return min(c.max, c.src.between(max(c.base, 0), hi))
+	return c.src.between(max(c.base, 0), c.triple(prev))
+}
+
+// triple returns min(max, 3*d) without overflow.
+func (c decorrelatedCurve) triple(d time.Duration) time.Duration {
+	if d >= c.max/3 {
+		return c.max
+	}
+	return 3 * d
 }
 
 func (c decorrelatedCurve) validate() error {
@@ -237,16 +242,13 @@ func (c decorrelatedCurve) validate() error {
 	return nil
 }
 
-// worst: the longest chain of draws is base, 3*base, 9*base ... capped.
+// worst: the longest chain of draws is 3*base, 9*base ... capped.
 func (c decorrelatedCurve) worst(attempt int) time.Duration {
-	d := c.base
+	d := c.triple(c.base)
 	for i := 1; i < attempt && d < c.max; i++ {
-		if d > c.max/3 {
-			return c.max
-		}
-		d *= 3
+		d = c.triple(d)
 	}
-	return min(d, c.max)
+	return d
 }
 
 func (c decorrelatedCurve) spec() backoffSpec {

@@ -94,11 +94,13 @@ func TestCurveDecorrelatedJitter(t *testing.T) {
 	base, ceiling := 100*time.Millisecond, 10*time.Second
 	b := crashloop.DecorrelatedJitter(base, ceiling, seededRand())
 	ref := seededRand()
-	// The first wait (no previous one) is base; each next one is
-	// min(max, uniform in [base, prev*3]).
-	assert.Equal(t, base, b.Delay(1, 0))
-	prev := base
-	for attempt := 2; attempt <= 30; attempt++ {
+	// Each wait is min(max, uniform in [base, prev*3]), with prev = base
+	// before the first: the first wait is already random, in [base, 3*base].
+	prev := time.Duration(0)
+	for attempt := 1; attempt <= 30; attempt++ {
+		if prev == 0 {
+			prev = base
+		}
 		hi := min(prev*3, ceiling)
 		want := min(ceiling, base+time.Duration(ref.Int64N(int64(hi-base)+1)))
 		got := b.Delay(attempt, prev)
@@ -197,9 +199,13 @@ func TestSupervisorUsesCurve(t *testing.T) {
 			base, ceiling := 100*time.Millisecond, 5*time.Second
 			starts, backoffs := run(t, crashloop.DecorrelatedJitter(base, ceiling, seededRand()))
 			ref := seededRand()
-			want := []time.Duration{base} // the first wait is base
+			var want []time.Duration
 			for len(want) < 3 {
-				hi := min(want[len(want)-1]*3, ceiling)
+				prev := base // before the first wait
+				if len(want) > 0 {
+					prev = want[len(want)-1]
+				}
+				hi := min(prev*3, ceiling)
 				want = append(want, base+time.Duration(ref.Int64N(int64(hi-base)+1)))
 			}
 			assert.Equal(t, want, backoffs, "each wait depends on the key's previous one")
@@ -225,8 +231,9 @@ func TestSupervisorRejectsCurveThatNeverParks(t *testing.T) {
 		{"linear sums to the window", crashloop.Linear(10*time.Second, time.Minute), 60 * time.Second, true, ""},
 		{"full jitter is judged at its worst", crashloop.FullJitter(crashloop.Exponential(10*time.Second, 2, 5*time.Minute), nil), 60 * time.Second, false, "1m10s"},
 		{"equal jitter is judged at its worst", crashloop.EqualJitter(crashloop.Exponential(10*time.Second, 2, 5*time.Minute), nil), 60 * time.Second, false, "1m10s"},
-		{"decorrelated worst 10+30+90", crashloop.DecorrelatedJitter(10*time.Second, 5*time.Minute, nil), 129 * time.Second, false, "2m10s"},
-		{"decorrelated worst sums to the window", crashloop.DecorrelatedJitter(10*time.Second, 5*time.Minute, nil), 130 * time.Second, true, ""},
+		{"decorrelated worst 30+90+270", crashloop.DecorrelatedJitter(10*time.Second, 5*time.Minute, nil), 389 * time.Second, false, "6m30s"},
+		{"decorrelated worst sums to the window", crashloop.DecorrelatedJitter(10*time.Second, 5*time.Minute, nil), 390 * time.Second, true, ""},
+		{"decorrelated worst capped: 30+60+60", crashloop.DecorrelatedJitter(10*time.Second, time.Minute, nil), 150 * time.Second, true, ""},
 		{"a custom curve is not judged", crashloop.Backoff(supConstCurve(time.Hour)), 60 * time.Second, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

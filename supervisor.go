@@ -231,12 +231,17 @@ func (s *Supervisor) Run(ctx context.Context, key string, fn func(ctx context.Co
 			o(&ro)
 		}
 	}
+	// A parked key is refused before anything changes: its incarnation and
+	// state stay as the operator last saw them.
+	if err := s.budget.Spawn(key); err != nil {
+		return err
+	}
 	kr, err := s.begin(key, ro)
 	if err != nil {
 		return err
 	}
 	defer s.end(key)
-	if err := s.budget.Spawn(key); err != nil {
+	if err := s.budget.Spawn(key); err != nil { // parked by a Run that just ended
 		return err
 	}
 	for {
