@@ -193,7 +193,11 @@ func encodeSnapshot(doc any) ([]byte, error) {
 // 9999 is written expanded (ISO 8601), as time.Format writes it. It fails
 // only for a time that does not read back as the same instant.
 func stamp(t time.Time) (string, error) {
-	s := t.UTC().Format(time.RFC3339Nano)
+	t = t.UTC()
+	s := t.Format(time.RFC3339Nano)
+	if y := t.Year(); y >= 0 && y <= 9999 {
+		return s, nil // RFC 3339 proper: time.Parse reads it back
+	}
 	if back, err := parseStamp(s); err != nil || !back.Equal(t) {
 		return "", fmt.Errorf("crashloop: snapshot: time %s cannot be written and read back", s)
 	}
@@ -234,8 +238,12 @@ func parseStamp(s string) (time.Time, error) {
 }
 
 // writer turns the times of one object into text and keeps the first error.
+// It runs with no lock held: the state is copied under the object's locks
+// first (see copyWindow), so that formatting a large snapshot does not hold
+// up the object.
 type writer struct {
 	tl     *timeline
+	high   int64 // the timeline's high-water mark, read with the state
 	err    error
 	events bool // whether at wrote an event time
 }
@@ -261,18 +269,19 @@ func (w *writer) at(off int64) string {
 // saturated leaves the mark at its initial math.MinInt64, and the events
 // then need it written all the same.
 func (w *writer) latest() string {
-	if h := w.tl.high.Load(); h != math.MinInt64 || w.events {
-		return w.wall(w.tl.base.Add(time.Duration(h)))
+	if w.high != math.MinInt64 || w.events {
+		return w.wall(w.tl.base.Add(time.Duration(w.high)))
 	}
 	return ""
 }
 
-// window writes the events of a window, oldest first (nil when empty).
+// copyWindow copies the events of a window, oldest first (nil when empty);
+// the window's owner must be locked.
 //
-// The events are sorted: two calls that raced for an object's lock can push
-// their times in the opposite order of their clock readings, and the sorted
-// window is the one the other order of the race would have left.
-func (w *writer) window(win *window) []string {
+// The events are sorted: two calls that raced for an object's lock could
+// push their times in the opposite order of their clock readings, and the
+// sorted window is the one the other order of the race would have left.
+func copyWindow(win *window) []int64 {
 	if win.n == 0 {
 		return nil
 	}
@@ -285,6 +294,14 @@ func (w *writer) window(win *window) []string {
 		offs[i] = win.buf[j]
 	}
 	slices.Sort(offs)
+	return offs
+}
+
+// times writes the events copied from a window (nil when empty).
+func (w *writer) times(offs []int64) []string {
+	if len(offs) == 0 {
+		return nil
+	}
 	out := make([]string, len(offs))
 	for i, off := range offs {
 		out[i] = w.at(off)
@@ -523,31 +540,34 @@ func (b *RespawnBudget) Snapshot() ([]byte, error) {
 }
 
 func (b *RespawnBudget) doc() (*budgetDoc, error) {
+	type entry struct {
+		key  string
+		win  []int64
+		prev time.Duration
+		park *ParkedError // immutable: read with no lock held
+	}
+	var entries []entry
 	w := &writer{tl: b.tl}
-	doc := &budgetDoc{Version: SnapshotVersion, Kind: kindBudget, Keys: make(map[string]budgetKeyDoc)}
-	parks := make(map[string]*ParkedError)
 	b.keys.lockAll()
 	for i := range b.keys.shards {
 		for key, e := range b.keys.shards[i].m {
-			kd := budgetKeyDoc{Respawns: w.window(&e.win)}
-			if e.prev != 0 {
-				kd.PrevBackoff = e.prev.String()
-			}
-			if e.park != nil {
-				parks[key] = e.park
-			}
-			doc.Keys[key] = kd
+			entries = append(entries, entry{key, copyWindow(&e.win), e.prev, e.park})
 		}
 	}
-	doc.Latest = w.latest()
+	w.high = b.tl.high.Load()
 	b.keys.unlockAll()
-	// A ParkedError is immutable: its error text is read with no lock held,
-	// since Error is the application's code.
-	for key, pe := range parks {
-		kd := doc.Keys[key]
-		kd.Parked = &parkDoc{Reason: pe.Reason, LastError: errorText(pe.LastError), Attempts: pe.Attempts, Since: w.wall(pe.Since)}
-		doc.Keys[key] = kd
+	doc := &budgetDoc{Version: SnapshotVersion, Kind: kindBudget, Keys: make(map[string]budgetKeyDoc, len(entries))}
+	for _, e := range entries {
+		kd := budgetKeyDoc{Respawns: w.times(e.win)}
+		if e.prev != 0 {
+			kd.PrevBackoff = e.prev.String()
+		}
+		if pe := e.park; pe != nil { // pe.LastError.Error is the application's code: no lock held
+			kd.Parked = &parkDoc{Reason: pe.Reason, LastError: errorText(pe.LastError), Attempts: pe.Attempts, Since: w.wall(pe.Since)}
+		}
+		doc.Keys[e.key] = kd
 	}
+	doc.Latest = w.latest()
 	return doc, w.err
 }
 
@@ -648,16 +668,25 @@ func (d *ChainDetector) Snapshot() ([]byte, error) {
 }
 
 func (d *ChainDetector) doc() (*chainDoc, error) {
+	type entry struct {
+		key string
+		chainEntry
+	}
+	var entries []entry
 	w := &writer{tl: d.tl}
-	doc := &chainDoc{Version: SnapshotVersion, Kind: kindChain, Keys: make(map[string]chainKeyDoc)}
 	d.keys.lockAll()
 	for i := range d.keys.shards {
 		for key, e := range d.keys.shards[i].m {
-			doc.Keys[key] = chainKeyDoc{Incarnation: e.inc, Last: w.at(e.last), Count: e.count, Escalated: e.escalated}
+			entries = append(entries, entry{key, *e})
 		}
 	}
-	doc.Latest = w.latest()
+	w.high = d.tl.high.Load()
 	d.keys.unlockAll()
+	doc := &chainDoc{Version: SnapshotVersion, Kind: kindChain, Keys: make(map[string]chainKeyDoc, len(entries))}
+	for _, e := range entries {
+		doc.Keys[e.key] = chainKeyDoc{Incarnation: e.inc, Last: w.at(e.last), Count: e.count, Escalated: e.escalated}
+	}
+	doc.Latest = w.latest()
 	return doc, w.err
 }
 
@@ -746,9 +775,11 @@ func (g *RestartLoopGuard) Snapshot() ([]byte, error) {
 func (g *RestartLoopGuard) doc() (*guardDoc, error) {
 	w := &writer{tl: g.tl}
 	g.mu.Lock()
-	doc := &guardDoc{Version: SnapshotVersion, Kind: kindGuard, Restarts: w.window(&g.win), Tripped: g.tripped}
-	doc.Latest = w.latest()
+	win, tripped := copyWindow(&g.win), g.tripped
+	w.high = g.tl.high.Load()
 	g.mu.Unlock()
+	doc := &guardDoc{Version: SnapshotVersion, Kind: kindGuard, Restarts: w.times(win), Tripped: tripped}
+	doc.Latest = w.latest()
 	return doc, w.err
 }
 
@@ -820,16 +851,18 @@ func (p *FleetSupervisionPolicy) Snapshot() ([]byte, error) {
 func (p *FleetSupervisionPolicy) doc() (*fleetDoc, error) {
 	w := &writer{tl: p.tl}
 	p.mu.Lock()
-	doc := &fleetDoc{Version: SnapshotVersion, Kind: kindFleet, Restarts: w.window(&p.hour), Tripped: p.tripped,
-		Failing: p.failing, Total: p.total}
-	if p.tripped {
-		doc.Since = w.at(p.since)
-		if !p.sinceAt.Equal(p.tl.base.Add(time.Duration(p.since))) {
-			doc.SinceClock = w.wall(p.sinceAt)
+	hour, tripped, since, sinceAt := copyWindow(&p.hour), p.tripped, p.since, p.sinceAt
+	doc := &fleetDoc{Version: SnapshotVersion, Kind: kindFleet, Tripped: tripped, Failing: p.failing, Total: p.total}
+	w.high = p.tl.high.Load()
+	p.mu.Unlock()
+	doc.Restarts = w.times(hour)
+	if tripped {
+		doc.Since = w.at(since)
+		if !sinceAt.Equal(p.tl.base.Add(time.Duration(since))) {
+			doc.SinceClock = w.wall(sinceAt)
 		}
 	}
 	doc.Latest = w.latest()
-	p.mu.Unlock()
 	return doc, w.err
 }
 
@@ -931,38 +964,43 @@ func (s *Supervisor) Snapshot() ([]byte, error) {
 }
 
 func (s *Supervisor) doc() (*supervisorDoc, error) {
-	doc := &supervisorDoc{Version: SnapshotVersion, Kind: kindSupervisor, Keys: make(map[string]keyDoc)}
-	w := &writer{}
-	lastErrs := make(map[string]error)
-	var err error
+	type entry struct {
+		key           string
+		state         KeyState
+		incarnation   string
+		lastErr       error
+		since         time.Time
+		guard, hourly *RestartLoopGuard
+	}
+	var entries []entry
+	doc := &supervisorDoc{Version: SnapshotVersion, Kind: kindSupervisor}
 	s.mu.Lock()
 	doc.Seq = s.seq
 	for key, kr := range s.keys {
-		kd := keyDoc{State: kr.state, Incarnation: kr.incarnation, Since: w.wall(kr.since)}
-		if kr.guard != nil {
-			if kd.Guard, err = kr.guard.doc(); err != nil {
-				break
-			}
-		}
-		if kr.hourly != nil {
-			if kd.Hourly, err = kr.hourly.doc(); err != nil {
-				break
-			}
-		}
-		lastErrs[key] = kr.lastErr
-		doc.Keys[key] = kd
+		entries = append(entries, entry{key, kr.state, kr.incarnation, kr.lastErr, kr.since, kr.guard, kr.hourly})
 	}
 	s.mu.Unlock()
-	if err != nil {
-		return nil, err
+	// With no lock held: the guards lock themselves, and Error is the
+	// application's code.
+	w := &writer{}
+	doc.Keys = make(map[string]keyDoc, len(entries))
+	var err error
+	for _, e := range entries {
+		kd := keyDoc{State: e.state, Incarnation: e.incarnation, LastError: errorText(e.lastErr), Since: w.wall(e.since)}
+		if e.guard != nil {
+			if kd.Guard, err = e.guard.doc(); err != nil {
+				return nil, err
+			}
+		}
+		if e.hourly != nil {
+			if kd.Hourly, err = e.hourly.doc(); err != nil {
+				return nil, err
+			}
+		}
+		doc.Keys[e.key] = kd
 	}
 	if w.err != nil {
 		return nil, w.err
-	}
-	for key, le := range lastErrs { // the application's Error, with no lock held
-		kd := doc.Keys[key]
-		kd.LastError = errorText(le)
-		doc.Keys[key] = kd
 	}
 	if doc.Budget, err = s.budget.doc(); err != nil {
 		return nil, err
