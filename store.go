@@ -64,8 +64,10 @@ func (f *FileStore) Load() ([]byte, error) {
 
 // Save replaces the document in the file with data, atomically and durably
 // (see FileStore). An empty data is refused (an empty document is never
-// valid, and refusing it keeps a bug from wiping the file). On error the old
-// document is left in place and no temporary file is left behind.
+// valid, and refusing it keeps a bug from wiping the file). An error before
+// the rename leaves the old document in place and no temporary file behind;
+// an error flushing the folder after the rename leaves the new document in
+// place, not yet known to be durable.
 func (f *FileStore) Save(data []byte) error {
 	if len(data) == 0 {
 		return fmt.Errorf("crashloop: save %s: empty document", f.path)
