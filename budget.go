@@ -182,6 +182,9 @@ func (b *RespawnBudget) FailedAt(key string, cause error, now time.Time) (time.D
 		return 0, pe
 	}
 	e.win.prune(t, b.cfg.Window)
+	if e.win.len() == 0 {
+		e.prev = 0 // a fresh start for curves that depend on the last wait
+	}
 	if e.win.len() >= b.cfg.MaxRespawns {
 		pe := b.park(e, key, ReasonBudgetExhausted, cause, now)
 		s.mu.Unlock()

@@ -1116,7 +1116,8 @@ func (s *Supervisor) prepare(doc *supervisorDoc, now time.Time) (*supervisorStat
 // restoreKey builds the state of one key, with its own guards as begin
 // makes them.
 func (s *Supervisor) restoreKey(key string, kd *keyDoc, now time.Time, kp string) (*keyRun, error) {
-	kr := &keyRun{state: kd.State, incarnation: kd.Incarnation, lastErr: restoreError(kd.LastError, "")}
+	kr := s.newKeyRun(key, kd.State, time.Time{})
+	kr.incarnation, kr.lastErr = kd.Incarnation, restoreError(kd.LastError, "")
 	r, _ := newReader(freeTimeline(now), now, "", kp)
 	var err error
 	if kr.since, err = r.time(kd.Since, kp+".since"); err != nil {
@@ -1131,14 +1132,6 @@ func (s *Supervisor) restoreKey(key string, kd *keyDoc, now time.Time, kp string
 	}
 	if kr.state == StateNeedsHuman && kr.lastErr != nil {
 		kr.lastErr = restoreError(kd.LastError, ReasonNeedsHuman)
-	}
-	// As begin makes them (supervisor.go): keep the two in step.
-	inner := []Option{WithClock(s.o.clock), WithEventHandler(EventHandlerFunc(s.relay)), WithName(key)}
-	if g := s.cfg.Guard; g != nil {
-		kr.guard, _ = NewRestartLoopGuard(g.MaxRestarts, g.Window, inner...)
-	}
-	if s.cfg.HourlyCap > 0 {
-		kr.hourly, _ = NewRestartLoopGuard(s.cfg.HourlyCap, time.Hour, inner...)
 	}
 	if err := restoreKeyGuard(kr.guard, kd.Guard, now, kp+".guard"); err != nil {
 		return nil, err

@@ -158,8 +158,9 @@ type keyRun struct {
 
 // NewSupervisor returns a Supervisor, or a *ConfigError naming the first
 // invalid setting by its path (e.g. "guard.window", "budget.window").
-// Options: WithClock, WithEventHandler, and WithName (the Key of the fleet
-// breaker's events; default "fleet").
+// Options: WithClock, WithEventHandler, WithName (the Key of the fleet
+// breaker's events; default "fleet"), and WithStore, WithSaveInterval and
+// WithSaveErrorHandler for state that survives a restart (see store.go).
 func NewSupervisor(cfg SupervisorConfig, opts ...Option) (*Supervisor, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -357,7 +358,7 @@ func (s *Supervisor) parked(key string, pe *ParkedError, now time.Time) {
 	s.setState(key, st, pe.LastError, now)
 	s.emitPending(key) // the park, now that Status and Parked show it
 	s.noteFleet(now)
-	s.save(now, true) // WithStore (store.go)
+	s.save(now, true) // WithStore (store.go): the park and the fleet state it caused
 }
 
 // relay passes on an event of the budget, the chain or a per-key guard. While
@@ -460,14 +461,7 @@ func (s *Supervisor) begin(key string, ro runOptions) (*keyRun, error) {
 	defer s.mu.Unlock()
 	kr := s.keys[key]
 	if kr == nil {
-		kr = &keyRun{state: StateExited, since: s.o.clock.Now()}
-		inner := []Option{WithClock(s.o.clock), WithEventHandler(EventHandlerFunc(s.relay)), WithName(key)}
-		if g := s.cfg.Guard; g != nil {
-			kr.guard, _ = NewRestartLoopGuard(g.MaxRestarts, g.Window, inner...)
-		}
-		if s.cfg.HourlyCap > 0 {
-			kr.hourly, _ = NewRestartLoopGuard(s.cfg.HourlyCap, time.Hour, inner...)
-		}
+		kr = s.newKeyRun(key, StateExited, s.o.clock.Now())
 		s.keys[key] = kr
 	}
 	if kr.running {
@@ -480,6 +474,21 @@ func (s *Supervisor) begin(key string, ro runOptions) (*keyRun, error) {
 		kr.incarnation = fmt.Sprintf("%s#%d", key, s.seq)
 	}
 	return kr, nil
+}
+
+// newKeyRun returns the state of a key the Supervisor has not seen, with its
+// per-key guards (their events go through relay). Run and Restore both
+// make keys here, so a restored key is built like a new one.
+func (s *Supervisor) newKeyRun(key string, st KeyState, since time.Time) *keyRun {
+	kr := &keyRun{state: st, since: since}
+	inner := []Option{WithClock(s.o.clock), WithEventHandler(EventHandlerFunc(s.relay)), WithName(key)}
+	if g := s.cfg.Guard; g != nil {
+		kr.guard, _ = NewRestartLoopGuard(g.MaxRestarts, g.Window, inner...)
+	}
+	if s.cfg.HourlyCap > 0 {
+		kr.hourly, _ = NewRestartLoopGuard(s.cfg.HourlyCap, time.Hour, inner...)
+	}
+	return kr
 }
 
 // end marks key as no longer running.
