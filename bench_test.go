@@ -1,0 +1,798 @@
+package crashloop
+
+// Benchmarks of the hot paths, measured against two baselines in the same
+// run (a bare sync.Mutex, and a sync.Mutex around one clock read), so that
+// the ratios hold on any machine:
+//
+//	go test -run '^$' -bench . -benchmem -count 10 ./... | tee new.txt
+//	go run golang.org/x/perf/cmd/benchstat@latest old.txt new.txt
+//
+// Time comes from explicit ...At(now) calls with a now that advances by a
+// step each call, so windows roll as they do in production: every call on a
+// full window drops one old event and records a new one. Only Record and
+// Supervisor.Status read a real clock, because they have no At form to
+// benchmark.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// benchKeys is the number of keys (or guards, one per key) of the parallel
+// benchmarks and of the Supervisor.Status benchmark.
+const benchKeys = 1000
+
+var benchKeyNames = func() []string {
+	keys := make([]string, benchKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("session-%04d", i)
+	}
+	return keys
+}()
+
+var errBench = errors.New("bench: exit status 1")
+
+// Sinks keep the compiler from dropping the benchmarked calls.
+var (
+	sinkBool     bool
+	sinkInt      int
+	sinkDuration time.Duration
+	sinkTime     time.Time
+)
+
+// benchBudgetConfig is the budget of the keyed benchmarks: a window that
+// holds up to 100 respawns, and failures spaced so that it never parks. A
+// warm key stays in steady state: each failure drops the oldest respawn and
+// records a new one. The backoffs (10ms linear to 500ms, 37.75s for the
+// first 100) fit in the window, so the configuration is valid.
+func benchBudgetConfig() BudgetConfig {
+	return BudgetConfig{MaxRespawns: 100, Window: time.Minute, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}
+}
+
+// benchBudgetGap is the time between two failures of one key: a bit more
+// than Window/MaxRespawns, so that the window holds 99 respawns before each
+// failure and never parks.
+const benchBudgetGap = 610 * time.Millisecond
+
+// benchFleetConfig trips at 1,000 restarts in the hour; the fleet
+// benchmarks note a restart every benchFleetGap, 973 an hour, so it never
+// trips and each call drops one restart from a full hour.
+func benchFleetConfig() FleetConfig {
+	c := DefaultFleetConfig()
+	c.RestartsPerHour = 1000
+	return c
+}
+
+const benchFleetGap = 3700 * time.Millisecond
+
+// share returns the half-open range of the n items that goroutine id of p
+// works on, so that each key (or guard) is used by one goroutine, as one
+// worker supervises one session or channel.
+func share(id, p, n int) (lo, hi int) {
+	id %= p
+	return id * n / p, (id + 1) * n / p
+}
+
+// parallelShare hands each goroutine of b.RunParallel its own range of n.
+type parallelShare struct {
+	next atomic.Int32
+	p    int
+}
+
+func newParallelShare() *parallelShare {
+	// RunParallel starts GOMAXPROCS goroutines (b.SetParallelism is unused).
+	return &parallelShare{p: runtime.GOMAXPROCS(0)}
+}
+
+func (s *parallelShare) take(n int) (lo, hi int) {
+	return share(int(s.next.Add(1)-1), s.p, n)
+}
+
+// sharedNow returns step after the latest time the timeline tl has seen.
+func sharedNow(tl *timeline, step time.Duration) time.Time {
+	h := tl.high.Load()
+	if h == math.MinInt64 {
+		h = 0
+	}
+	return tl.base.Add(time.Duration(h) + step)
+}
+
+// goroutineClock stands in for time.Now() in the parallel benchmarks of a
+// keyed object, whose keys all share one timeline. Each goroutine advances
+// its own reading by step per call and, every few calls, catches up with the
+// latest time the object has seen, as readings of one real clock would. (A
+// private clock per goroutine would drift apart from the others, and the
+// timeline would then stamp long runs of calls with one time; reading the
+// object's latest time on every call would add a cache miss per call that
+// time.Now() does not have.)
+type goroutineClock struct {
+	tl    *timeline
+	now   time.Time
+	step  time.Duration
+	every int // catch up every this many calls
+	n     int
+}
+
+func newGoroutineClock(tl *timeline, step time.Duration, every int) *goroutineClock {
+	return &goroutineClock{tl: tl, now: sharedNow(tl, 0), step: step, every: every}
+}
+
+func (c *goroutineClock) next() time.Time {
+	if c.n++; c.n == c.every {
+		c.n = 0
+		if h := sharedNow(c.tl, 0); h.After(c.now) {
+			c.now = h
+		}
+	}
+	c.now = c.now.Add(c.step)
+	return c.now
+}
+
+// Baselines.
+
+// BenchmarkBaselineMutex is the floor of every locked call: lock and unlock
+// an uncontended sync.Mutex.
+func BenchmarkBaselineMutex(b *testing.B) {
+	b.ReportAllocs()
+	var mu sync.Mutex
+	n := 0
+	for i := 0; i < b.N; i++ {
+		mu.Lock()
+		n++
+		mu.Unlock()
+	}
+	sinkInt = n
+}
+
+// BenchmarkBaselineMutexNow is the floor of a call that reads the clock:
+// lock, clock.New().Now(), unlock.
+func BenchmarkBaselineMutexNow(b *testing.B) {
+	b.ReportAllocs()
+	var mu sync.Mutex
+	c := clock.New()
+	var t time.Time
+	for i := 0; i < b.N; i++ {
+		mu.Lock()
+		t = c.Now()
+		mu.Unlock()
+	}
+	sinkTime = t
+}
+
+// BenchmarkBaselineMutexParallel is the parallel floor: 1,000 mutexes, each
+// goroutine locking its own share of them in turn.
+func BenchmarkBaselineMutexParallel(b *testing.B) {
+	b.ReportAllocs()
+	type padded struct {
+		mu sync.Mutex
+		n  int
+		_  [48]byte
+	}
+	mus := make([]padded, benchKeys)
+	ps := newParallelShare()
+	b.RunParallel(func(pb *testing.PB) {
+		lo, hi := ps.take(benchKeys)
+		k := lo
+		for pb.Next() {
+			m := &mus[k]
+			m.mu.Lock()
+			m.n++
+			m.mu.Unlock()
+			if k++; k == hi {
+				k = lo
+			}
+		}
+	})
+}
+
+// RestartLoopGuard.
+
+// BenchmarkGuardRecordAt: a guard at the defaults (3 in 60s) under a tight
+// storm, a restart every millisecond: the window stays full and each call
+// replaces its oldest restart.
+func BenchmarkGuardRecordAt(b *testing.B) {
+	b.ReportAllocs()
+	g, err := NewRestartLoopGuard(3, time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	for range 10 {
+		now = now.Add(time.Millisecond)
+		g.RecordAt(now)
+	}
+	b.ResetTimer()
+	tripped := false
+	for i := 0; i < b.N; i++ {
+		now = now.Add(time.Millisecond)
+		tripped = g.RecordAt(now)
+	}
+	sinkBool = tripped
+}
+
+// BenchmarkGuardRecordAtParallel: 1,000 guards (one per channel), each
+// goroutine recording restarts on its own share of them.
+func BenchmarkGuardRecordAtParallel(b *testing.B) {
+	b.ReportAllocs()
+	guards := make([]*RestartLoopGuard, benchKeys)
+	base := time.Now()
+	const warm = 10
+	for i := range guards {
+		g, err := NewRestartLoopGuard(3, time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for v := range warm {
+			g.RecordAt(base.Add(time.Duration(v) * time.Millisecond))
+		}
+		guards[i] = g
+	}
+	ps := newParallelShare()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		lo, hi := ps.take(benchKeys)
+		m := hi - lo
+		i := 0
+		tripped := false // a local sink: a shared one would be falsely shared
+		for pb.Next() {
+			// Each guard's own time advances a millisecond per restart of it.
+			visit := warm + i/m
+			g := guards[lo+i%m]
+			tripped = g.RecordAt(base.Add(time.Duration(visit)*time.Millisecond)) || tripped
+			i++
+		}
+		sinkBool = tripped
+	})
+}
+
+// BenchmarkGuardRecord: Record reads the real clock (the default, time.Now).
+// Compare with BenchmarkBaselineMutexNow.
+func BenchmarkGuardRecord(b *testing.B) {
+	b.ReportAllocs()
+	g, err := NewRestartLoopGuard(3, time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range 10 {
+		g.Record()
+	}
+	b.ResetTimer()
+	tripped := false
+	for i := 0; i < b.N; i++ {
+		tripped = g.Record()
+	}
+	sinkBool = tripped
+}
+
+// BenchmarkGuardRecordParallel: Record on 1,000 guards in parallel.
+func BenchmarkGuardRecordParallel(b *testing.B) {
+	b.ReportAllocs()
+	guards := make([]*RestartLoopGuard, benchKeys)
+	for i := range guards {
+		g, err := NewRestartLoopGuard(3, time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range 3 {
+			g.Record()
+		}
+		guards[i] = g
+	}
+	ps := newParallelShare()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		lo, hi := ps.take(benchKeys)
+		k := lo
+		tripped := false
+		for pb.Next() {
+			tripped = guards[k].Record() || tripped
+			if k++; k == hi {
+				k = lo
+			}
+		}
+		sinkBool = tripped
+	})
+}
+
+// BenchmarkGuardLimit compares a guard of limit 3 with one of limit 10,000,
+// both in steady state with a full window: restarts come every
+// Window/limit (plus a nanosecond), so each call drops exactly one expired
+// restart and records one, and the window holds limit restarts. The cost
+// must not depend on the limit.
+func BenchmarkGuardLimit(b *testing.B) {
+	for _, limit := range []int{3, 10000} {
+		b.Run(fmt.Sprintf("max=%d", limit), func(b *testing.B) {
+			b.ReportAllocs()
+			g, err := NewRestartLoopGuard(limit, time.Minute)
+			if err != nil {
+				b.Fatal(err)
+			}
+			step := time.Minute/time.Duration(limit) + 1
+			now := time.Now()
+			for range 2*limit + 10 {
+				now = now.Add(step)
+				g.RecordAt(now)
+			}
+			if n := g.RestartsAt(now); n != limit {
+				b.Fatalf("warm window holds %d restarts, want %d", n, limit)
+			}
+			b.ResetTimer()
+			tripped := false
+			for i := 0; i < b.N; i++ {
+				now = now.Add(step)
+				tripped = g.RecordAt(now)
+			}
+			b.StopTimer()
+			if n := g.RestartsAt(now); !tripped || n != limit {
+				b.Fatalf("window holds %d restarts (tripped %v), want a full window of %d", n, tripped, limit)
+			}
+		})
+	}
+}
+
+// RespawnBudget.
+
+// BenchmarkBudgetFailedAt: FailedAt on one warm key in steady state (see
+// benchBudgetConfig): each call drops one respawn and records one.
+func BenchmarkBudgetFailedAt(b *testing.B) {
+	b.ReportAllocs()
+	bud, err := NewRespawnBudget(benchBudgetConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	const key = "session-0001"
+	now := time.Now()
+	for range 200 {
+		now = now.Add(benchBudgetGap)
+		if _, err := bud.FailedAt(key, errBench, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	var d time.Duration
+	parks := 0
+	for i := 0; i < b.N; i++ {
+		now = now.Add(benchBudgetGap)
+		d, err = bud.FailedAt(key, errBench, now)
+		if err != nil { // never with these settings; keeps it working if they change
+			parks++
+			_ = bud.ResumeAt(key, now)
+		}
+	}
+	sinkDuration = d
+	if parks > 0 {
+		b.Fatalf("parked %d times: the benchmark no longer measures the steady state", parks)
+	}
+}
+
+// BenchmarkBudgetFailedAtParallel: FailedAt over 1,000 warm keys of one
+// budget, each goroutine failing its own share of the keys in turn.
+func BenchmarkBudgetFailedAtParallel(b *testing.B) {
+	b.ReportAllocs()
+	bud, err := NewRespawnBudget(benchBudgetConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	// A goroutine fails each of its m keys in turn. Its clock advances step
+	// per call and catches up with the others at least every `every` calls,
+	// so two failures of one key are at least (m-every)*step =
+	// benchBudgetGap apart: the key never parks. They are about
+	// benchKeys*step (1.4s at GOMAXPROCS=2) apart in practice, far inside
+	// the window, so no warm key is ever reclaimed.
+	m := benchKeys / runtime.GOMAXPROCS(0)
+	every := min(64, max(m/4, 1))
+	step := benchBudgetGap/time.Duration(max(m-every, 1)) + 1
+	for range 100 {
+		for _, key := range benchKeyNames {
+			if _, err := bud.FailedAt(key, errBench, sharedNow(bud.tl, step)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	ps := newParallelShare()
+	var parks atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		lo, hi := ps.take(benchKeys)
+		k := lo
+		var sum time.Duration
+		clk := newGoroutineClock(bud.tl, step, every)
+		for pb.Next() {
+			key := benchKeyNames[k]
+			now := clk.next()
+			d, err := bud.FailedAt(key, errBench, now)
+			if err != nil {
+				parks.Add(1)
+				_ = bud.ResumeAt(key, now)
+			}
+			sum += d
+			if k++; k == hi {
+				k = lo
+			}
+		}
+		sinkDuration = sum
+	})
+	if n := parks.Load(); n > 0 {
+		b.Fatalf("parked %d times: the benchmark no longer measures the steady state", n)
+	}
+}
+
+// ChainDetector.
+
+// benchIncarnations alternate every second rescue of a key, so its chain
+// goes 1, 2, 1, 2 ... and never escalates, and the key is never idle (a
+// planned rescue would leave it reclaimable, and a reclaimed key is not
+// warm).
+var benchIncarnations = [2]string{"incarnation-a", "incarnation-b"}
+
+// BenchmarkChainRescueAt: RescueAt on one warm key, a reactive rescue every
+// second.
+func BenchmarkChainRescueAt(b *testing.B) {
+	b.ReportAllocs()
+	d, err := NewChainDetector(DefaultChainConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	const key = "session-0001"
+	now := time.Now()
+	for v := range 4 {
+		now = now.Add(time.Second)
+		if _, err := d.RescueAt(key, benchIncarnations[(v/2)&1], true, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	n := 0
+	for i := 0; i < b.N; i++ {
+		now = now.Add(time.Second)
+		n, err = d.RescueAt(key, benchIncarnations[(i/2)&1], true, now)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	sinkInt = n
+}
+
+// BenchmarkChainRescueAtParallel: RescueAt over 1,000 warm keys of one
+// detector, each goroutine rescuing its own share in turn.
+func BenchmarkChainRescueAtParallel(b *testing.B) {
+	b.ReportAllocs()
+	d, err := NewChainDetector(DefaultChainConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	const step = time.Millisecond // a key's rescues stay well within ResetGap
+	for v := range 4 {
+		for _, key := range benchKeyNames {
+			if _, err := d.RescueAt(key, benchIncarnations[(v/2)&1], true, sharedNow(d.tl, step)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	ps := newParallelShare()
+	var fails atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		lo, hi := ps.take(benchKeys)
+		m := hi - lo
+		i, sum := 0, 0
+		clk := newGoroutineClock(d.tl, step, 64)
+		for pb.Next() {
+			n, err := d.RescueAt(benchKeyNames[lo+i%m], benchIncarnations[(i/m/2)&1], true, clk.next())
+			if err != nil {
+				fails.Add(1)
+			}
+			sum += n
+			i++
+		}
+		sinkInt = sum
+	})
+	if n := fails.Load(); n > 0 {
+		b.Fatalf("%d rescues escalated: the benchmark no longer measures the steady state", n)
+	}
+}
+
+// FleetSupervisionPolicy.
+
+// BenchmarkFleetNoteRestartAt: a fleet breaker with a full rolling hour that
+// never trips (see benchFleetConfig).
+func BenchmarkFleetNoteRestartAt(b *testing.B) {
+	b.ReportAllocs()
+	p, err := NewFleetSupervisionPolicy(benchFleetConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	for range 2000 {
+		now = now.Add(benchFleetGap)
+		p.NoteRestartAt(now)
+	}
+	b.ResetTimer()
+	tripped := false
+	for i := 0; i < b.N; i++ {
+		now = now.Add(benchFleetGap)
+		tripped = p.NoteRestartAt(now)
+	}
+	b.StopTimer()
+	if tripped {
+		b.Fatal("the fleet breaker tripped: the benchmark no longer measures the steady state")
+	}
+}
+
+// BenchmarkFleetNoteRestartAtParallel: 1,000 fleet breakers, each goroutine
+// noting restarts on its own share of them.
+func BenchmarkFleetNoteRestartAtParallel(b *testing.B) {
+	b.ReportAllocs()
+	fleets := make([]*FleetSupervisionPolicy, benchKeys)
+	base := time.Now()
+	const warm = 1000
+	for i := range fleets {
+		p, err := NewFleetSupervisionPolicy(benchFleetConfig())
+		if err != nil {
+			b.Fatal(err)
+		}
+		for v := range warm {
+			p.NoteRestartAt(base.Add(time.Duration(v) * benchFleetGap))
+		}
+		fleets[i] = p
+	}
+	ps := newParallelShare()
+	var trips atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		lo, hi := ps.take(benchKeys)
+		m := hi - lo
+		i := 0
+		for pb.Next() {
+			visit := warm + i/m
+			if fleets[lo+i%m].NoteRestartAt(base.Add(time.Duration(visit) * benchFleetGap)) {
+				trips.Add(1)
+			}
+			i++
+		}
+	})
+	if n := trips.Load(); n > 0 {
+		b.Fatalf("tripped %d times: the benchmark no longer measures the steady state", n)
+	}
+}
+
+// Supervisor.
+
+// BenchmarkSupervisorStatus: a snapshot of a Supervisor that knows 1,000
+// keys, each of which ran once and exited cleanly.
+func BenchmarkSupervisorStatus(b *testing.B) {
+	b.ReportAllocs()
+	s, err := NewSupervisor(DefaultSupervisorConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, key := range benchKeyNames {
+		if err := s.Run(ctx, key, func(context.Context) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if n := len(s.Status().Keys); n != benchKeys {
+		b.Fatalf("Status holds %d keys, want %d", n, benchKeys)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		sinkInt = len(s.Status().Keys)
+	}
+}
+
+// Memory.
+
+// BenchmarkMemoryPerKey tracks 1,000,000 keys at the default settings, each
+// with a full window, and reports the heap they hold per key (B/key): in a
+// RespawnBudget, 3 respawns each inside the window; in a ChainDetector, a
+// chain of 3 reactive rescues each. The key strings belong to the caller and
+// are allocated before the measurement; the entries only refer to them.
+func BenchmarkMemoryPerKey(b *testing.B) {
+	const n = 1_000_000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("session-%07d", i)
+	}
+	measure := func(b *testing.B, fill func(now time.Time) any) {
+		b.ReportAllocs()
+		var perKey float64
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			b.StartTimer()
+			obj := fill(time.Now())
+			b.StopTimer()
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			runtime.KeepAlive(obj)
+			perKey = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+			b.StartTimer()
+		}
+		b.ReportMetric(perKey, "B/key")
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/key")
+	}
+	b.Run("budget", func(b *testing.B) {
+		measure(b, func(now time.Time) any {
+			bud, err := NewRespawnBudget(DefaultBudgetConfig())
+			if err != nil {
+				b.Fatal(err)
+			}
+			for r := range 3 { // 3 respawns per key, 10s apart: all inside the 60s window
+				at := now.Add(time.Duration(r) * 10 * time.Second)
+				for _, key := range keys {
+					if _, err := bud.FailedAt(key, errBench, at); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if got := bud.RespawnsAt(keys[n-1], now.Add(20*time.Second)); got != 3 {
+				b.Fatalf("a key holds %d respawns, want 3", got)
+			}
+			return bud
+		})
+	})
+	b.Run("chain", func(b *testing.B) {
+		measure(b, func(now time.Time) any {
+			d, err := NewChainDetector(DefaultChainConfig())
+			if err != nil {
+				b.Fatal(err)
+			}
+			for r := range 3 { // a chain of 3 reactive rescues, 5m apart: within the 20m gap
+				at := now.Add(time.Duration(r) * 5 * time.Minute)
+				for _, key := range keys {
+					if _, err := d.RescueAt(key, "incarnation-1", true, at); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if got := d.ChainAt(keys[n-1], "incarnation-1", now.Add(10*time.Minute)); got != 3 {
+				b.Fatalf("a key holds a chain of %d, want 3", got)
+			}
+			return d
+		})
+	})
+}
+
+// TestHotPathsDoNotAllocate pins the zero-allocation property of the hot
+// paths on existing keys, so that plain `go test` catches a regression, not
+// only the benchmarks. The race detector changes allocation counts, so the
+// test is skipped under -race.
+func TestHotPathsDoNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector distorts allocation counts")
+	}
+	const runs = 1000
+	check := func(t *testing.T, f func()) {
+		t.Helper()
+		if got := testing.AllocsPerRun(runs, f); got != 0 {
+			t.Fatalf("%v allocations per call, want 0", got)
+		}
+	}
+	t.Run("RecordAt", func(t *testing.T) {
+		g, err := NewRestartLoopGuard(3, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		check(t, func() {
+			now = now.Add(time.Millisecond)
+			g.RecordAt(now)
+		})
+		if !g.TrippedAt(now) {
+			t.Fatal("the guard did not trip: the storm was not recorded")
+		}
+	})
+	t.Run("RecordAt/limit=10000", func(t *testing.T) {
+		g, err := NewRestartLoopGuard(10000, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		for range 10000 { // grow the window to its limit first
+			now = now.Add(time.Millisecond)
+			g.RecordAt(now)
+		}
+		check(t, func() {
+			now = now.Add(time.Millisecond)
+			g.RecordAt(now)
+		})
+		if n := g.RestartsAt(now); n != 10000 {
+			t.Fatalf("window holds %d restarts, want 10000", n)
+		}
+	})
+	t.Run("Record", func(t *testing.T) {
+		g, err := NewRestartLoopGuard(3, time.Minute, WithClock(clock.New()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, func() { g.Record() })
+		if n := g.Restarts(); n != 3 {
+			t.Fatalf("window holds %d restarts, want 3", n)
+		}
+	})
+	t.Run("FailedAt", func(t *testing.T) {
+		bud, err := NewRespawnBudget(benchBudgetConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		for range 200 { // a warm key with a full, rolling window
+			now = now.Add(benchBudgetGap)
+			if _, err := bud.FailedAt("k", errBench, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var failErr error
+		check(t, func() {
+			now = now.Add(benchBudgetGap)
+			if _, err := bud.FailedAt("k", errBench, now); err != nil {
+				failErr = err
+			}
+		})
+		if failErr != nil {
+			t.Fatal(failErr)
+		}
+		if n := bud.RespawnsAt("k", now); n != 99 {
+			t.Fatalf("window holds %d respawns, want 99", n)
+		}
+	})
+	t.Run("RescueAt", func(t *testing.T) {
+		d, err := NewChainDetector(DefaultChainConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		if _, err := d.RescueAt("k", benchIncarnations[0], true, now); err != nil {
+			t.Fatal(err)
+		}
+		i := 0
+		var rescueErr error
+		check(t, func() {
+			now = now.Add(time.Second)
+			i++
+			if _, err := d.RescueAt("k", benchIncarnations[(i/2)&1], true, now); err != nil {
+				rescueErr = err
+			}
+		})
+		if rescueErr != nil {
+			t.Fatal(rescueErr)
+		}
+		if n := d.ChainAt("k", benchIncarnations[(i/2)&1], now); n < 1 || n > 2 {
+			t.Fatalf("chain is %d, want 1 or 2", n)
+		}
+	})
+	t.Run("NoteRestartAt", func(t *testing.T) {
+		p, err := NewFleetSupervisionPolicy(benchFleetConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		for range 2000 { // a full, rolling hour
+			now = now.Add(benchFleetGap)
+			p.NoteRestartAt(now)
+		}
+		tripped := false
+		check(t, func() {
+			now = now.Add(benchFleetGap)
+			tripped = tripped || p.NoteRestartAt(now)
+		})
+		if tripped {
+			t.Fatal("the fleet breaker tripped")
+		}
+		if st := p.StatusAt(now); st.RestartsInHour != 973 {
+			t.Fatalf("the hour holds %d restarts, want 973", st.RestartsInHour)
+		}
+	})
+}
