@@ -245,7 +245,7 @@ func (c decorrelatedCurve) validate() error {
 // worst: the longest chain of draws is 3*base, 9*base ... capped.
 func (c decorrelatedCurve) worst(attempt int) time.Duration {
 	d := c.triple(c.base)
-	for i := 1; i < attempt && d < c.max; i++ {
+	for i := 1; i < attempt && d > 0 && d < c.max; i++ { // 0 stays 0; else it triples to max within ~40 steps
 		d = c.triple(d)
 	}
 	return d

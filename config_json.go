@@ -96,6 +96,9 @@ func decodeObject(data []byte, path string, known []string, fields map[string]fi
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
+		if unknown[0] == "" { // name the object that holds the empty key
+			return &ConfigError{Field: pathOr(path), Value: `""`, Rule: "an object without an empty key"}
+		}
 		return &ConfigError{Field: join(path, unknown[0]), Value: string(raw[unknown[0]]), Rule: "a known setting (unknown key)"}
 	}
 	for _, k := range known {

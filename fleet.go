@@ -141,7 +141,7 @@ func (p *FleetSupervisionPolicy) NoteRestartAt(now time.Time) bool {
 		p.hour.prune(t, fleetHour)
 		p.hour.push(t, p.cfg.RestartsPerHour)
 		if n := p.hour.len(); n >= p.cfg.RestartsPerHour {
-			p.trip(t, now)
+			p.trip(t)
 			tripped = true
 			tripEv = p.event(EventFleetTripped, now, n)
 		}
@@ -152,8 +152,11 @@ func (p *FleetSupervisionPolicy) NoteRestartAt(now time.Time) bool {
 	return tripped
 }
 
-func (p *FleetSupervisionPolicy) trip(t int64, now time.Time) {
-	p.tripped, p.since, p.sinceAt = true, t, now
+func (p *FleetSupervisionPolicy) trip(t int64) {
+	// sinceAt is the trip as the policy reads it (never before a time it
+	// has seen), so Status's rearm_at is when the re-arm really happens,
+	// also after the clock was set back.
+	p.tripped, p.since, p.sinceAt = true, t, p.tl.base.Add(time.Duration(t))
 }
 
 // NoteFleetState is shorthand for NoteFleetStateAt(failing, total, clock.Now()).
@@ -179,7 +182,7 @@ func (p *FleetSupervisionPolicy) NoteFleetStateAt(failing, total int, now time.T
 			p.hour.prune(t, fleetHour)
 			tripEv = p.event(EventFleetTripped, now, p.hour.len())
 		}
-		p.trip(t, now)
+		p.trip(t)
 	}
 	tripped := p.tripped
 	p.mu.Unlock()

@@ -1055,9 +1055,6 @@ func fuzzConfig(t *testing.T, data []byte) {
 	}
 	r.logf("supervisor HealthyAfter %v, HourlyCap %d, Backoff %s, chain %v, fleet %v, guard %v", cfg.HealthyAfter,
 		cfg.HourlyCap, curveName, cfg.Chain != nil, cfg.Fleet != nil, cfg.Guard != nil)
-	if fuzzKnownSlowCheck(cfg) {
-		return
-	}
 	s, err := crashloop.NewSupervisor(cfg)
 	if err != nil {
 		r.rejected("NewSupervisor", err, "")
@@ -1089,28 +1086,6 @@ func fuzzConfig(t *testing.T, data []byte) {
 		}
 	}
 	fuzzSupervisorWorks(r, s, cfg, curveMax)
-}
-
-// fuzzKnownSlowCheck reports the configs that NewSupervisor takes seconds
-// to check (reported in issue 4): with DecorrelatedJitter(0, max) the curve's
-// worst wait for attempt n is found in n steps (0*3 never reaches the cap),
-// and worstSum asks for every attempt up to min(max_respawns, 1<<16): about
-// 2e9 steps.
-func fuzzKnownSlowCheck(cfg crashloop.SupervisorConfig) bool {
-	if cfg.Budget.MaxRespawns <= 1000 || cfg.Backoff == nil {
-		return false
-	}
-	out, err := json.Marshal(cfg)
-	if err != nil {
-		return false
-	}
-	var doc struct {
-		Backoff struct {
-			Initial, Jitter string
-		} `json:"backoff"`
-	}
-	_ = json.Unmarshal(out, &doc)
-	return doc.Backoff.Jitter == "decorrelated" && doc.Backoff.Initial == "0s"
 }
 
 // fuzzSupervisorFields are the settings of a SupervisorConfig as their
@@ -1205,16 +1180,15 @@ func (c *fuzzCountingClock) After(d time.Duration) <-chan time.Time {
 }
 
 // fuzzKnownHoldForever reports the settings known to make Supervisor.hold
-// wait forever in 1ns steps (reported in issue 4): with restarts_per_hour 1
-// the held restart is noted again after each re-arm and trips the breaker
-// again; and once the Supervisor's time passes the far end of its timeline
-// (about 292 years after its creation: a huge cooldown, backoff or curve of
-// the user's own) the breaker never re-arms while StatusAt's rearm_at says
-// it is due. A config without these must never livelock.
+// wait without end: once the Supervisor's time passes the far end of its
+// timeline (about 292 years after its creation: a huge cooldown, backoff or
+// curve of the user's own), offsets saturate and the fleet breaker never
+// re-arms. (Held restarts re-tripping a breaker of restarts_per_hour 1,
+// once also here, are fixed: a held restart is counted once.) A config
+// without these must never livelock.
 func fuzzKnownHoldForever(cfg crashloop.SupervisorConfig, curveMax time.Duration) bool {
 	const day = 24 * time.Hour
-	return cfg.Fleet != nil && (cfg.Fleet.RestartsPerHour == 1 || cfg.Fleet.Cooldown > day || curveMax < 0 ||
-		curveMax > day || cfg.Budget.MaxBackoff > day)
+	return cfg.Fleet != nil && (cfg.Fleet.Cooldown > day || curveMax < 0 || curveMax > day || cfg.Budget.MaxBackoff > day)
 }
 
 // fuzzSupervisorWorks runs a function that fails at once under an accepted
@@ -1276,7 +1250,7 @@ func fuzzSupervisorWorks(r *fuzzRun, s *crashloop.Supervisor, cfg crashloop.Supe
 // since the Field of an unknown key is the key as written. Reported in issue
 // 4; set to false once an empty key is named (e.g. `""` or the enclosing
 // path).
-const fuzzKnownEmptyKeyField = true
+const fuzzKnownEmptyKeyField = false
 
 func FuzzConfigJSON(f *testing.F) {
 	def, err := json.Marshal(crashloop.DefaultSupervisorConfig())
@@ -1322,9 +1296,6 @@ func fuzzConfigJSON(t *testing.T, data []byte) {
 			err = &crashloop.ConfigError{Field: path, Value: ce.Value, Rule: ce.Rule}
 		}
 		r.rejected("UnmarshalJSON", err, "")
-		return
-	}
-	if fuzzKnownSlowCheck(cfg) {
 		return
 	}
 	s, err := crashloop.NewSupervisor(cfg)

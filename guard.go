@@ -42,12 +42,11 @@ func (c GuardConfig) validate() error {
 // MaxRestarts. A RestartLoopGuard is safe for concurrent use. The zero value
 // is not usable: create one with NewRestartLoopGuard.
 type RestartLoopGuard struct {
-	cfg     GuardConfig
-	o       options
-	tl      *timeline
-	mu      sync.Mutex
-	win     window
-	tripped bool // as of the last call: announces each transition once
+	cfg GuardConfig
+	o   options
+	tl  *timeline
+	mu  sync.Mutex
+	win window
 }
 
 // NewRestartLoopGuard returns a guard that trips on maxRestarts restarts
@@ -71,17 +70,19 @@ func (g *RestartLoopGuard) Record() bool { return g.RecordAt(g.o.clock.Now()) }
 
 // RecordAt drops the restarts older than the window at now, records a
 // restart at now, and reports whether the window holds MaxRestarts or more
-// (tripped). It publishes EventGuardTripped when the guard goes from not
-// tripped to tripped.
+// (tripped). It publishes EventGuardTripped when this restart takes the
+// guard from not tripped to tripped: whether the guard was tripped just
+// before is read from the window itself, so a TrippedAt in between, or
+// none, makes no difference.
 func (g *RestartLoopGuard) RecordAt(now time.Time) bool {
 	t := g.tl.at(now)
 	g.mu.Lock()
 	g.win.prune(t, g.cfg.Window)
+	was := g.win.len() >= g.cfg.MaxRestarts // tripped just before this restart
 	g.win.push(t, g.cfg.MaxRestarts)
 	n := g.win.len()
 	trip := n >= g.cfg.MaxRestarts
-	announce := trip && !g.tripped
-	g.tripped = trip
+	announce := trip && !was
 	g.mu.Unlock()
 	if announce {
 		emit(g.o.handler, Event{Kind: EventGuardTripped, Key: g.o.name, Time: now, Reason: guardReason(g.cfg),
@@ -104,7 +105,6 @@ func (g *RestartLoopGuard) TrippedAt(now time.Time) bool {
 	g.mu.Lock()
 	g.win.prune(t, g.cfg.Window)
 	trip := g.win.len() >= g.cfg.MaxRestarts
-	g.tripped = trip
 	g.mu.Unlock()
 	return trip
 }
@@ -127,6 +127,5 @@ func (g *RestartLoopGuard) RestartsAt(now time.Time) int {
 func (g *RestartLoopGuard) Reset() {
 	g.mu.Lock()
 	g.win.clear()
-	g.tripped = false
 	g.mu.Unlock()
 }

@@ -307,21 +307,7 @@ type modelGuard struct {
 	name     string
 	clk      modelClock
 	restarts []int64 // at most MaxRestarts newest
-	// announced mirrors the implementation's rule for EventGuardTripped: it
-	// announces a trip when the guard was not tripped as of the last
-	// RecordAt or TrippedAt (see modelGuardPureAnnounce).
-	announced bool
 }
-
-// modelGuardPureAnnounce selects the reading of DESIGN.md's "publishes
-// EventGuardTripped when it goes from not tripped to tripped" in which
-// "tripped" is a function of the window alone (the guard was not tripped at
-// now, just before this restart). The implementation remembers instead
-// whether it was tripped as of the last RecordAt or TrippedAt, so whether a
-// later trip is announced depends on whether someone looked in between.
-// Reported in issue 4 (TestGuardTripAnnouncementDependsOnObservation in the
-// report); set to true to fuzz against the pure reading.
-const modelGuardPureAnnounce = false
 
 func newModelGuard(cfg crashloop.GuardConfig, name string, base time.Time) *modelGuard {
 	return &modelGuard{cfg: cfg, name: name, clk: newModelClock(base)}
@@ -333,11 +319,9 @@ func (m *modelGuard) RecordAt(now time.Time, reason string) (bool, []crashloop.E
 	m.restarts = modelAppend(before, t, m.cfg.MaxRestarts)
 	n := len(m.restarts)
 	trip := n >= m.cfg.MaxRestarts
-	announce := trip && !m.announced
-	if modelGuardPureAnnounce {
-		announce = trip && len(before) < m.cfg.MaxRestarts
-	}
-	m.announced = trip
+	// Announced when this restart takes the guard from not tripped (just
+	// before it, at now) to tripped: a function of the window alone.
+	announce := trip && len(before) < m.cfg.MaxRestarts
 	if !announce {
 		return trip, nil
 	}
@@ -348,9 +332,7 @@ func (m *modelGuard) RecordAt(now time.Time, reason string) (bool, []crashloop.E
 func (m *modelGuard) TrippedAt(now time.Time) bool {
 	t := m.clk.at(now)
 	m.restarts = modelKeep(m.restarts, t, m.cfg.Window)
-	trip := len(m.restarts) >= m.cfg.MaxRestarts
-	m.announced = trip
-	return trip
+	return len(m.restarts) >= m.cfg.MaxRestarts
 }
 
 func (m *modelGuard) RestartsAt(now time.Time) int {
@@ -359,7 +341,7 @@ func (m *modelGuard) RestartsAt(now time.Time) int {
 	return len(m.restarts)
 }
 
-func (m *modelGuard) Reset() { m.restarts, m.announced = nil, false }
+func (m *modelGuard) Reset() { m.restarts = nil }
 
 // ---------------------------------------------------------------------------
 // FleetSupervisionPolicy
@@ -370,8 +352,7 @@ type modelFleet struct {
 	clk     modelClock
 	hour    []int64 // restarts in the rolling hour, at most RestartsPerHour newest
 	tripped bool
-	since   int64     // effective time of the trip or of its latest extension
-	sinceAt time.Time // the reading given then
+	since   int64 // effective time of the trip or of its latest extension
 	failing int
 	total   int
 }
@@ -416,7 +397,7 @@ func (m *modelFleet) NoteRestartAt(now time.Time) (bool, []crashloop.Event) {
 	}
 	m.hour = modelAppend(modelKeep(m.hour, t, time.Hour), t, m.cfg.RestartsPerHour)
 	if len(m.hour) >= m.cfg.RestartsPerHour {
-		m.tripped, m.since, m.sinceAt = true, t, now
+		m.tripped, m.since = true, t
 		evs = append(evs, m.event(crashloop.EventFleetTripped, now, len(m.hour)))
 	}
 	return m.tripped, evs
@@ -433,7 +414,7 @@ func (m *modelFleet) NoteFleetStateAt(failing, total int, now time.Time) (bool, 
 			m.hour = modelKeep(m.hour, t, time.Hour)
 			evs = append(evs, m.event(crashloop.EventFleetTripped, now, len(m.hour)))
 		}
-		m.tripped, m.since, m.sinceAt = true, t, now // trip, or extend the hold
+		m.tripped, m.since = true, t // trip, or extend the hold
 	}
 	return m.tripped, evs
 }
@@ -451,9 +432,9 @@ func (m *modelFleet) StatusAt(now time.Time) (crashloop.FleetStatus, []crashloop
 	st := crashloop.FleetStatus{BreakerTripped: m.tripped, FleetRestartsPerHour: m.cfg.RestartsPerHour,
 		FailingChannels: m.failing, TotalChannels: m.total, RestartsInHour: len(m.hour)}
 	if m.tripped {
-		// rearm_at is reported from the reading given at the trip (not from
-		// the effective time; they differ only after a clock went back).
-		at := m.sinceAt.Add(m.cfg.Cooldown)
+		// rearm_at is the effective trip time plus the cooldown: when the
+		// re-arm really happens, also after the clock went back.
+		at := m.clk.base.Add(time.Duration(m.since)).Add(m.cfg.Cooldown)
 		st.RearmAt = &at
 	}
 	return st, evs

@@ -759,8 +759,8 @@ func (d *ChainDetector) install(st *chainState) {
 
 // RestartLoopGuard.
 
-// Snapshot returns the whole state of the guard (the restarts in its window
-// and whether it was tripped at the last call) as a JSON document of kind
+// Snapshot returns the whole state of the guard (the restarts in its window,
+// and for readers whether they trip it at the latest time seen) as a JSON document of kind
 // "restart_loop_guard" (see SnapshotVersion for the format). It changes
 // nothing and fails only for a time that cannot be written and read back.
 // It is safe for concurrent use.
@@ -775,7 +775,7 @@ func (g *RestartLoopGuard) Snapshot() ([]byte, error) {
 func (g *RestartLoopGuard) doc() (*guardDoc, error) {
 	w := &writer{tl: g.tl}
 	g.mu.Lock()
-	win, tripped := copyWindow(&g.win), g.tripped
+	win, tripped := copyWindow(&g.win), g.win.len() >= g.cfg.MaxRestarts
 	w.high = g.tl.high.Load()
 	g.mu.Unlock()
 	doc := &guardDoc{Version: SnapshotVersion, Kind: kindGuard, Restarts: w.times(win), Tripped: tripped}
@@ -804,10 +804,11 @@ func (g *RestartLoopGuard) RestoreAt(data []byte, now time.Time) error {
 	return nil
 }
 
+// guardState is a checked guard document. Its "tripped" is informative
+// only: the guard derives it from the window.
 type guardState struct {
-	latest  int64
-	win     window
-	tripped bool
+	latest int64
+	win    window
 }
 
 func prepareGuard(doc *guardDoc, tl *timeline, limit int, now time.Time, path string) (*guardState, error) {
@@ -822,13 +823,13 @@ func prepareGuard(doc *guardDoc, tl *timeline, limit int, now time.Time, path st
 	if err != nil {
 		return nil, err
 	}
-	return &guardState{latest: r.latestOff, win: win, tripped: doc.Tripped}, nil
+	return &guardState{latest: r.latestOff, win: win}, nil
 }
 
 func (g *RestartLoopGuard) install(st *guardState) {
 	g.tl.raise(st.latest)
 	g.mu.Lock()
-	g.win, g.tripped = st.win, st.tripped
+	g.win = st.win
 	g.mu.Unlock()
 }
 

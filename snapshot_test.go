@@ -345,8 +345,8 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 	assert.Equal(t, 2, again.Restarts())
 	assert.False(t, again.Tripped())
 
-	// Restarts pruned by a read leave the tripped flag of the last call: a
-	// reachable state that restores, and then decides as the original.
+	// Restarts pruned by a read: "tripped" is read off the window at the
+	// latest time seen, and the restored guard decides as the original.
 	c3.Set(snapT0.Add(time.Hour))
 	assert.False(t, again.Record())
 	assert.False(t, again.Record())
@@ -356,7 +356,7 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 	assert.Equal(t, 0, again.Restarts())
 	pruned, err := again.Snapshot()
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"version": 1, "kind": "restart_loop_guard", "latest": "2026-03-01T14:00:00Z", "restarts": null, "tripped": true}`, string(pruned))
+	assert.JSONEq(t, `{"version": 1, "kind": "restart_loop_guard", "latest": "2026-03-01T14:00:00Z", "restarts": null, "tripped": false}`, string(pruned))
 	fresh, err := crashloop.NewRestartLoopGuard(3, time.Minute, crashloop.WithClock(c3), crashloop.WithName("ch"), crashloop.WithEventHandler(rec3))
 	require.NoError(t, err)
 	require.NoError(t, fresh.Restore(pruned))

@@ -35,11 +35,11 @@ const (
 	// Run that starts in between and fails after a healthy run finds the
 	// chain still escalated and parks the key again with no event (and the
 	// rest of ResumeAt then marks that parked key exited).
-	stressKnownResumeRace = true
+	stressKnownResumeRace = false
 	// A handler that panics on a park or a resume of the Supervisor skips
 	// what comes after the event: the fleet is not told how many keys are
 	// failing (and after a resume, the store is not saved).
-	stressKnownPanicSkipsFleet = true
+	stressKnownPanicSkipsFleet = false
 )
 
 // stressKnown reports a failed check: as an error, or only in the log while

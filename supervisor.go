@@ -356,9 +356,12 @@ func (s *Supervisor) parked(key string, pe *ParkedError, now time.Time) {
 		st = StateNeedsHuman
 	}
 	s.setState(key, st, pe.LastError, now)
+	// The fleet and the store hear of the park even if a handler panics.
+	defer func() {
+		s.noteFleet(now)
+		s.save(now, true) // WithStore (store.go): the park and the fleet state it caused
+	}()
 	s.emitPending(key) // the park, now that Status and Parked show it
-	s.noteFleet(now)
-	s.save(now, true) // WithStore (store.go): the park and the fleet state it caused
 }
 
 // relay passes on an event of the budget, the chain or a per-key guard. While
@@ -429,14 +432,22 @@ func (s *Supervisor) hold(ctx context.Context, key string) error {
 	if s.fleet == nil {
 		return nil
 	}
+	counted := false
 	for {
 		now := s.o.clock.Now()
-		if !s.fleet.TrippedAt(now) && !s.fleet.NoteRestartAt(now) {
-			return nil
+		if !s.fleet.TrippedAt(now) {
+			if counted || !s.fleet.NoteRestartAt(now) {
+				return nil
+			}
+			// This restart tripped the breaker: it waits like the others,
+			// and after the re-arm it goes without being counted again, so
+			// held restarts cannot trip the breaker anew on their own (with
+			// RestartsPerHour 1 that would hold the key forever).
+			counted = true
 		}
 		s.setState(key, StateHeld, nil, now)
-		wait := time.Duration(0)
-		if at := s.fleet.StatusAt(now).RearmAt; at != nil {
+		wait := s.fleet.Config().Cooldown
+		if at := s.fleet.StatusAt(now).RearmAt; at != nil && at.After(now) {
 			wait = at.Sub(now)
 		}
 		if err := sleep(ctx, s.o.clock, max(wait, time.Nanosecond)); err != nil {
@@ -527,11 +538,12 @@ func (s *Supervisor) Resume(key string) error { return s.ResumeAt(key, s.o.clock
 // starts with a full budget and a fresh chain, and publishes EventResumed.
 // It returns an error matching ErrNotParked if key is neither.
 func (s *Supervisor) ResumeAt(key string, now time.Time) error {
-	s.deferEvents(key)
-	if err := s.budget.ResumeAt(key, now); err != nil {
-		s.flushEvents(key)
-		return err
+	if !s.budget.IsParked(key) {
+		return fmt.Errorf("%w: %q", ErrNotParked, key)
 	}
+	// Clear everything the next Run consults before the budget lets it
+	// start: a Run that began between the unpark and the chain's Clear
+	// would find the old escalation and park again, unannounced.
 	if s.chain != nil {
 		s.chain.Clear(key)
 	}
@@ -548,9 +560,17 @@ func (s *Supervisor) ResumeAt(key string, now time.Time) error {
 		}
 	}
 	s.mu.Unlock()
+	s.deferEvents(key)
+	if err := s.budget.ResumeAt(key, now); err != nil { // resumed meanwhile by another caller
+		s.flushEvents(key)
+		return err
+	}
+	// The fleet and the store hear of the resume even if a handler panics.
+	defer func() {
+		s.noteFleet(now)
+		s.save(now, true) // WithStore (store.go)
+	}()
 	s.flushEvents(key)
-	s.noteFleet(now)
-	s.save(now, true) // WithStore (store.go)
 	return nil
 }
 

@@ -403,15 +403,17 @@ func TestSupervisorFleetBreakerHoldsRestarts(t *testing.T) {
 		assert.Empty(t, s.Parked())
 		assert.Equal(t, 19, totalCalls(), "no start while the breaker is tripped")
 
-		// 120.5s: the breaker re-arms and the ten held restarts go on. Ten
-		// restarts released into a fresh hour are again 10 an hour, so the
-		// last of them trips the breaker once more and waits another
-		// cooldown (until 240.5s); by then every key is healthy.
+		// 120.5s: the breaker re-arms and the ten held restarts go on. The
+		// one that tripped the breaker was counted then and goes without
+		// being counted again, so the fresh hour holds 9. That key's start
+		// is its 2nd and fails; its restart at 121s is the 10th of the new
+		// hour and trips the breaker again, for one more cooldown (until
+		// 241s); by then every other key is healthy.
 		time.Sleep(10 * time.Minute)
 		assert.Equal(t, 30, totalCalls(), "every key went on to its healthy 3rd start")
 		assert.Equal(t, 20, rec.count(crashloop.EventRespawnScheduled))
-		assert.Equal(t, []time.Duration{millis(500), 120*time.Second + millis(500)}, atsOf(rec, crashloop.EventFleetTripped))
-		assert.Equal(t, []time.Duration{120*time.Second + millis(500), 240*time.Second + millis(500)}, atsOf(rec, crashloop.EventFleetRearmed))
+		assert.Equal(t, []time.Duration{millis(500), 121 * time.Second}, atsOf(rec, crashloop.EventFleetTripped))
+		assert.Equal(t, []time.Duration{120*time.Second + millis(500), 241 * time.Second}, atsOf(rec, crashloop.EventFleetRearmed))
 		assert.Zero(t, rec.count(crashloop.EventStartupExhausted))
 		assert.Zero(t, rec.count(crashloop.EventChainEscalated))
 		assert.Zero(t, rec.count(crashloop.EventGuardTripped))
