@@ -19,6 +19,8 @@ import (
 // panic or overflow; a Supervisor checks their settings when it is created.
 // A Backoff of your own must be safe for concurrent use, must not call back
 // into the Supervisor, and is not checked for a budget that can never park.
+// A nil Backoff in a SupervisorConfig means the default,
+// Linear(Budget.InitialBackoff, Budget.MaxBackoff).
 type Backoff interface {
 	// Delay returns the wait before restart attempt (>= 1), given the
 	// previous wait of the same key (0 before the first).
@@ -203,11 +205,13 @@ func (c jitterCurve) spec() backoffSpec {
 	return sp
 }
 
-// DecorrelatedJitter returns the curve min(max, random in [base, prev*3]),
-// where prev is the key's previous wait, or base before the first: each
-// wait depends on the previous one, so workers that failed together spread
-// out further with every attempt, the first one included. src may be nil
-// (the global source).
+// DecorrelatedJitter returns the curve random in [base, min(max, prev*3)],
+// drawn uniformly, where prev is the key's previous wait, or base before the
+// first: each wait depends on the previous one, so workers that failed
+// together spread out further with every attempt, the first one included.
+// (Capping the range rather than the draw, as AWS's min(max, random(base,
+// prev*3)) does, keeps the waits from piling up at max.) src may be nil (the
+// global source).
 func DecorrelatedJitter(base, max time.Duration, src RandSource) Backoff {
 	return decorrelatedCurve{base: base, max: max, src: newLockedSource(src)}
 }

@@ -18,7 +18,9 @@ type BudgetConfig struct {
 	// failure parks).
 	MaxRespawns int `json:"max_respawns"`
 	// Window is the length of the rolling window. A respawn exactly Window
-	// old still counts. Default 60s; > 0.
+	// old still counts. Default 60s; > 0, and at least the sum of the first
+	// MaxRespawns backoffs (else respawns age out before the budget fills
+	// and a crash loop never parks).
 	Window time.Duration `json:"window"`
 	// InitialBackoff is the first backoff; the Nth respawn in the window
 	// waits N*InitialBackoff. Default 500ms; >= 0.
@@ -115,7 +117,7 @@ func durationOf(b *big.Int) any {
 // full budget. Keys are independent. A RespawnBudget is safe for concurrent
 // use; calls on different keys rarely contend. The zero value is not usable:
 // create one with NewRespawnBudget. Idle keys (not parked, no respawn in the
-// window) are reclaimed in the background of later calls.
+// window) are reclaimed a few at a time by later calls (no goroutine).
 type RespawnBudget struct {
 	cfg   BudgetConfig
 	o     options
@@ -131,7 +133,8 @@ type budgetEntry struct {
 }
 
 // NewRespawnBudget returns a RespawnBudget, or a *ConfigError naming the
-// first invalid setting of cfg.
+// first invalid setting of cfg. DefaultBudgetConfig gives the defaults (3
+// respawns in 60s, backoff 500ms to 5s).
 func NewRespawnBudget(cfg BudgetConfig, opts ...Option) (*RespawnBudget, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err

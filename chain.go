@@ -45,7 +45,7 @@ func (c ChainConfig) validate() error {
 // Memory per key is constant: the chain is kept as a running count. A
 // ChainDetector is safe for concurrent use. The zero value is not usable:
 // create one with NewChainDetector. Keys whose chain has ended and that are
-// not marked are reclaimed in the background of later calls.
+// not marked are reclaimed a few at a time by later calls (no goroutine).
 type ChainDetector struct {
 	cfg  ChainConfig
 	o    options
@@ -61,7 +61,8 @@ type chainEntry struct {
 }
 
 // NewChainDetector returns a ChainDetector, or a *ConfigError naming the
-// first invalid setting of cfg.
+// first invalid setting of cfg. DefaultChainConfig gives the defaults (3
+// within 20m).
 func NewChainDetector(cfg ChainConfig, opts ...Option) (*ChainDetector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err

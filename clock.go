@@ -25,7 +25,8 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 
 // Option configures a guard, a fleet policy or a Supervisor at construction.
 // Options are shared by every constructor of the package; the zero set of
-// options means the real clock, no event handler and an empty name.
+// options means the real clock, no event handler and an empty name. A nil
+// Option is ignored.
 type Option func(*options)
 
 type options struct {
@@ -55,9 +56,10 @@ func WithEventHandler(h EventHandler) Option {
 }
 
 // WithName labels the events of a RestartLoopGuard or a
-// FleetSupervisionPolicy (Event.Key). The default is the empty string. Keyed
-// objects (RespawnBudget, ChainDetector, Supervisor) use the key of each call
-// instead and ignore the name.
+// FleetSupervisionPolicy (Event.Key). The default is the empty string. A
+// Supervisor gives the name to its fleet breaker (default "fleet"); its
+// per-key events, and those of RespawnBudget and ChainDetector, carry the
+// key of each call instead.
 func WithName(name string) Option {
 	return func(o *options) { o.name = name }
 }

@@ -285,7 +285,9 @@ func optional[T any](dst **T, def func() T, decode func(*T, []byte, string) erro
 }
 
 // MarshalJSON writes the supervisor's configuration as a config file holds
-// it: snake_case keys, durations as strings, null for a guard that is off.
+// it: snake_case keys, durations as strings, null for a guard that is off
+// and for the default curve. A Backoff that is not one of this package's
+// curves has no JSON form: MarshalJSON returns an error for it.
 func (c SupervisorConfig) MarshalJSON() ([]byte, error) {
 	var backoff any
 	if c.Backoff != nil {
@@ -310,9 +312,13 @@ func (c SupervisorConfig) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads a supervisor configuration. Omitted keys keep their
 // current values, so unmarshal into DefaultSupervisorConfig() to start from
 // the defaults; null turns an optional guard off, an object turns it on
-// (its omitted keys take their defaults). Unknown keys and bad values are
-// *ConfigError values naming the field path, e.g. "guard.window". The
-// result is not validated: NewSupervisor does that.
+// (its omitted keys keep their current values, or take their defaults if the
+// guard was off). "backoff" is {"kind": "linear" (default) or
+// "exponential", "initial", "factor" (default 2), "max", "jitter": "none"
+// (default), "full", "equal" or "decorrelated" (exponential only)}, whose
+// omitted initial and max take the budget's; null means the default curve.
+// Unknown keys and bad values are *ConfigError values naming the field path,
+// e.g. "guard.window". The result is not validated: NewSupervisor does that.
 func (c *SupervisorConfig) UnmarshalJSON(data []byte) error {
 	var backoffRaw json.RawMessage
 	err := decodeObject(data, "", []string{"budget", "healthy_after", "backoff", "chain", "fleet", "guard", "hourly_cap", "restart_on_clean_exit"},

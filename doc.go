@@ -19,7 +19,17 @@
 // works as is), and each time-reading method has an explicit form taking the
 // time as its last argument (Record is shorthand for RecordAt(clock.Now())).
 // State changes are announced through one EventHandler, after the change is
-// committed and with no lock held. Every type is safe for concurrent use.
+// committed and with no lock held. Every guard, the Supervisor and FileStore
+// are safe for concurrent use; configuration, status and event types are
+// plain values.
+//
+// Above the guards, a Supervisor composes them per key around a Run loop
+// that restarts a function when it fails (see Run for what each way of
+// ending means). Every guard and the Supervisor export their state with
+// Snapshot and take it back with Restore, and WithStore makes a Supervisor
+// save it by itself (see SnapshotVersion for the format), so that a restart
+// of the supervising program does not forget a crash loop. The command
+// under cmd/crashloop supervises any process with the library.
 //
 // Boundaries follow one rule everywhere: an event exactly a window old still
 // counts, a chain gap of exactly the reset gap keeps the chain, a cooldown

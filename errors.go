@@ -25,11 +25,11 @@ var (
 // holds, and errors.Unwrap gives LastError, the failure that parked it. A
 // ParkedError is immutable once returned and may be shared between callers.
 type ParkedError struct {
-	Key       string
-	Reason    string // why it was parked, e.g. "respawn_budget_exhausted"
-	LastError error  // the failure that parked it
-	Attempts  int    // respawns counted in the window when it was parked
-	Since     time.Time
+	Key       string    // the parked session's key
+	Reason    string    // why it was parked, e.g. "respawn_budget_exhausted"
+	LastError error     // the failure that parked it
+	Attempts  int       // respawns counted in the window when it was parked
+	Since     time.Time // when it was parked (the clock's reading, or the explicit now)
 }
 
 // Error returns a one-line description naming the key, the reason, the

@@ -51,9 +51,10 @@ func (k EventKind) String() string {
 }
 
 // Event describes one state change. Fields that do not apply to a kind are
-// zero. Events are values: a handler may keep them.
+// zero. Events are values: a handler may keep them. A zero Event (Kind 0) is
+// never delivered.
 type Event struct {
-	Kind        EventKind
+	Kind        EventKind     // what changed; String gives its dotted name
 	Key         string        // session, seat or channel id; a guard's or fleet's WithName
 	Incarnation string        // chain events: the incarnation whose chain escalated
 	Time        time.Time     // from the injected clock (or the explicit now)
@@ -79,7 +80,8 @@ type EventHandler interface {
 }
 
 // EventHandlerFunc adapts an ordinary function to an EventHandler. A nil
-// EventHandlerFunc ignores every event.
+// EventHandlerFunc ignores every event. It is as safe for concurrent use as
+// the function is.
 type EventHandlerFunc func(Event)
 
 // HandleEvent calls f(ev).

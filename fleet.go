@@ -54,12 +54,12 @@ const fleetHour = time.Hour
 // limit), failing_channels and total_channels (as last noted), plus
 // restarts_in_hour and, while tripped, rearm_at.
 type FleetStatus struct {
-	BreakerTripped       bool       `json:"breaker_tripped"`
-	FleetRestartsPerHour int        `json:"fleet_restarts_per_hour"`
-	FailingChannels      int        `json:"failing_channels"`
-	TotalChannels        int        `json:"total_channels"`
-	RestartsInHour       int        `json:"restarts_in_hour"`
-	RearmAt              *time.Time `json:"rearm_at,omitempty"`
+	BreakerTripped       bool       `json:"breaker_tripped"`         // tripped and cooling down
+	FleetRestartsPerHour int        `json:"fleet_restarts_per_hour"` // the configured limit, RestartsPerHour
+	FailingChannels      int        `json:"failing_channels"`        // failing members, as last noted
+	TotalChannels        int        `json:"total_channels"`          // all members, as last noted
+	RestartsInHour       int        `json:"restarts_in_hour"`        // restarts in the rolling hour
+	RearmAt              *time.Time `json:"rearm_at,omitempty"`      // when it re-arms; nil unless tripped
 }
 
 // FleetSupervisionPolicy is a fleet-wide breaker for systemic faults (a bad
@@ -84,7 +84,8 @@ type FleetSupervisionPolicy struct {
 }
 
 // NewFleetSupervisionPolicy returns a FleetSupervisionPolicy, or a
-// *ConfigError naming the first invalid setting of cfg.
+// *ConfigError naming the first invalid setting of cfg. DefaultFleetConfig
+// gives the defaults (40 an hour, 0.5 failing with at least 2, 120s).
 func NewFleetSupervisionPolicy(cfg FleetConfig, opts ...Option) (*FleetSupervisionPolicy, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -166,9 +167,10 @@ func (p *FleetSupervisionPolicy) NoteFleetState(failing, total int) bool {
 
 // NoteFleetStateAt notes that failing of total members are failing (parked,
 // needing a human, out of budget) at now, and reports whether the breaker is
-// tripped. It trips, or while tripped extends the hold to Cooldown from now,
-// when failing >= MinFailing and failing/total >= FailingFraction. Negative
-// counts are read as 0 and failing is capped at total.
+// tripped. It trips (publishing EventFleetTripped), or while tripped extends
+// the hold to Cooldown from now, when failing >= MinFailing and
+// failing/total >= FailingFraction. It records no restart. Negative counts
+// are read as 0 and failing is capped at total.
 func (p *FleetSupervisionPolicy) NoteFleetStateAt(failing, total int, now time.Time) bool {
 	total = max(total, 0)
 	failing = min(max(failing, 0), total)

@@ -3,7 +3,7 @@ package crashloop
 import "time"
 
 // KeyState is what a Supervisor is doing with a key. It marshals to JSON as
-// its string value.
+// its string value. The zero value, "", is not a state a Supervisor reports.
 type KeyState string
 
 // The states of a key.
@@ -21,21 +21,22 @@ func (s KeyState) String() string { return string(s) }
 
 // Status is a snapshot of a Supervisor, for health endpoints and operator
 // tools. It marshals to JSON as {"keys": {...}, "fleet": {...}}; fleet is
-// omitted when the fleet breaker is off.
+// omitted when the fleet breaker is off. It is a value the caller owns: the
+// Supervisor keeps no reference to it.
 type Status struct {
-	Keys  map[string]KeyStatus `json:"keys"`
-	Fleet *FleetStatus         `json:"fleet,omitempty"`
+	Keys  map[string]KeyStatus `json:"keys"`            // every key the Supervisor knows (never nil from StatusAt)
+	Fleet *FleetStatus         `json:"fleet,omitempty"` // nil when the fleet breaker is off
 }
 
 // KeyStatus is the state of one key in a Status.
 type KeyStatus struct {
-	State       KeyState  `json:"state"`
-	Restarts    int       `json:"restarts"`    // respawns in the budget's window
-	CanRestart  bool      `json:"can_restart"` // false when parked, needs_human, or the fleet is tripped
-	LastError   string    `json:"last_error,omitempty"`
-	Reason      string    `json:"park_reason,omitempty"`
-	Incarnation string    `json:"incarnation,omitempty"`
-	Since       time.Time `json:"since"` // time of the last state change
+	State       KeyState  `json:"state"`                 // what the Supervisor is doing with the key
+	Restarts    int       `json:"restarts"`              // respawns in the budget's window
+	CanRestart  bool      `json:"can_restart"`           // false when parked, needs_human, or the fleet is tripped
+	LastError   string    `json:"last_error,omitempty"`  // text of the key's last failure; empty if none
+	Reason      string    `json:"park_reason,omitempty"` // why it is parked (ParkedError.Reason); empty if not parked
+	Incarnation string    `json:"incarnation,omitempty"` // incarnation of the latest Run (WithIncarnation, or "KEY#N")
+	Since       time.Time `json:"since"`                 // time of the last state change
 }
 
 // Status is shorthand for StatusAt(clock.Now()).

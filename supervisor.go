@@ -39,9 +39,10 @@ type SupervisorConfig struct {
 	// chain. 0 means only Ready makes a run healthy. Default 10s; >= 0.
 	HealthyAfter time.Duration
 	// Backoff is the delay curve between restarts. Default (nil):
-	// Linear(Budget.InitialBackoff, Budget.MaxBackoff). A curve whose
-	// longest waits would let respawns age out of Budget.Window before the
-	// budget fills is rejected.
+	// Linear(Budget.InitialBackoff, Budget.MaxBackoff). A curve of this
+	// package whose longest waits would let respawns age out of
+	// Budget.Window before the budget fills is rejected ("budget.window");
+	// a Backoff of your own is not checked for that.
 	Backoff Backoff
 	// Chain judges failures after a healthy run (the slow loop). Default
 	// on: 3 within 20m; nil turns it off.
@@ -54,7 +55,7 @@ type SupervisorConfig struct {
 	// usual setting is DefaultGuardConfig() (3 in 60s).
 	Guard *GuardConfig
 	// HourlyCap parks a key that restarts this many times in a rolling hour
-	// (max_restarts_per_hour). Default 0 (off); a usual setting is 10.
+	// (max_restarts_per_hour). Default 0 (off); >= 0; a usual setting is 10.
 	HourlyCap int
 	// RestartOnCleanExit restarts fn when it returns nil. Default false: a
 	// nil return ends supervision. When true, a clean exit after a healthy
@@ -189,7 +190,8 @@ func NewSupervisor(cfg SupervisorConfig, opts ...Option) (*Supervisor, error) {
 // Config returns the configuration the Supervisor was created with.
 func (s *Supervisor) Config() SupervisorConfig { return s.cfg }
 
-// RunOption configures one Run.
+// RunOption configures one Run. With none, a Run gets a fresh incarnation
+// (see WithIncarnation). A nil RunOption is ignored.
 type RunOption func(*runOptions)
 
 type runOptions struct{ incarnation string }
@@ -214,11 +216,12 @@ func WithIncarnation(id string) RunOption {
 // "permanent_error"). A panic in fn is a failure carrying a *PanicError.
 // While the fleet breaker is tripped, restarts wait without being counted.
 //
-// Run returns nil after a clean exit, ctx.Err() promptly once ctx ends (in a
-// run, a backoff or a hold), a *ParkedError (errors.Is ErrParked, carrying
-// the reason and the last error) when a guard gave up, the same error at
-// once for a key that is parked, and an error matching ErrAlreadyRunning for
-// a key that another Run supervises.
+// Run returns nil after a clean exit; ctx.Err() once ctx ends (at once in a
+// backoff or a hold, as soon as fn returns in a run, so fn should honour its
+// context); a *ParkedError (errors.Is ErrParked, carrying the reason and the
+// last error) when a guard gave up, and the same error at once for a key
+// that is parked; an error matching ErrAlreadyRunning for a key that another
+// Run supervises; and an error for a nil fn.
 func (s *Supervisor) Run(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...RunOption) error {
 	if ctx == nil {
 		ctx = context.Background()

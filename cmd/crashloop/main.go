@@ -14,16 +14,27 @@
 // at all (not found, not executable) is a failed start like any other. Exit
 // status 0 ends crashloop with 0 (unless --restart=always). SIGINT and
 // SIGTERM are forwarded to the command; crashloop waits for it (--grace,
-// then SIGKILL) and exits with its status.
+// default 10s, then SIGKILL) and exits with its status. On Linux the command
+// is also killed if crashloop itself dies.
 //
 // Exit status: the command's own status after a clean exit or a forwarded
 // signal (128+N when it was killed by signal N); 86 when a guard gave up or
 // the state file says the command is parked; 2 for bad usage or a malformed
 // config or state file; 1 for other errors.
 //
-// Every setting of the library's default supervisor configuration has a
-// flag; --config FILE reads the JSON configuration and flags override it.
-// Event lines go to stderr (--log-format=text|json).
+// The flags set the respawn budget (--max-respawns 3, --window 60s,
+// --initial-backoff 500ms, --max-backoff 5s), --healthy-after (10s), the
+// chain (--chain-max 3, --chain-gap 20m; --chain-max=0 turns it off), the
+// fast guard (--guard off, on or N/DURATION), --hourly-cap (0: off), the
+// curve (--backoff linear or exponential, --jitter none, full, equal or
+// decorrelated), --restart (on-failure or always), --permanent-exit-codes,
+// --key (default: the program's name and a hash of the command line) and
+// --grace. The fleet breaker and every other setting of the library's
+// SupervisorConfig are read from a JSON file with --config FILE; flags
+// override it. --state FILE keeps parked marks across crashloop restarts, in
+// a file locked with flock (Unix only); "crashloop resume" clears a mark and
+// "crashloop status" prints the file. Event lines go to stderr
+// (--log-format=text|json). Run crashloop -h for the list of flags.
 package main
 
 import (
