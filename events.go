@@ -26,6 +26,8 @@ const (
 	// went from not tripped to tripped.
 	EventGuardTripped
 	// EventFleetTripped ("fleet.breaker_tripped"): the fleet breaker tripped.
+	// Its Reason is "channel crash-loop: N/M channels failing" with the
+	// fleet state last noted, or "channel crash-loop" if none was noted.
 	EventFleetTripped
 	// EventFleetRearmed ("fleet.breaker_rearmed"): the fleet breaker re-armed
 	// after its cooldown.
