@@ -292,7 +292,7 @@ func (c SupervisorConfig) MarshalJSON() ([]byte, error) {
 	var backoff any
 	if c.Backoff != nil {
 		cv, ok := c.Backoff.(curve)
-		if !ok {
+		if !ok || cv.spec().Kind == "custom" { // a curve of the caller's, perhaps jittered
 			return nil, fmt.Errorf("crashloop: backoff %T has no JSON form", c.Backoff)
 		}
 		backoff = cv.spec()

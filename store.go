@@ -197,17 +197,20 @@ type persister struct {
 // errNoStore is returned by Supervisor.Save without WithStore.
 var errNoStore = errors.New("crashloop: Save: the Supervisor has no store (see WithStore)")
 
-// Save saves a snapshot of the Supervisor to its store now and returns the
-// error, if any (it is not passed to WithSaveErrorHandler). Use it for a
-// last save at shutdown. Without WithStore it returns an error. It is safe
-// for concurrent use.
-func (s *Supervisor) Save() error {
+// Save is shorthand for SaveAt(clock.Now()).
+func (s *Supervisor) Save() error { return s.SaveAt(s.o.clock.Now()) }
+
+// SaveAt saves a snapshot of the Supervisor to its store and returns the
+// error, if any (it is not passed to WithSaveErrorHandler); now starts the
+// next WithSaveInterval. Use it for a last save at shutdown. Without
+// WithStore it returns an error. It is safe for concurrent use.
+func (s *Supervisor) SaveAt(now time.Time) error {
 	if s.o.store == nil {
 		return errNoStore
 	}
 	s.persist.mu.Lock()
 	defer s.persist.mu.Unlock()
-	return s.saveLocked(s.o.clock.Now())
+	return s.saveLocked(now)
 }
 
 // saveLocked snapshots and saves; s.persist.mu must be held. A failed save

@@ -166,6 +166,7 @@ func NewSupervisor(cfg SupervisorConfig, opts ...Option) (*Supervisor, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.clone() // the caller's pointers stay the caller's
 	s := &Supervisor{cfg: cfg, o: buildOptions(opts), curve: cfg.curveOf(), keys: make(map[string]*keyRun)}
 	inner := []Option{WithClock(s.o.clock), WithEventHandler(EventHandlerFunc(s.relay))}
 	s.budget = &RespawnBudget{cfg: cfg.Budget, o: buildOptions(inner), curve: cfg.Backoff}
@@ -187,8 +188,24 @@ func NewSupervisor(cfg SupervisorConfig, opts ...Option) (*Supervisor, error) {
 	return s, nil
 }
 
-// Config returns the configuration the Supervisor was created with.
-func (s *Supervisor) Config() SupervisorConfig { return s.cfg }
+// Config returns a copy of the configuration the Supervisor was created
+// with; changing it changes nothing in the Supervisor.
+func (s *Supervisor) Config() SupervisorConfig { return s.cfg.clone() }
+
+// clone returns c with its optional guards copied, so that no pointer is
+// shared with the caller.
+func (c SupervisorConfig) clone() SupervisorConfig {
+	c.Chain, c.Fleet, c.Guard = clonePtr(c.Chain), clonePtr(c.Fleet), clonePtr(c.Guard)
+	return c
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
 
 // RunOption configures one Run. With none, a Run gets a fresh incarnation
 // (see WithIncarnation). A nil RunOption is ignored.
@@ -256,6 +273,7 @@ func (s *Supervisor) Run(ctx context.Context, key string, fn func(ctx context.Co
 		s.setState(key, StateRunning, nil, start)
 		rs := &runState{s: s, key: key}
 		err := runOnce(ctx, fn, rs)
+		rs.done.Store(true)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -585,6 +603,7 @@ type runState struct {
 	s     *Supervisor
 	key   string
 	ready atomicBool
+	done  atomicBool // the run has ended: a late Ready changes nothing
 }
 
 type runStateKey struct{}
@@ -592,12 +611,13 @@ type runStateKey struct{}
 // Ready tells the Supervisor running fn that this run is up and healthy
 // (like sd_notify READY=1): the budget's window is cleared at once, and a
 // later failure is a reactive rescue rather than a failed start. Call it
-// with the context fn received; with any other context it does nothing.
+// with the context fn received; with any other context, or after that run
+// has ended (a goroutine fn left behind), it does nothing.
 func Ready(ctx context.Context) {
 	if ctx == nil {
 		return
 	}
-	if rs, ok := ctx.Value(runStateKey{}).(*runState); ok && rs.ready.CompareAndSwap(false, true) {
+	if rs, ok := ctx.Value(runStateKey{}).(*runState); ok && !rs.done.Load() && rs.ready.CompareAndSwap(false, true) {
 		rs.s.budget.settle(rs.key)
 	}
 }

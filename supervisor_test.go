@@ -1236,3 +1236,66 @@ func TestSupervisorParkIsAnnouncedBeforeTheFleetTripItCauses(t *testing.T) {
 		}, kinds)
 	})
 }
+
+// A goroutine that fn leaves behind and that calls Ready after its run
+// ended must not clear the budget: a worker that always fails still parks.
+func TestSupervisorLateReadyChangesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := crashloop.NewSupervisor(crashloop.DefaultSupervisorConfig())
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour) // a loop that never parks ends here
+		defer cancel()
+		starts := 0
+		err = s.Run(ctx, "w", func(ctx context.Context) error {
+			starts++
+			go func() {
+				time.Sleep(100 * time.Millisecond) // after fn returned, inside the backoff
+				crashloop.Ready(ctx)
+			}()
+			return errors.New("boom")
+		})
+		require.ErrorIs(t, err, crashloop.ErrParked)
+		assert.Equal(t, 4, starts, "parked after the budget, as without the late Ready")
+		time.Sleep(time.Second) // let the last late Ready run out
+		assert.Equal(t, []string{"w"}, s.Parked())
+	})
+}
+
+// The Supervisor keeps its own copy of the configuration: changing the
+// caller's guard settings afterwards changes nothing, nor does changing what
+// Config returns.
+func TestSupervisorConfigIsCopied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := crashloop.DefaultSupervisorConfig()
+		g := crashloop.DefaultGuardConfig()
+		cfg.Guard = &g
+		s, err := crashloop.NewSupervisor(cfg)
+		require.NoError(t, err)
+		cfg.Guard.MaxRestarts = 1
+		cfg.Chain.MaxChain = 1
+		got := s.Config()
+		got.Guard.MaxRestarts = 1
+		assert.Equal(t, 3, s.Config().Guard.MaxRestarts)
+		assert.Equal(t, 3, s.Config().Chain.MaxChain)
+
+		starts := 0
+		err = s.Run(context.Background(), "w", func(context.Context) error {
+			starts++
+			return errors.New("boom")
+		})
+		var pe *crashloop.ParkedError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, crashloop.ReasonRestartLoopGuard, pe.Reason)
+		assert.Equal(t, 3, starts, "the guard of 3 in 60s, not of 1")
+	})
+}
+
+// A jittered curve of the caller's own has no JSON form: MarshalJSON says so
+// rather than writing a document UnmarshalJSON would refuse.
+func TestSupervisorConfigJSONRefusesJitteredCustomCurve(t *testing.T) {
+	cfg := crashloop.DefaultSupervisorConfig()
+	cfg.Backoff = crashloop.FullJitter(supConstCurve(time.Second), nil)
+	_, err := json.Marshal(cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "has no JSON form")
+}

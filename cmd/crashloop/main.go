@@ -41,6 +41,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -227,16 +228,17 @@ func (s *settings) configuration() (crashloop.SupervisorConfig, error) {
 			cfg.Budget.MaxBackoff = s.maxBackoff
 		case "healthy-after":
 			cfg.HealthyAfter = s.healthyAfter
-		case "chain-max", "chain-gap":
+		case "chain-gap": // visited before chain-max, which may turn the chain off
+			c := chainOf(cfg)
+			c.ResetGap = s.chainGap
+			cfg.Chain = &c
+		case "chain-max":
 			if s.chainMax == 0 {
 				cfg.Chain = nil
 				return
 			}
-			c := crashloop.DefaultChainConfig()
-			if cfg.Chain != nil {
-				c = *cfg.Chain
-			}
-			c.MaxChain, c.ResetGap = s.chainMax, s.chainGap
+			c := chainOf(cfg)
+			c.MaxChain = s.chainMax
 			cfg.Chain = &c
 		case "guard":
 			cfg.Guard, err = parseGuard(s.guard)
@@ -256,14 +258,66 @@ func (s *settings) configuration() (crashloop.SupervisorConfig, error) {
 	if err != nil {
 		return cfg, err
 	}
-	if isSet(s.fs, "backoff") || isSet(s.fs, "jitter") || (cfg.Backoff == nil && s.jitter != "none") {
-		b, err := s.curve(cfg.Budget)
-		if err != nil {
+	if isSet(s.fs, "backoff") || isSet(s.fs, "jitter") {
+		if err := s.overrideCurve(&cfg); err != nil {
 			return cfg, err
 		}
-		cfg.Backoff = b
 	}
 	return cfg, nil
+}
+
+// chainOf returns the chain settings in force, or the defaults if it is off.
+func chainOf(cfg crashloop.SupervisorConfig) crashloop.ChainConfig {
+	if cfg.Chain != nil {
+		return *cfg.Chain
+	}
+	return crashloop.DefaultChainConfig()
+}
+
+// overrideCurve applies --backoff and --jitter, whichever was set, to the
+// curve in force (from --config or the default), keeping its other
+// settings: --jitter alone does not turn an exponential curve linear. It
+// goes through the configuration's JSON form, the one place that knows how
+// a curve is written.
+func (s *settings) overrideCurve(cfg *crashloop.SupervisorConfig) error {
+	if _, err := s.curve(cfg.Budget); err != nil { // names a bad flag value
+		return err
+	}
+	data, err := cfg.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return err
+	}
+	spec := map[string]any{}
+	if raw := doc["backoff"]; raw != nil && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &spec); err != nil {
+			return err
+		}
+	}
+	if isSet(s.fs, "backoff") {
+		spec["kind"] = s.backoff
+		if s.backoff == "linear" {
+			delete(spec, "factor")
+		}
+	}
+	if isSet(s.fs, "jitter") {
+		spec["jitter"] = s.jitter
+	}
+	if doc["backoff"], err = json.Marshal(spec); err != nil {
+		return err
+	}
+	if data, err = json.Marshal(doc); err != nil {
+		return err
+	}
+	next := crashloop.DefaultSupervisorConfig()
+	if err := next.UnmarshalJSON(data); err != nil {
+		return usagef("--backoff/--jitter: %v", err)
+	}
+	*cfg = next
+	return nil
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crashloopguard/crashloop"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -349,4 +351,40 @@ func TestDefaultKeyIsStableAndReadable(t *testing.T) {
 	assert.NotEqual(t, k, defaultKey([]string{"sh", "-c", "exit 2"}))
 	assert.True(t, strings.HasPrefix(k, "sh-"), k)
 	assert.Len(t, k, len("sh-")+8)
+}
+
+func TestFlagsOverrideOnlyWhatTheySet(t *testing.T) {
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "cfg.json")
+	require.NoError(t, os.WriteFile(cfgFile, []byte(`{
+		"chain": {"max_chain": 7, "reset_gap": "40m"},
+		"backoff": {"kind": "exponential", "initial": "100ms", "factor": 3, "max": "2s"}}`), 0o644))
+
+	s := newSettings(io.Discard)
+	_, err := parseFlags(s.fs, []string{"--config=" + cfgFile, "--chain-gap=5m", "--jitter=full"})
+	require.NoError(t, err)
+	cfg, err := s.configuration()
+	require.NoError(t, err)
+	require.NotNil(t, cfg.Chain)
+	assert.Equal(t, crashloop.ChainConfig{MaxChain: 7, ResetGap: 5 * time.Minute}, *cfg.Chain, "--chain-gap keeps the file's max_chain")
+	out, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	var doc struct {
+		Backoff map[string]any `json:"backoff"`
+	}
+	require.NoError(t, json.Unmarshal(out, &doc))
+	assert.Equal(t, map[string]any{"kind": "exponential", "initial": "100ms", "factor": 3.0, "max": "2s", "jitter": "full"}, doc.Backoff,
+		"--jitter alone keeps the file's exponential curve")
+
+	s = newSettings(io.Discard)
+	_, err = parseFlags(s.fs, []string{"--config=" + cfgFile, "--chain-max=0", "--backoff=linear"})
+	require.NoError(t, err)
+	cfg, err = s.configuration()
+	require.NoError(t, err)
+	assert.Nil(t, cfg.Chain, "--chain-max=0 turns the chain off")
+	out, err = json.Marshal(cfg)
+	require.NoError(t, err)
+	doc.Backoff = nil // Unmarshal merges into a map it is given
+	require.NoError(t, json.Unmarshal(out, &doc))
+	assert.Equal(t, map[string]any{"kind": "linear", "initial": "100ms", "max": "2s"}, doc.Backoff)
 }
