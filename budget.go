@@ -207,8 +207,10 @@ func (b *RespawnBudget) FailedAt(key string, cause error, now time.Time) (time.D
 		s.sweep(func(e *budgetEntry) bool { return b.idle(e, t) })
 	}
 	s.mu.Unlock()
-	emit(b.o.handler, Event{Kind: EventRespawnScheduled, Key: key, Time: now, LastError: cause,
-		Attempts: attempt, Limit: b.cfg.MaxRespawns, Window: b.cfg.Window, Backoff: d})
+	if b.o.handler != nil { // skip building the event when nobody listens
+		emit(b.o.handler, Event{Kind: EventRespawnScheduled, Key: key, Time: now, LastError: cause,
+			Attempts: attempt, Limit: b.cfg.MaxRespawns, Window: b.cfg.Window, Backoff: d})
+	}
 	return d, nil
 }
 

@@ -135,6 +135,14 @@ func (p *FleetSupervisionPolicy) NoteRestart() bool { return p.NoteRestartAt(p.o
 func (p *FleetSupervisionPolicy) NoteRestartAt(now time.Time) bool {
 	t := p.tl.at(now)
 	p.mu.Lock()
+	if !p.tripped { // the hot path: armed, and this restart does not trip it
+		p.hour.prune(t, fleetHour)
+		if p.hour.len()+1 < p.cfg.RestartsPerHour {
+			p.hour.push(t, p.cfg.RestartsPerHour)
+			p.mu.Unlock()
+			return false
+		}
+	}
 	rearmEv := p.rearm(t, now)
 	var tripEv Event
 	tripped := p.tripped

@@ -16,16 +16,25 @@ const shardCount = 64
 // entries in amortized O(1) per call.
 type keyed[E any] struct {
 	seed   maphash.Seed
+	_      [cacheLine]byte // keeps the read-only fields above off shards[0]'s lines
 	shards [shardCount]shard[E]
 }
 
+// A shard is 128 bytes: its 32 bytes of fields and 96 of padding, so that
+// the fields of two shards, written by every call on them, are never within
+// one 64-byte cache line of each other, however the table is aligned.
+// Without it, calls on different shards from different cores would contend
+// for shared lines (false sharing).
 type shard[E any] struct {
 	mu    sync.Mutex
 	m     map[string]*E
 	calls int // calls since the last sweep
 	peak  int // largest size since the map was last rebuilt
-	_     [24]byte
+	_     [128 - 32]byte
 }
+
+// cacheLine is the size of a CPU cache line on common hardware.
+const cacheLine = 64
 
 func (k *keyed[E]) init() {
 	k.seed = maphash.MakeSeed()
