@@ -712,6 +712,29 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 			t.Fatalf("window holds %d restarts, want 10000", n)
 		}
 	})
+	for _, limit := range []int{3, 10000} {
+		// Restarts every Window/limit (plus a nanosecond): each call drops
+		// one expired restart and trips the guard again.
+		t.Run(fmt.Sprintf("RecordAt/rolling/limit=%d", limit), func(t *testing.T) {
+			g, err := NewRestartLoopGuard(limit, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			step := time.Minute/time.Duration(limit) + 1
+			now := time.Now()
+			for range limit + 1 {
+				now = now.Add(step)
+				g.RecordAt(now)
+			}
+			check(t, func() {
+				now = now.Add(step)
+				g.RecordAt(now)
+			})
+			if n := g.RestartsAt(now); n != limit {
+				t.Fatalf("window holds %d restarts, want %d", n, limit)
+			}
+		})
+	}
 	t.Run("Record", func(t *testing.T) {
 		g, err := NewRestartLoopGuard(3, time.Minute, WithClock(clock.New()))
 		if err != nil {
@@ -746,6 +769,31 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		}
 		if n := bud.RespawnsAt("k", now); n != 99 {
 			t.Fatalf("window holds %d respawns, want 99", n)
+		}
+	})
+	t.Run("FailedAt/with handler", func(t *testing.T) {
+		events := 0
+		bud, err := NewRespawnBudget(benchBudgetConfig(), WithEventHandler(EventHandlerFunc(func(ev Event) {
+			if ev.Kind == EventRespawnScheduled && ev.LastError == errBench {
+				events++
+			}
+		})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		for range 200 {
+			now = now.Add(benchBudgetGap)
+			if _, err := bud.FailedAt("k", errBench, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(t, func() {
+			now = now.Add(benchBudgetGap)
+			_, _ = bud.FailedAt("k", errBench, now)
+		})
+		if want := 200 + runs + 1; events != want { // AllocsPerRun calls once more to warm up
+			t.Fatalf("%d respawns announced, want %d", events, want)
 		}
 	})
 	t.Run("RescueAt", func(t *testing.T) {

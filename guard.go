@@ -84,7 +84,7 @@ func (g *RestartLoopGuard) RecordAt(now time.Time) bool {
 	trip := n >= g.cfg.MaxRestarts
 	announce := trip && !was
 	g.mu.Unlock()
-	if announce {
+	if announce && g.o.handler != nil { // the reason is formatted: build the event only for a listener
 		emit(g.o.handler, Event{Kind: EventGuardTripped, Key: g.o.name, Time: now, Reason: guardReason(g.cfg),
 			Attempts: n, Limit: g.cfg.MaxRestarts, Window: g.cfg.Window})
 	}
