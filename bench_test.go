@@ -374,6 +374,37 @@ func BenchmarkBudgetFailedAt(b *testing.B) {
 	}
 }
 
+// BenchmarkBudgetFailedAtKeys: FailedAt over 1,000 warm keys in turn, from
+// one goroutine: the serial twin of BenchmarkBudgetFailedAtParallel, with
+// the same working set (1,000 entries and windows, 16 keys a shard).
+func BenchmarkBudgetFailedAtKeys(b *testing.B) {
+	b.ReportAllocs()
+	bud, err := NewRespawnBudget(benchBudgetConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	step := benchBudgetGap/benchKeys + 1 // a key fails every benchKeys calls
+	now := time.Now()
+	for range 100 {
+		for _, key := range benchKeyNames {
+			now = now.Add(step)
+			if _, err := bud.FailedAt(key, errBench, now); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ResetTimer()
+	var d time.Duration
+	for i := 0; i < b.N; i++ {
+		now = now.Add(step)
+		d, err = bud.FailedAt(benchKeyNames[i%benchKeys], errBench, now)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	sinkDuration = d
+}
+
 // BenchmarkBudgetFailedAtParallel: FailedAt over 1,000 warm keys of one
 // budget, each goroutine failing its own share of the keys in turn.
 func BenchmarkBudgetFailedAtParallel(b *testing.B) {
@@ -455,6 +486,35 @@ func BenchmarkChainRescueAt(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		now = now.Add(time.Second)
 		n, err = d.RescueAt(key, benchIncarnations[(i/2)&1], true, now)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	sinkInt = n
+}
+
+// BenchmarkChainRescueAtKeys: RescueAt over 1,000 warm keys in turn, from
+// one goroutine: the serial twin of BenchmarkChainRescueAtParallel.
+func BenchmarkChainRescueAtKeys(b *testing.B) {
+	b.ReportAllocs()
+	d, err := NewChainDetector(DefaultChainConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	for v := range 4 {
+		for _, key := range benchKeyNames {
+			now = now.Add(time.Millisecond)
+			if _, err := d.RescueAt(key, benchIncarnations[(v/2)&1], true, now); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ResetTimer()
+	n := 0
+	for i := 0; i < b.N; i++ {
+		now = now.Add(time.Millisecond)
+		n, err = d.RescueAt(benchKeyNames[i%benchKeys], benchIncarnations[(i/benchKeys/2)&1], true, now)
 		if err != nil {
 			b.Fatal(err)
 		}
