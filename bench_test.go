@@ -143,29 +143,76 @@ func (c *goroutineClock) next() time.Time {
 // an uncontended sync.Mutex.
 func BenchmarkBaselineMutex(b *testing.B) {
 	b.ReportAllocs()
-	var mu sync.Mutex
-	n := 0
-	for i := 0; i < b.N; i++ {
-		mu.Lock()
-		n++
-		mu.Unlock()
-	}
-	sinkInt = n
+	mutexLoop(b.N)
 }
 
 // BenchmarkBaselineMutexNow is the floor of a call that reads the clock:
 // lock, clock.New().Now(), unlock.
 func BenchmarkBaselineMutexNow(b *testing.B) {
 	b.ReportAllocs()
+	mutexNowLoop(b.N)
+}
+
+// BenchmarkBaselineTimeAdd is the part of every At benchmark that is not
+// the call: advancing its now by a step (time.Time.Add). Subtract it from
+// an At benchmark's time per op for the cost of the call alone.
+func BenchmarkBaselineTimeAdd(b *testing.B) {
+	b.ReportAllocs()
+	now := time.Now()
+	for i := 0; i < b.N; i++ {
+		now = now.Add(time.Millisecond)
+	}
+	sinkTime = now
+}
+
+// mutexLoop is the loop of BenchmarkBaselineMutex.
+func mutexLoop(n int) {
+	var mu sync.Mutex
+	c := 0
+	for range n {
+		mu.Lock()
+		c++
+		mu.Unlock()
+	}
+	sinkInt = c
+}
+
+// mutexNowLoop is the loop of BenchmarkBaselineMutexNow.
+func mutexNowLoop(n int) {
 	var mu sync.Mutex
 	c := clock.New()
 	var t time.Time
-	for i := 0; i < b.N; i++ {
+	for range n {
 		mu.Lock()
 		t = c.Now()
 		mu.Unlock()
 	}
 	sinkTime = t
+}
+
+// Units of the ratios that reportVs reports.
+const (
+	xMutex    = "x-mutex"     // time per op / BaselineMutex's
+	xMutexNow = "x-mutex+now" // time per op / BaselineMutexNow's
+)
+
+// reportVs reports the time per op measured so far as a multiple of the
+// time per op of a baseline loop, timed at once for as many iterations
+// (baseline is mutexLoop or mutexNowLoop). Both are timed within a second of
+// each other, so the ratio holds even when the speed of a shared (virtual)
+// machine drifts between benchmarks, as the separate Baseline benchmarks
+// cannot promise. Call it right after the benchmark's loop.
+func reportVs(b *testing.B, unit string, baseline func(n int)) {
+	elapsed := b.Elapsed()
+	b.StopTimer()
+	n := min(b.N, 1<<24) // enough for a precise baseline, and quick
+	start := time.Now()
+	baseline(n)
+	base := time.Since(start) * time.Duration(b.N) / time.Duration(n)
+	if base > 0 && elapsed > 0 {
+		b.ReportMetric(float64(elapsed)/float64(base), unit)
+	}
+	b.StartTimer()
 }
 
 // BenchmarkBaselineMutexParallel is the parallel floor: 1,000 mutexes, each
@@ -216,6 +263,7 @@ func BenchmarkGuardRecordAt(b *testing.B) {
 		now = now.Add(time.Millisecond)
 		tripped = g.RecordAt(now)
 	}
+	reportVs(b, xMutex, mutexLoop)
 	sinkBool = tripped
 }
 
@@ -252,6 +300,7 @@ func BenchmarkGuardRecordAtParallel(b *testing.B) {
 		}
 		sinkBool = tripped
 	})
+	reportVs(b, xMutex, mutexLoop)
 }
 
 // BenchmarkGuardRecord: Record reads the real clock (the default, time.Now).
@@ -270,6 +319,7 @@ func BenchmarkGuardRecord(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		tripped = g.Record()
 	}
+	reportVs(b, xMutexNow, mutexNowLoop)
 	sinkBool = tripped
 }
 
@@ -301,6 +351,7 @@ func BenchmarkGuardRecordParallel(b *testing.B) {
 		}
 		sinkBool = tripped
 	})
+	reportVs(b, xMutexNow, mutexNowLoop)
 }
 
 // BenchmarkGuardLimit compares a guard of limit 3 with one of limit 10,000,
@@ -331,6 +382,7 @@ func BenchmarkGuardLimit(b *testing.B) {
 				now = now.Add(step)
 				tripped = g.RecordAt(now)
 			}
+			reportVs(b, xMutex, mutexLoop)
 			b.StopTimer()
 			if n := g.RestartsAt(now); !tripped || n != limit {
 				b.Fatalf("window holds %d restarts (tripped %v), want a full window of %d", n, tripped, limit)
@@ -368,6 +420,7 @@ func BenchmarkBudgetFailedAt(b *testing.B) {
 			_ = bud.ResumeAt(key, now)
 		}
 	}
+	reportVs(b, xMutex, mutexLoop)
 	sinkDuration = d
 	if parks > 0 {
 		b.Fatalf("parked %d times: the benchmark no longer measures the steady state", parks)
@@ -402,6 +455,7 @@ func BenchmarkBudgetFailedAtKeys(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	reportVs(b, xMutex, mutexLoop)
 	sinkDuration = d
 }
 
@@ -452,6 +506,7 @@ func BenchmarkBudgetFailedAtParallel(b *testing.B) {
 		}
 		sinkDuration = sum
 	})
+	reportVs(b, xMutex, mutexLoop)
 	if n := parks.Load(); n > 0 {
 		b.Fatalf("parked %d times: the benchmark no longer measures the steady state", n)
 	}
@@ -490,6 +545,7 @@ func BenchmarkChainRescueAt(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	reportVs(b, xMutex, mutexLoop)
 	sinkInt = n
 }
 
@@ -519,6 +575,7 @@ func BenchmarkChainRescueAtKeys(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	reportVs(b, xMutex, mutexLoop)
 	sinkInt = n
 }
 
@@ -556,6 +613,7 @@ func BenchmarkChainRescueAtParallel(b *testing.B) {
 		}
 		sinkInt = sum
 	})
+	reportVs(b, xMutex, mutexLoop)
 	if n := fails.Load(); n > 0 {
 		b.Fatalf("%d rescues escalated: the benchmark no longer measures the steady state", n)
 	}
@@ -582,6 +640,7 @@ func BenchmarkFleetNoteRestartAt(b *testing.B) {
 		now = now.Add(benchFleetGap)
 		tripped = p.NoteRestartAt(now)
 	}
+	reportVs(b, xMutex, mutexLoop)
 	b.StopTimer()
 	if tripped {
 		b.Fatal("the fleet breaker tripped: the benchmark no longer measures the steady state")
@@ -620,6 +679,7 @@ func BenchmarkFleetNoteRestartAtParallel(b *testing.B) {
 			i++
 		}
 	})
+	reportVs(b, xMutex, mutexLoop)
 	if n := trips.Load(); n > 0 {
 		b.Fatalf("tripped %d times: the benchmark no longer measures the steady state", n)
 	}
