@@ -3,8 +3,8 @@ module github.com/crashloopguard/crashloop
 go 1.26
 
 require (
-	github.com/benbjohnson/clock v1.3.5 // indirect
-	github.com/stretchr/testify v1.12.1 // indirect
+	github.com/benbjohnson/clock v1.3.5
+	github.com/stretchr/testify v1.12.1
 )
 
 require go.yaml.in/yaml/v3 v3.0.5 // indirect
