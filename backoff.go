@@ -90,12 +90,16 @@ func (c linearCurve) Delay(attempt int, _ time.Duration) time.Duration {
 	return BudgetConfig{InitialBackoff: c.initial, MaxBackoff: c.max}.backoff(attempt)
 }
 
-func (c linearCurve) validate() error {
+func (c linearCurve) validate() error { return checkSpan(c.initial, c.max) }
+
+// checkSpan is the rule every curve of this package shares: 0 <= initial <=
+// max, reported by the field names of the backoff config block.
+func checkSpan(initial, max time.Duration) error {
 	switch {
-	case c.initial < 0:
-		return &ConfigError{Field: "initial", Value: c.initial, Rule: ">= 0"}
-	case c.max < c.initial:
-		return &ConfigError{Field: "max", Value: c.max, Rule: fmt.Sprintf(">= initial (%v)", c.initial)}
+	case initial < 0:
+		return &ConfigError{Field: "initial", Value: initial, Rule: ">= 0"}
+	case max < initial:
+		return &ConfigError{Field: "max", Value: max, Rule: fmt.Sprintf(">= initial (%v)", initial)}
 	}
 	return nil
 }
@@ -130,15 +134,11 @@ func (c expCurve) Delay(attempt int, _ time.Duration) time.Duration {
 }
 
 func (c expCurve) validate() error {
-	switch {
-	case c.initial < 0:
-		return &ConfigError{Field: "initial", Value: c.initial, Rule: ">= 0"}
-	case math.IsNaN(c.factor) || math.IsInf(c.factor, 0) || c.factor < 1:
+	if c.initial >= 0 && (math.IsNaN(c.factor) || math.IsInf(c.factor, 0) || c.factor < 1) {
+		// factor comes between initial and max in the config block
 		return &ConfigError{Field: "factor", Value: c.factor, Rule: ">= 1 and finite"}
-	case c.max < c.initial:
-		return &ConfigError{Field: "max", Value: c.max, Rule: fmt.Sprintf(">= initial (%v)", c.initial)}
 	}
-	return nil
+	return checkSpan(c.initial, c.max)
 }
 
 func (c expCurve) worst(attempt int) time.Duration { return c.Delay(attempt, 0) }
@@ -236,15 +236,7 @@ func (c decorrelatedCurve) triple(d time.Duration) time.Duration {
 	return 3 * d
 }
 
-func (c decorrelatedCurve) validate() error {
-	switch {
-	case c.base < 0:
-		return &ConfigError{Field: "initial", Value: c.base, Rule: ">= 0"}
-	case c.max < c.base:
-		return &ConfigError{Field: "max", Value: c.max, Rule: fmt.Sprintf(">= initial (%v)", c.base)}
-	}
-	return nil
-}
+func (c decorrelatedCurve) validate() error { return checkSpan(c.base, c.max) }
 
 // worst: the longest chain of draws is 3*base, 9*base ... capped.
 func (c decorrelatedCurve) worst(attempt int) time.Duration {

@@ -229,15 +229,22 @@ func (b *RespawnBudget) Respawns(key string) int { return b.RespawnsAt(key, b.o.
 // RespawnsAt returns the number of respawns of key inside the window at now.
 // It records nothing.
 func (b *RespawnBudget) RespawnsAt(key string, now time.Time) int {
+	n, _ := b.view(key, now)
+	return n
+}
+
+// view returns the respawns of key in the window at now and its park, if
+// any, under one lock (what a Supervisor's Status shows of a key).
+func (b *RespawnBudget) view(key string, now time.Time) (int, *ParkedError) {
 	t := b.tl.at(now)
 	s := b.keys.lock(key)
-	n := 0
+	n, pe := 0, (*ParkedError)(nil)
 	if e := s.entry(key, false); e != nil {
 		e.win.prune(t, b.cfg.Window)
-		n = e.win.len()
+		n, pe = e.win.len(), e.park
 	}
 	s.mu.Unlock()
-	return n
+	return n, pe
 }
 
 // IsParked reports whether key is parked.

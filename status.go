@@ -62,8 +62,9 @@ func (s *Supervisor) StatusAt(now time.Time) Status {
 	}
 	s.mu.Unlock()
 	for key, ks := range st.Keys {
-		ks.Restarts = s.budget.RespawnsAt(key, now)
-		if pe, ok := s.budget.Spawn(key).(*ParkedError); ok {
+		n, pe := s.budget.view(key, now)
+		ks.Restarts = n
+		if pe != nil {
 			ks.Reason = pe.Reason
 		}
 		ks.CanRestart = ks.Reason == "" && !fleetTripped
