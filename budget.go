@@ -2,6 +2,7 @@ package crashloop
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"time"
 )
@@ -70,6 +71,16 @@ func (c BudgetConfig) backoff(attempt int) time.Duration {
 	return c.InitialBackoff * time.Duration(attempt)
 }
 
+// steps returns the last attempt whose backoff is below the cap,
+// MaxBackoff/InitialBackoff (math.MaxInt64 when InitialBackoff is 0), so
+// that a budget divides once, at construction, and not on every failure.
+func (c BudgetConfig) steps() int64 {
+	if c.InitialBackoff <= 0 {
+		return math.MaxInt64
+	}
+	return int64(c.MaxBackoff / c.InitialBackoff)
+}
+
 // checkCanPark rejects a budget that a crash loop can never exhaust: when the
 // first n backoffs add up to more than window (sum), the first respawn has
 // aged out before the window fills (the systemd trap of RestartSec=10s with
@@ -118,12 +129,16 @@ func durationOf(b *big.Int) any {
 // use; calls on different keys rarely contend. The zero value is not usable:
 // create one with NewRespawnBudget. Idle keys (not parked, no respawn in the
 // window) are reclaimed a few at a time by later calls (no goroutine).
+// The time of a key never runs backwards: a reading earlier than one already
+// used for a key of the same shard (a fixed part of the keys, under one
+// lock) is read as that later one.
 type RespawnBudget struct {
 	cfg   BudgetConfig
 	o     options
-	tl    *timeline
+	tl    timeline
 	keys  keyed[budgetEntry]
 	curve Backoff // nil: the linear curve of cfg (a Supervisor may set another)
+	steps int64   // cfg.steps()
 }
 
 type budgetEntry struct {
@@ -139,7 +154,7 @@ func NewRespawnBudget(cfg BudgetConfig, opts ...Option) (*RespawnBudget, error) 
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	b := &RespawnBudget{cfg: cfg, o: buildOptions(opts)}
+	b := &RespawnBudget{cfg: cfg, o: buildOptions(opts), steps: cfg.steps()}
 	b.tl = newTimeline(b.o.clock)
 	b.keys.init()
 	return b, nil
@@ -152,8 +167,8 @@ func (b *RespawnBudget) Config() BudgetConfig { return b.cfg }
 // consumes budget. It returns the *ParkedError of a parked session, nil
 // otherwise.
 func (b *RespawnBudget) Spawn(key string) error {
-	s := b.keys.lock(key)
-	e := s.entry(key, false)
+	s, h := b.keys.lock(key)
+	e := s.get(h, key)
 	var err error
 	if e != nil && e.park != nil {
 		err = e.park
@@ -176,9 +191,10 @@ func (b *RespawnBudget) Failed(key string, cause error) (time.Duration, error) {
 // returns a *ParkedError. A parked session returns its *ParkedError (with the
 // cause that parked it) and records nothing.
 func (b *RespawnBudget) FailedAt(key string, cause error, now time.Time) (time.Duration, error) {
-	t := b.tl.at(now)
-	s := b.keys.lock(key)
-	e := s.entry(key, true)
+	off := b.tl.off(now)
+	s, h := b.keys.lock(key)
+	t := s.mark.at(off)
+	e := s.getOrAdd(h, key)
 	if e.park != nil {
 		pe := e.park
 		s.mu.Unlock()
@@ -198,7 +214,7 @@ func (b *RespawnBudget) FailedAt(key string, cause error, now time.Time) (time.D
 	attempt := e.win.len()
 	var d time.Duration
 	if b.curve == nil {
-		d = b.cfg.backoff(attempt)
+		d = b.linear(attempt)
 	} else {
 		d = b.curve.Delay(attempt, e.prev)
 		e.prev = d
@@ -212,6 +228,15 @@ func (b *RespawnBudget) FailedAt(key string, cause error, now time.Time) (time.D
 			Attempts: attempt, Limit: b.cfg.MaxRespawns, Window: b.cfg.Window, Backoff: d})
 	}
 	return d, nil
+}
+
+// linear is cfg.backoff(attempt) for attempt >= 1, with the division done
+// at construction (see steps).
+func (b *RespawnBudget) linear(attempt int) time.Duration {
+	if int64(attempt) > b.steps {
+		return b.cfg.MaxBackoff
+	}
+	return b.cfg.InitialBackoff * time.Duration(attempt)
 }
 
 // idle reports whether e holds nothing worth keeping at t.
@@ -236,10 +261,11 @@ func (b *RespawnBudget) RespawnsAt(key string, now time.Time) int {
 // view returns the respawns of key in the window at now and its park, if
 // any, under one lock (what a Supervisor's Status shows of a key).
 func (b *RespawnBudget) view(key string, now time.Time) (int, *ParkedError) {
-	t := b.tl.at(now)
-	s := b.keys.lock(key)
+	off := b.tl.off(now)
+	s, h := b.keys.lock(key)
+	t := s.mark.at(off)
 	n, pe := 0, (*ParkedError)(nil)
-	if e := s.entry(key, false); e != nil {
+	if e := s.get(h, key); e != nil {
 		e.win.prune(t, b.cfg.Window)
 		n, pe = e.win.len(), e.park
 	}
@@ -249,8 +275,8 @@ func (b *RespawnBudget) view(key string, now time.Time) (int, *ParkedError) {
 
 // IsParked reports whether key is parked.
 func (b *RespawnBudget) IsParked(key string) bool {
-	s := b.keys.lock(key)
-	e := s.entry(key, false)
+	s, h := b.keys.lock(key)
+	e := s.get(h, key)
 	p := e != nil && e.park != nil
 	s.mu.Unlock()
 	return p
@@ -268,8 +294,8 @@ func (b *RespawnBudget) Resume(key string) error { return b.ResumeAt(key, b.o.cl
 // the respawn window of key (a full budget) and publishes EventResumed with
 // Time now. It returns an error matching ErrNotParked if key is not parked.
 func (b *RespawnBudget) ResumeAt(key string, now time.Time) error {
-	s := b.keys.lock(key)
-	e := s.entry(key, false)
+	s, h := b.keys.lock(key)
+	e := s.get(h, key)
 	if e == nil || e.park == nil {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrNotParked, key)
@@ -286,8 +312,8 @@ func (b *RespawnBudget) ResumeAt(key string, now time.Time) error {
 // Forget drops all state of key, parked or not, without an event. Use it when
 // the thing behind key is gone for good.
 func (b *RespawnBudget) Forget(key string) {
-	s := b.keys.lock(key)
-	delete(s.m, key)
+	s, h := b.keys.lock(key)
+	s.tab.remove(h, key)
 	s.mu.Unlock()
 }
 
@@ -297,9 +323,10 @@ func (b *RespawnBudget) Forget(key string) {
 // announced once, by whatever decided it. A key that is already parked keeps
 // its first ParkedError, which parkAt returns.
 func (b *RespawnBudget) parkAt(key, reason string, cause error, announce bool, now time.Time) *ParkedError {
-	t := b.tl.at(now)
-	s := b.keys.lock(key)
-	e := s.entry(key, true)
+	off := b.tl.off(now)
+	s, h := b.keys.lock(key)
+	t := s.mark.at(off)
+	e := s.getOrAdd(h, key)
 	if e.park != nil {
 		pe := e.park
 		s.mu.Unlock()
@@ -330,8 +357,8 @@ func (b *RespawnBudget) parkEvent(pe *ParkedError) Event {
 // settle clears the respawn window of a key that is not parked: a run that
 // became healthy was a good start, so the next failure starts afresh.
 func (b *RespawnBudget) settle(key string) {
-	s := b.keys.lock(key)
-	if e := s.entry(key, false); e != nil && e.park == nil {
+	s, h := b.keys.lock(key)
+	if e := s.get(h, key); e != nil && e.park == nil {
 		e.win.clear()
 		e.prev = 0
 	}

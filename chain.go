@@ -46,10 +46,13 @@ func (c ChainConfig) validate() error {
 // ChainDetector is safe for concurrent use. The zero value is not usable:
 // create one with NewChainDetector. Keys whose chain has ended and that are
 // not marked are reclaimed a few at a time by later calls (no goroutine).
+// The time of a key never runs backwards: a reading earlier than one already
+// used for a key of the same shard (a fixed part of the keys, under one
+// lock) is read as that later one.
 type ChainDetector struct {
 	cfg  ChainConfig
 	o    options
-	tl   *timeline
+	tl   timeline
 	keys keyed[chainEntry]
 }
 
@@ -98,9 +101,10 @@ func (d *ChainDetector) Rescue(key, incarnation string, reactive bool) (chain in
 // Otherwise it records the rescue and returns the new chain length (0 for a
 // planned rescue, which ends the chain).
 func (d *ChainDetector) RescueAt(key, incarnation string, reactive bool, now time.Time) (int, error) {
-	t := d.tl.at(now)
-	s := d.keys.lock(key)
-	e := s.entry(key, true)
+	off := d.tl.off(now)
+	s, h := d.keys.lock(key)
+	t := s.mark.at(off)
+	e := s.getOrAdd(h, key)
 	if e.escalated {
 		n := e.count
 		s.mu.Unlock()
@@ -168,17 +172,18 @@ func (d *ChainDetector) Chain(key, incarnation string) int {
 // ChainAt returns the length of the chain of incarnation under key that ends
 // at now. It records nothing.
 func (d *ChainDetector) ChainAt(key, incarnation string, now time.Time) int {
-	t := d.tl.at(now)
-	s := d.keys.lock(key)
-	n := d.chain(s.entry(key, false), incarnation, t)
+	off := d.tl.off(now)
+	s, h := d.keys.lock(key)
+	t := s.mark.at(off)
+	n := d.chain(s.get(h, key), incarnation, t)
 	s.mu.Unlock()
 	return n
 }
 
 // IsNeedsHuman reports whether key is marked needs-human.
 func (d *ChainDetector) IsNeedsHuman(key string) bool {
-	s := d.keys.lock(key)
-	e := s.entry(key, false)
+	s, h := d.keys.lock(key)
+	e := s.get(h, key)
 	m := e != nil && e.escalated
 	s.mu.Unlock()
 	return m
@@ -192,7 +197,7 @@ func (d *ChainDetector) NeedsHuman() []string {
 // Clear is the operator's reset of key: it forgets the chain and the
 // needs-human mark, without an event.
 func (d *ChainDetector) Clear(key string) {
-	s := d.keys.lock(key)
-	delete(s.m, key)
+	s, h := d.keys.lock(key)
+	s.tab.remove(h, key)
 	s.mu.Unlock()
 }

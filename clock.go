@@ -2,7 +2,6 @@ package crashloop
 
 import (
 	"math"
-	"sync/atomic"
 	"time"
 )
 
@@ -86,40 +85,43 @@ func emit(h EventHandler, ev Event) {
 }
 
 // timeline turns wall or monotonic readings into int64 nanosecond offsets
-// from a base taken at construction, and keeps them from running backwards.
-//
-// Every object reads time through one timeline. A reading earlier than the
-// latest one the object has seen is read as that latest one: time inside an
-// object never runs backwards, so nothing expires twice, nothing un-expires,
-// and an event is never younger than zero. This is also what makes lazy
-// pruning and background reclaiming invisible to callers.
+// from a base taken at construction. It is read-only once made, so it is
+// safe for concurrent use without a lock.
 type timeline struct {
 	base time.Time
-	_    [cacheLine - 24]byte // base is read by every call, high written: keep them on separate cache lines
-	high atomic.Int64         // latest offset seen
-	_    [cacheLine - 8]byte
 }
 
-func newTimeline(c Clock) *timeline {
-	tl := &timeline{base: c.Now()}
-	tl.high.Store(math.MinInt64)
-	return tl
+func newTimeline(c Clock) timeline { return timeline{base: c.Now()} }
+
+// off returns the offset of now. time.Time.Sub uses the monotonic readings
+// when both times carry one and saturates; it never overflows.
+func (tl *timeline) off(now time.Time) int64 { return int64(now.Sub(tl.base)) }
+
+// mark is the latest offset seen by the calls that one lock serializes: the
+// whole of a RestartLoopGuard or FleetSupervisionPolicy, one shard of a
+// keyed table. An offset earlier than the mark is read as the mark, so time
+// under one lock never runs backwards: nothing expires twice, nothing
+// un-expires, an event is never younger than zero, and lazy pruning and
+// background reclaiming stay invisible to callers. Being guarded by the
+// lock it needs no atomic operation, and calls on different shards share
+// no written memory. It must start at newMark; the lock must be held.
+type mark struct {
+	high int64
 }
 
-// at returns the offset of now, or the latest offset seen if that is later.
-// It is safe for concurrent use and does not allocate.
-func (tl *timeline) at(now time.Time) int64 {
-	t := int64(now.Sub(tl.base)) // Sub saturates; it never overflows
-	for {
-		h := tl.high.Load()
-		if t <= h {
-			return h
-		}
-		if tl.high.CompareAndSwap(h, t) {
-			return t
-		}
+func newMark() mark { return mark{high: math.MinInt64} }
+
+// at returns t, or the mark if that is later, and makes it the mark.
+func (m *mark) at(t int64) int64 {
+	if t < m.high {
+		return m.high
 	}
+	m.high = t
+	return t
 }
+
+// raise makes t the mark if it is later.
+func (m *mark) raise(t int64) { m.high = max(m.high, t) }
 
 // age returns how long before now the offset t lies, at least zero, as an
 // unsigned number so that offsets at the far ends of int64 never overflow.

@@ -73,8 +73,9 @@ type FleetStatus struct {
 type FleetSupervisionPolicy struct {
 	cfg     FleetConfig
 	o       options
-	tl      *timeline
+	tl      timeline
 	mu      sync.Mutex
+	mark    mark // latest time seen; mu guards it
 	hour    window
 	tripped bool
 	since   int64     // offset of the trip, or of the latest extension
@@ -91,7 +92,7 @@ func NewFleetSupervisionPolicy(cfg FleetConfig, opts ...Option) (*FleetSupervisi
 		return nil, err
 	}
 	p := &FleetSupervisionPolicy{cfg: cfg, o: buildOptions(opts)}
-	p.tl = newTimeline(p.o.clock)
+	p.tl, p.mark = newTimeline(p.o.clock), newMark()
 	return p, nil
 }
 
@@ -133,8 +134,9 @@ func (p *FleetSupervisionPolicy) NoteRestart() bool { return p.NoteRestartAt(p.o
 // EventFleetTripped. While tripped it records nothing: held restarts must not
 // renew the window.
 func (p *FleetSupervisionPolicy) NoteRestartAt(now time.Time) bool {
-	t := p.tl.at(now)
+	off := p.tl.off(now)
 	p.mu.Lock()
+	t := p.mark.at(off)
 	if !p.tripped { // the hot path: armed, and this restart does not trip it
 		p.hour.prune(t, fleetHour)
 		if p.hour.len()+1 < p.cfg.RestartsPerHour {
@@ -182,8 +184,9 @@ func (p *FleetSupervisionPolicy) NoteFleetState(failing, total int) bool {
 func (p *FleetSupervisionPolicy) NoteFleetStateAt(failing, total int, now time.Time) bool {
 	total = max(total, 0)
 	failing = min(max(failing, 0), total)
-	t := p.tl.at(now)
+	off := p.tl.off(now)
 	p.mu.Lock()
+	t := p.mark.at(off)
 	rearmEv := p.rearm(t, now)
 	var tripEv Event
 	p.failing, p.total = failing, total
@@ -208,8 +211,9 @@ func (p *FleetSupervisionPolicy) Tripped() bool { return p.TrippedAt(p.o.clock.N
 // nothing, but a breaker whose cooldown has ended re-arms here (clearing the
 // hour and publishing EventFleetRearmed), as it does in every other call.
 func (p *FleetSupervisionPolicy) TrippedAt(now time.Time) bool {
-	t := p.tl.at(now)
+	off := p.tl.off(now)
 	p.mu.Lock()
+	t := p.mark.at(off)
 	ev := p.rearm(t, now)
 	tripped := p.tripped
 	p.mu.Unlock()
@@ -223,8 +227,9 @@ func (p *FleetSupervisionPolicy) Status() FleetStatus { return p.StatusAt(p.o.cl
 // StatusAt returns a snapshot of the breaker at now, re-arming it first if
 // its cooldown has ended.
 func (p *FleetSupervisionPolicy) StatusAt(now time.Time) FleetStatus {
-	t := p.tl.at(now)
+	off := p.tl.off(now)
 	p.mu.Lock()
+	t := p.mark.at(off)
 	ev := p.rearm(t, now)
 	p.hour.prune(t, fleetHour)
 	st := FleetStatus{BreakerTripped: p.tripped, FleetRestartsPerHour: p.cfg.RestartsPerHour,

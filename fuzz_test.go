@@ -324,7 +324,7 @@ func fuzzBudget(t *testing.T, data []byte) {
 	if err != nil {
 		r.fail("NewRespawnBudget(%+v) = %v; DESIGN.md accepts it", cfg, err)
 	}
-	m := newModelBudget(cfg, mock.Now())
+	m := newModelBudget(cfg, mock.Now(), func(key string) int { return crashloop.BudgetShard(b, key) })
 	r.start = fuzzPick(r, fuzzStarts)
 	r.now, r.latest = r.start, r.start
 	if mock.Now().After(r.latest) {
@@ -415,6 +415,7 @@ func fuzzBudget(t *testing.T, data []byte) {
 			r.logf("Forget(%q)", key)
 		case op == bgSnapshot:
 			b = fuzzRestoreBudget(r, b, cfg)
+			m.clk.restored(func(key string) int { return crashloop.BudgetShard(b, key) })
 			clear(parks) // a restored park is a new *ParkedError
 		default:
 			r.move(cfg.Window)
@@ -482,7 +483,7 @@ func fuzzChain(t *testing.T, data []byte) {
 	if err != nil {
 		r.fail("NewChainDetector(%+v) = %v", cfg, err)
 	}
-	m := newModelChain(cfg, mock.Now())
+	m := newModelChain(cfg, mock.Now(), func(key string) int { return crashloop.ChainShard(d, key) })
 	r.start = fuzzPick(r, fuzzStarts)
 	r.now, r.latest = r.start, r.start
 	if mock.Now().After(r.latest) {
@@ -545,6 +546,7 @@ func fuzzChain(t *testing.T, data []byte) {
 			r.logf("Clear(%q)", key)
 		case op == chSnapshot:
 			d = fuzzRestoreChain(r, d, cfg)
+			m.clk.restored(func(key string) int { return crashloop.ChainShard(d, key) })
 		default:
 			r.move(cfg.ResetGap)
 		}

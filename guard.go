@@ -42,11 +42,12 @@ func (c GuardConfig) validate() error {
 // MaxRestarts. A RestartLoopGuard is safe for concurrent use. The zero value
 // is not usable: create one with NewRestartLoopGuard.
 type RestartLoopGuard struct {
-	cfg GuardConfig
-	o   options
-	tl  *timeline
-	mu  sync.Mutex
-	win window
+	cfg  GuardConfig
+	o    options
+	tl   timeline
+	mu   sync.Mutex
+	mark mark // latest time seen; mu guards it
+	win  window
 }
 
 // NewRestartLoopGuard returns a guard that trips on maxRestarts restarts
@@ -58,7 +59,7 @@ func NewRestartLoopGuard(maxRestarts int, window time.Duration, opts ...Option) 
 		return nil, err
 	}
 	g := &RestartLoopGuard{cfg: cfg, o: buildOptions(opts)}
-	g.tl = newTimeline(g.o.clock)
+	g.tl, g.mark = newTimeline(g.o.clock), newMark()
 	return g, nil
 }
 
@@ -75,8 +76,9 @@ func (g *RestartLoopGuard) Record() bool { return g.RecordAt(g.o.clock.Now()) }
 // before is read from the window itself, so a TrippedAt in between, or
 // none, makes no difference.
 func (g *RestartLoopGuard) RecordAt(now time.Time) bool {
-	t := g.tl.at(now)
+	off := g.tl.off(now)
 	g.mu.Lock()
+	t := g.mark.at(off)
 	g.win.prune(t, g.cfg.Window)
 	was := g.win.len() >= g.cfg.MaxRestarts // tripped just before this restart
 	g.win.push(t, g.cfg.MaxRestarts)
@@ -101,8 +103,9 @@ func (g *RestartLoopGuard) Tripped() bool { return g.TrippedAt(g.o.clock.Now()) 
 // TrippedAt reports whether the window at now holds MaxRestarts restarts or
 // more. It records nothing.
 func (g *RestartLoopGuard) TrippedAt(now time.Time) bool {
-	t := g.tl.at(now)
+	off := g.tl.off(now)
 	g.mu.Lock()
+	t := g.mark.at(off)
 	g.win.prune(t, g.cfg.Window)
 	trip := g.win.len() >= g.cfg.MaxRestarts
 	g.mu.Unlock()
@@ -115,8 +118,9 @@ func (g *RestartLoopGuard) Restarts() int { return g.RestartsAt(g.o.clock.Now())
 // RestartsAt returns the number of restarts inside the window at now (at
 // most MaxRestarts: older ones beyond that are not kept). It records nothing.
 func (g *RestartLoopGuard) RestartsAt(now time.Time) int {
-	t := g.tl.at(now)
+	off := g.tl.off(now)
 	g.mu.Lock()
+	t := g.mark.at(off)
 	g.win.prune(t, g.cfg.Window)
 	n := g.win.len()
 	g.mu.Unlock()

@@ -13,8 +13,10 @@ package crashloop_test
 // duration since that base, as time.Time.Sub gives it (Sub saturates at the
 // far ends of a time.Duration, about 292 years away). Time inside an object
 // never runs backwards: the effective now is the latest reading the object
-// has been given, so a reading earlier than that one is read as that one.
-// An event counts while now - t <= the window.
+// has been given, so a reading earlier than that one is read as that one. A
+// RespawnBudget or ChainDetector keeps that latest reading per shard (one
+// lock's part of its keys), see shardClocks. An event counts while
+// now - t <= the window.
 
 import (
 	"fmt"
@@ -42,6 +44,47 @@ func (c *modelClock) at(now time.Time) int64 {
 		c.high, c.seen = t, true
 	}
 	return c.high
+}
+
+// shardClocks is the time of a keyed object: one modelClock per shard of
+// the object under test, which says which shard holds a key.
+type shardClocks struct {
+	base  time.Time
+	shard func(key string) int
+	clks  map[int]*modelClock
+}
+
+func newShardClocks(base time.Time, shard func(string) int) shardClocks {
+	return shardClocks{base: base, shard: shard, clks: map[int]*modelClock{}}
+}
+
+// at is modelClock.at on the clock of key's shard.
+func (c *shardClocks) at(key string, now time.Time) int64 {
+	i := c.shard(key)
+	if c.clks[i] == nil {
+		clk := newModelClock(c.base)
+		c.clks[i] = &clk
+	}
+	return c.clks[i].at(now)
+}
+
+// restored follows a snapshot restored into a new object, whose shards are
+// given by shard: every shard of it starts at the latest time any shard of
+// the old one had seen.
+func (c *shardClocks) restored(shard func(string) int) {
+	latest := modelClock{base: c.base}
+	for _, clk := range c.clks {
+		if clk.seen && (!latest.seen || clk.high > latest.high) {
+			latest = *clk
+		}
+	}
+	c.shard, c.clks = shard, map[int]*modelClock{}
+	if latest.seen {
+		for i := range crashloop.ShardCount {
+			clk := latest
+			c.clks[i] = &clk
+		}
+	}
 }
 
 // modelWithin reports whether an event at t still counts at now in a window
@@ -87,7 +130,7 @@ func modelSortedKeys(m map[string]bool) []string {
 
 type modelBudget struct {
 	cfg  crashloop.BudgetConfig
-	clk  modelClock
+	clk  shardClocks
 	keys map[string]*modelBudgetKey
 }
 
@@ -96,8 +139,8 @@ type modelBudgetKey struct {
 	parked   *crashloop.ParkedError // nil unless parked
 }
 
-func newModelBudget(cfg crashloop.BudgetConfig, base time.Time) *modelBudget {
-	return &modelBudget{cfg: cfg, clk: newModelClock(base), keys: map[string]*modelBudgetKey{}}
+func newModelBudget(cfg crashloop.BudgetConfig, base time.Time, shard func(string) int) *modelBudget {
+	return &modelBudget{cfg: cfg, clk: newShardClocks(base, shard), keys: map[string]*modelBudgetKey{}}
 }
 
 func (m *modelBudget) key(k string) *modelBudgetKey {
@@ -147,7 +190,7 @@ func modelLinear(initial, max time.Duration, attempt int) time.Duration {
 // FailedAt: a parked key returns its ParkedError; otherwise drop old
 // respawns, park when MaxRespawns are left, else record one and back off.
 func (m *modelBudget) FailedAt(key string, cause error, now time.Time) (time.Duration, *crashloop.ParkedError, []crashloop.Event) {
-	t := m.clk.at(now)
+	t := m.clk.at(key, now)
 	k := m.key(key)
 	if k.parked != nil {
 		return 0, k.parked, nil
@@ -176,7 +219,7 @@ func (m *modelBudget) Spawn(key string) *crashloop.ParkedError {
 }
 
 func (m *modelBudget) RespawnsAt(key string, now time.Time) int {
-	t := m.clk.at(now)
+	t := m.clk.at(key, now)
 	k := m.keys[key]
 	if k == nil {
 		return 0
@@ -214,7 +257,7 @@ func (m *modelBudget) Forget(key string) { delete(m.keys, key) }
 
 type modelChain struct {
 	cfg  crashloop.ChainConfig
-	clk  modelClock
+	clk  shardClocks
 	keys map[string]*modelChainKey
 }
 
@@ -230,8 +273,8 @@ type modelRescue struct {
 	t           int64
 }
 
-func newModelChain(cfg crashloop.ChainConfig, base time.Time) *modelChain {
-	return &modelChain{cfg: cfg, clk: newModelClock(base), keys: map[string]*modelChainKey{}}
+func newModelChain(cfg crashloop.ChainConfig, base time.Time, shard func(string) int) *modelChain {
+	return &modelChain{cfg: cfg, clk: newShardClocks(base, shard), keys: map[string]*modelChainKey{}}
 }
 
 // chain counts from now backwards over the recorded rescues: it stops at a
@@ -257,7 +300,7 @@ func (m *modelChain) chain(k *modelChainKey, incarnation string, now int64) int 
 // already MaxChain long escalates (one event) and records nothing; anything
 // else is recorded.
 func (m *modelChain) RescueAt(key, incarnation string, reactive bool, now time.Time) (int, bool, []crashloop.Event) {
-	t := m.clk.at(now)
+	t := m.clk.at(key, now)
 	if m.keys[key] == nil {
 		m.keys[key] = &modelChainKey{}
 	}
@@ -280,7 +323,7 @@ func (m *modelChain) RescueAt(key, incarnation string, reactive bool, now time.T
 }
 
 func (m *modelChain) ChainAt(key, incarnation string, now time.Time) int {
-	t := m.clk.at(now)
+	t := m.clk.at(key, now)
 	return m.chain(m.keys[key], incarnation, t)
 }
 

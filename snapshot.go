@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,8 +30,9 @@ import (
 // passed (a year outside 0 to 9999, which only an explicit time can bring,
 // is written expanded as in ISO 8601, "-0001-..." or "10000-...", and read
 // back). "latest" is the latest clock reading the object had seen (omitted
-// if none): time inside an object never runs backwards, and a restored
-// object keeps that promise. Windows list their event times oldest first.
+// if none; for a RespawnBudget or a ChainDetector, the latest of its
+// shards): time never runs backwards under one lock (see mark), and a
+// restored object keeps that promise: every shard of it starts there. Windows list their event times oldest first.
 // Configuration is not part of a snapshot: restore into an object created
 // with the configuration the application uses now. The kinds:
 //
@@ -243,7 +242,7 @@ func parseStamp(s string) (time.Time, error) {
 // up the object.
 type writer struct {
 	tl     *timeline
-	high   int64 // the timeline's high-water mark, read with the state
+	high   int64 // the object's mark (the latest of its shards'), read with the state
 	err    error
 	events bool // whether at wrote an event time
 }
@@ -264,7 +263,7 @@ func (w *writer) at(off int64) string {
 	return w.wall(w.tl.base.Add(time.Duration(off)))
 }
 
-// latest writes the timeline's high-water mark, or "" if the object read no
+// latest writes the object's mark, or "" if the object read no
 // time. Call it after the events: a reading so early that its offset
 // saturated leaves the mark at its initial math.MinInt64, and the events
 // then need it written all the same.
@@ -276,11 +275,8 @@ func (w *writer) latest() string {
 }
 
 // copyWindow copies the events of a window, oldest first (nil when empty);
-// the window's owner must be locked.
-//
-// The events are sorted: two calls that raced for an object's lock could
-// push their times in the opposite order of their clock readings, and the
-// sorted window is the one the other order of the race would have left.
+// the window's owner must be locked. A window is always in order (see
+// window.push).
 func copyWindow(win *window) []int64 {
 	if win.n == 0 {
 		return nil
@@ -293,7 +289,6 @@ func copyWindow(win *window) []int64 {
 		}
 		offs[i] = win.buf[j]
 	}
-	slices.Sort(offs)
 	return offs
 }
 
@@ -360,11 +355,13 @@ type reader struct {
 	latestOff int64 // latest on tl, or math.MinInt64
 }
 
-// newReader reads the latest reading of a document restored into tl at now.
-func newReader(tl *timeline, now time.Time, latest, path string) (*reader, error) {
-	if h := tl.high.Load(); h != math.MinInt64 {
+// newReader reads the latest reading of a document restored at now into an
+// object with timeline tl whose latest time seen is high (its mark, or the
+// latest of its shards' marks).
+func newReader(tl *timeline, high int64, now time.Time, latest, path string) (*reader, error) {
+	if h := high; h != math.MinInt64 {
 		if seen := tl.base.Add(time.Duration(h)); seen.After(now) {
-			now = seen // time inside the object never runs backwards
+			now = seen // time never runs backwards
 		}
 	}
 	r := &reader{tl: tl, horizon: now.Add(MaxSnapshotSkew), latestOff: math.MinInt64}
@@ -464,29 +461,12 @@ func restoreError(text *string, reason string) error {
 	return errors.New(*text)
 }
 
-// raise makes off the latest offset seen, if it is later.
-func (tl *timeline) raise(off int64) {
-	for {
-		h := tl.high.Load()
-		if off <= h || tl.high.CompareAndSwap(h, off) {
-			return
-		}
-	}
-}
-
 // freeTimeline is the timeline of a part that is checked and thrown away.
 func freeTimeline(now time.Time) *timeline {
-	tl := &timeline{base: now}
-	tl.high.Store(math.MinInt64)
-	return tl
+	return &timeline{base: now}
 }
 
 // Keyed tables.
-
-// index returns the shard of key.
-func (k *keyed[E]) index(key string) int {
-	return int(maphash.String(k.seed, key) & (shardCount - 1))
-}
 
 // lockAll locks every shard, in order (one shard at a time is the order of
 // every other caller, so this cannot deadlock).
@@ -502,14 +482,59 @@ func (k *keyed[E]) unlockAll() {
 	}
 }
 
-// replace swaps in new maps, one a shard, all at once.
-func (k *keyed[E]) replace(maps *[shardCount]map[string]*E) {
+// latest returns the latest time any shard has seen (math.MinInt64 if
+// none). The shards must be locked.
+func (k *keyed[E]) latest() int64 {
+	h := int64(math.MinInt64)
+	for i := range k.shards {
+		h = max(h, k.shards[i].mark.high)
+	}
+	return h
+}
+
+// latestNow is latest, locking each shard in turn.
+func (k *keyed[E]) latestNow() int64 {
+	h := int64(math.MinInt64)
+	for i := range k.shards {
+		s := &k.shards[i]
+		s.mu.Lock()
+		h = max(h, s.mark.high)
+		s.mu.Unlock()
+	}
+	return h
+}
+
+// replace swaps in new tables, one a shard, all at once, and raises every
+// shard's mark to latest.
+func (k *keyed[E]) replace(tabs *[shardCount]table[E], latest int64) {
 	k.lockAll()
 	for i := range k.shards {
 		s := &k.shards[i]
-		s.m, s.calls, s.peak = maps[i], 0, len(maps[i])
+		s.tab, s.calls = tabs[i], 0
+		s.mark.raise(latest)
 	}
 	k.unlockAll()
+}
+
+// building is the table of a keyed state being restored: it places keys by
+// the hash of the table it will replace (or by any hash when it is only
+// checked).
+type building[E any] struct {
+	hash hasher
+	tabs [shardCount]table[E]
+}
+
+func newBuilding[E any](keys *keyed[E]) *building[E] {
+	if keys != nil {
+		return &building[E]{hash: keys.hash}
+	}
+	return &building[E]{hash: newHasher()}
+}
+
+// add adds key, which must be new, with entry e.
+func (b *building[E]) add(key string, e E) {
+	i, h := place(b.hash, key)
+	b.tabs[i].add(h, key).val = e
 }
 
 // sortedKeys returns the keys of m, sorted, so that the first error found
@@ -547,14 +572,14 @@ func (b *RespawnBudget) doc() (*budgetDoc, error) {
 		park *ParkedError // immutable: read with no lock held
 	}
 	var entries []entry
-	w := &writer{tl: b.tl}
+	w := &writer{tl: &b.tl}
 	b.keys.lockAll()
 	for i := range b.keys.shards {
-		for key, e := range b.keys.shards[i].m {
+		b.keys.shards[i].each(func(key string, e *budgetEntry) {
 			entries = append(entries, entry{key, copyWindow(&e.win), e.prev, e.park})
-		}
+		})
 	}
-	w.high = b.tl.high.Load()
+	w.high = b.keys.latest()
 	b.keys.unlockAll()
 	doc := &budgetDoc{Version: SnapshotVersion, Kind: kindBudget, Keys: make(map[string]budgetKeyDoc, len(entries))}
 	for _, e := range entries {
@@ -585,7 +610,7 @@ func (b *RespawnBudget) RestoreAt(data []byte, now time.Time) error {
 	if err := decodeSnapshot(data, kindBudget, &doc); err != nil {
 		return err
 	}
-	st, err := prepareBudget(&doc, b.tl, b.cfg.MaxRespawns, &b.keys, now, kindBudget)
+	st, err := prepareBudget(&doc, &b.tl, b.cfg.MaxRespawns, &b.keys, now, kindBudget)
 	if err != nil {
 		return err
 	}
@@ -595,7 +620,7 @@ func (b *RespawnBudget) RestoreAt(data []byte, now time.Time) error {
 
 type budgetState struct {
 	latest int64
-	maps   [shardCount]map[string]*budgetEntry
+	keys   *building[budgetEntry]
 }
 
 // prepareBudget checks a budget document against tl and limit and builds
@@ -604,14 +629,15 @@ func prepareBudget(doc *budgetDoc, tl *timeline, limit int, keys *keyed[budgetEn
 	if err := checkHeader(doc.Version, doc.Kind, kindBudget, path); err != nil {
 		return nil, err
 	}
-	r, err := newReader(tl, now, doc.Latest, path)
+	high := int64(math.MinInt64)
+	if keys != nil {
+		high = keys.latestNow()
+	}
+	r, err := newReader(tl, high, now, doc.Latest, path)
 	if err != nil {
 		return nil, err
 	}
-	st := &budgetState{latest: r.latestOff}
-	for i := range st.maps {
-		st.maps[i] = make(map[string]*budgetEntry)
-	}
+	st := &budgetState{latest: r.latestOff, keys: newBuilding(keys)}
 	for _, key := range sortedKeys(doc.Keys) {
 		kd, kp := doc.Keys[key], fmt.Sprintf("%s.keys[%q]", path, key)
 		e := &budgetEntry{}
@@ -637,18 +663,13 @@ func prepareBudget(doc *budgetDoc, tl *timeline, limit int, keys *keyed[budgetEn
 			e.park = &ParkedError{Key: key, Reason: p.Reason, LastError: restoreError(p.LastError, p.Reason),
 				Attempts: p.Attempts, Since: since}
 		}
-		i := 0
-		if keys != nil {
-			i = keys.index(key)
-		}
-		st.maps[i][key] = e
+		st.keys.add(key, *e)
 	}
 	return st, nil
 }
 
 func (b *RespawnBudget) install(st *budgetState) {
-	b.tl.raise(st.latest)
-	b.keys.replace(&st.maps)
+	b.keys.replace(&st.keys.tabs, st.latest)
 }
 
 // ChainDetector.
@@ -673,14 +694,14 @@ func (d *ChainDetector) doc() (*chainDoc, error) {
 		chainEntry
 	}
 	var entries []entry
-	w := &writer{tl: d.tl}
+	w := &writer{tl: &d.tl}
 	d.keys.lockAll()
 	for i := range d.keys.shards {
-		for key, e := range d.keys.shards[i].m {
+		d.keys.shards[i].each(func(key string, e *chainEntry) {
 			entries = append(entries, entry{key, *e})
-		}
+		})
 	}
-	w.high = d.tl.high.Load()
+	w.high = d.keys.latest()
 	d.keys.unlockAll()
 	doc := &chainDoc{Version: SnapshotVersion, Kind: kindChain, Keys: make(map[string]chainKeyDoc, len(entries))}
 	for _, e := range entries {
@@ -704,7 +725,7 @@ func (d *ChainDetector) RestoreAt(data []byte, now time.Time) error {
 	if err := decodeSnapshot(data, kindChain, &doc); err != nil {
 		return err
 	}
-	st, err := prepareChain(&doc, d.tl, d.cfg.MaxChain, &d.keys, now, kindChain)
+	st, err := prepareChain(&doc, &d.tl, d.cfg.MaxChain, &d.keys, now, kindChain)
 	if err != nil {
 		return err
 	}
@@ -714,7 +735,7 @@ func (d *ChainDetector) RestoreAt(data []byte, now time.Time) error {
 
 type chainState struct {
 	latest int64
-	maps   [shardCount]map[string]*chainEntry
+	keys   *building[chainEntry]
 }
 
 // prepareChain checks a chain document against tl and maxChain and builds
@@ -723,14 +744,15 @@ func prepareChain(doc *chainDoc, tl *timeline, maxChain int, keys *keyed[chainEn
 	if err := checkHeader(doc.Version, doc.Kind, kindChain, path); err != nil {
 		return nil, err
 	}
-	r, err := newReader(tl, now, doc.Latest, path)
+	high := int64(math.MinInt64)
+	if keys != nil {
+		high = keys.latestNow()
+	}
+	r, err := newReader(tl, high, now, doc.Latest, path)
 	if err != nil {
 		return nil, err
 	}
-	st := &chainState{latest: r.latestOff}
-	for i := range st.maps {
-		st.maps[i] = make(map[string]*chainEntry)
-	}
+	st := &chainState{latest: r.latestOff, keys: newBuilding(keys)}
 	for _, key := range sortedKeys(doc.Keys) {
 		kd, kp := doc.Keys[key], fmt.Sprintf("%s.keys[%q]", path, key)
 		if err := count(kd.Count, kp+".count"); err != nil {
@@ -743,18 +765,13 @@ func prepareChain(doc *chainDoc, tl *timeline, maxChain int, keys *keyed[chainEn
 		if err != nil {
 			return nil, err
 		}
-		i := 0
-		if keys != nil {
-			i = keys.index(key)
-		}
-		st.maps[i][key] = &chainEntry{inc: kd.Incarnation, last: r.off(last), count: kd.Count, escalated: kd.Escalated}
+		st.keys.add(key, chainEntry{inc: kd.Incarnation, last: r.off(last), count: kd.Count, escalated: kd.Escalated})
 	}
 	return st, nil
 }
 
 func (d *ChainDetector) install(st *chainState) {
-	d.tl.raise(st.latest)
-	d.keys.replace(&st.maps)
+	d.keys.replace(&st.keys.tabs, st.latest)
 }
 
 // RestartLoopGuard.
@@ -773,10 +790,10 @@ func (g *RestartLoopGuard) Snapshot() ([]byte, error) {
 }
 
 func (g *RestartLoopGuard) doc() (*guardDoc, error) {
-	w := &writer{tl: g.tl}
+	w := &writer{tl: &g.tl}
 	g.mu.Lock()
 	win, tripped := copyWindow(&g.win), g.win.len() >= g.cfg.MaxRestarts
-	w.high = g.tl.high.Load()
+	w.high = g.mark.high
 	g.mu.Unlock()
 	doc := &guardDoc{Version: SnapshotVersion, Kind: kindGuard, Restarts: w.times(win), Tripped: tripped}
 	doc.Latest = w.latest()
@@ -796,7 +813,7 @@ func (g *RestartLoopGuard) RestoreAt(data []byte, now time.Time) error {
 	if err := decodeSnapshot(data, kindGuard, &doc); err != nil {
 		return err
 	}
-	st, err := prepareGuard(&doc, g.tl, g.cfg.MaxRestarts, now, kindGuard)
+	st, err := prepareGuard(&doc, &g.tl, g.latest(), g.cfg.MaxRestarts, now, kindGuard)
 	if err != nil {
 		return err
 	}
@@ -811,11 +828,13 @@ type guardState struct {
 	win    window
 }
 
-func prepareGuard(doc *guardDoc, tl *timeline, limit int, now time.Time, path string) (*guardState, error) {
+// prepareGuard checks a guard document against an object with timeline tl
+// and mark high, and limit.
+func prepareGuard(doc *guardDoc, tl *timeline, high int64, limit int, now time.Time, path string) (*guardState, error) {
 	if err := checkHeader(doc.Version, doc.Kind, kindGuard, path); err != nil {
 		return nil, err
 	}
-	r, err := newReader(tl, now, doc.Latest, path)
+	r, err := newReader(tl, high, now, doc.Latest, path)
 	if err != nil {
 		return nil, err
 	}
@@ -826,9 +845,16 @@ func prepareGuard(doc *guardDoc, tl *timeline, limit int, now time.Time, path st
 	return &guardState{latest: r.latestOff, win: win}, nil
 }
 
-func (g *RestartLoopGuard) install(st *guardState) {
-	g.tl.raise(st.latest)
+// latest returns the guard's mark.
+func (g *RestartLoopGuard) latest() int64 {
 	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mark.high
+}
+
+func (g *RestartLoopGuard) install(st *guardState) {
+	g.mu.Lock()
+	g.mark.raise(st.latest)
 	g.win = st.win
 	g.mu.Unlock()
 }
@@ -850,11 +876,11 @@ func (p *FleetSupervisionPolicy) Snapshot() ([]byte, error) {
 }
 
 func (p *FleetSupervisionPolicy) doc() (*fleetDoc, error) {
-	w := &writer{tl: p.tl}
+	w := &writer{tl: &p.tl}
 	p.mu.Lock()
 	hour, tripped, since, sinceAt := copyWindow(&p.hour), p.tripped, p.since, p.sinceAt
 	doc := &fleetDoc{Version: SnapshotVersion, Kind: kindFleet, Tripped: tripped, Failing: p.failing, Total: p.total}
-	w.high = p.tl.high.Load()
+	w.high = p.mark.high
 	p.mu.Unlock()
 	doc.Restarts = w.times(hour)
 	if tripped {
@@ -883,7 +909,7 @@ func (p *FleetSupervisionPolicy) RestoreAt(data []byte, now time.Time) error {
 	if err := decodeSnapshot(data, kindFleet, &doc); err != nil {
 		return err
 	}
-	st, err := prepareFleet(&doc, p.tl, p.cfg.RestartsPerHour, now, kindFleet)
+	st, err := prepareFleet(&doc, &p.tl, p.latest(), p.cfg.RestartsPerHour, now, kindFleet)
 	if err != nil {
 		return err
 	}
@@ -900,11 +926,13 @@ type fleetState struct {
 	failing, total int
 }
 
-func prepareFleet(doc *fleetDoc, tl *timeline, limit int, now time.Time, path string) (*fleetState, error) {
+// prepareFleet checks a fleet document against an object with timeline tl
+// and mark high, and limit.
+func prepareFleet(doc *fleetDoc, tl *timeline, high int64, limit int, now time.Time, path string) (*fleetState, error) {
 	if err := checkHeader(doc.Version, doc.Kind, kindFleet, path); err != nil {
 		return nil, err
 	}
-	r, err := newReader(tl, now, doc.Latest, path)
+	r, err := newReader(tl, high, now, doc.Latest, path)
 	if err != nil {
 		return nil, err
 	}
@@ -936,9 +964,16 @@ func prepareFleet(doc *fleetDoc, tl *timeline, limit int, now time.Time, path st
 	return st, nil
 }
 
-func (p *FleetSupervisionPolicy) install(st *fleetState) {
-	p.tl.raise(st.latest)
+// latest returns the breaker's mark.
+func (p *FleetSupervisionPolicy) latest() int64 {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mark.high
+}
+
+func (p *FleetSupervisionPolicy) install(st *fleetState) {
+	p.mu.Lock()
+	p.mark.raise(st.latest)
 	p.hour, p.tripped, p.since, p.sinceAt = st.hour, st.tripped, st.since, st.sinceAt
 	p.failing, p.total = st.failing, st.total
 	p.mu.Unlock()
@@ -1078,14 +1113,14 @@ func (s *Supervisor) prepare(doc *supervisorDoc, now time.Time) (*supervisorStat
 		return nil, badSnapshot("%s.budget: missing", path)
 	}
 	var err error
-	if st.budget, err = prepareBudget(doc.Budget, s.budget.tl, s.cfg.Budget.MaxRespawns, &s.budget.keys, now, path+".budget"); err != nil {
+	if st.budget, err = prepareBudget(doc.Budget, &s.budget.tl, s.cfg.Budget.MaxRespawns, &s.budget.keys, now, path+".budget"); err != nil {
 		return nil, err
 	}
 	switch {
 	case s.chain != nil && doc.Chain != nil:
-		st.chain, err = prepareChain(doc.Chain, s.chain.tl, s.cfg.Chain.MaxChain, &s.chain.keys, now, path+".chain")
+		st.chain, err = prepareChain(doc.Chain, &s.chain.tl, s.cfg.Chain.MaxChain, &s.chain.keys, now, path+".chain")
 	case s.chain != nil:
-		st.chain, err = prepareChain(&chainDoc{Version: SnapshotVersion, Kind: kindChain}, s.chain.tl, s.cfg.Chain.MaxChain, &s.chain.keys, now, path+".chain")
+		st.chain, err = prepareChain(&chainDoc{Version: SnapshotVersion, Kind: kindChain}, &s.chain.tl, s.cfg.Chain.MaxChain, &s.chain.keys, now, path+".chain")
 	case doc.Chain != nil: // off here: check only
 		_, err = prepareChain(doc.Chain, freeTimeline(now), math.MaxInt, nil, now, path+".chain")
 	}
@@ -1094,11 +1129,11 @@ func (s *Supervisor) prepare(doc *supervisorDoc, now time.Time) (*supervisorStat
 	}
 	switch {
 	case s.fleet != nil && doc.Fleet != nil:
-		st.fleet, err = prepareFleet(doc.Fleet, s.fleet.tl, s.cfg.Fleet.RestartsPerHour, now, path+".fleet")
+		st.fleet, err = prepareFleet(doc.Fleet, &s.fleet.tl, s.fleet.latest(), s.cfg.Fleet.RestartsPerHour, now, path+".fleet")
 	case s.fleet != nil:
 		st.fleet = &fleetState{latest: math.MinInt64}
 	case doc.Fleet != nil:
-		_, err = prepareFleet(doc.Fleet, freeTimeline(now), math.MaxInt, now, path+".fleet")
+		_, err = prepareFleet(doc.Fleet, freeTimeline(now), math.MinInt64, math.MaxInt, now, path+".fleet")
 	}
 	if err != nil {
 		return nil, err
@@ -1119,7 +1154,7 @@ func (s *Supervisor) prepare(doc *supervisorDoc, now time.Time) (*supervisorStat
 func (s *Supervisor) restoreKey(key string, kd *keyDoc, now time.Time, kp string) (*keyRun, error) {
 	kr := s.newKeyRun(key, kd.State, time.Time{})
 	kr.incarnation, kr.lastErr = kd.Incarnation, restoreError(kd.LastError, "")
-	r, _ := newReader(freeTimeline(now), now, "", kp)
+	r, _ := newReader(freeTimeline(now), math.MinInt64, now, "", kp)
 	var err error
 	if kr.since, err = r.time(kd.Since, kp+".since"); err != nil {
 		return nil, err
@@ -1150,10 +1185,10 @@ func restoreKeyGuard(g *RestartLoopGuard, doc *guardDoc, now time.Time, path str
 		return nil
 	}
 	if g == nil {
-		_, err := prepareGuard(doc, freeTimeline(now), math.MaxInt, now, path)
+		_, err := prepareGuard(doc, freeTimeline(now), math.MinInt64, math.MaxInt, now, path)
 		return err
 	}
-	st, err := prepareGuard(doc, g.tl, g.cfg.MaxRestarts, now, path)
+	st, err := prepareGuard(doc, &g.tl, g.latest(), g.cfg.MaxRestarts, now, path)
 	if err != nil {
 		return err
 	}

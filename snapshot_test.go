@@ -139,16 +139,16 @@ func TestSnapshotBudgetParkedSurvives(t *testing.T) {
 	c.Add(1500 * time.Millisecond)
 	_, err = orig.Failed("s", errors.New("exit status 2"))
 	require.ErrorIs(t, err, crashloop.ErrParked)
-	_, err = orig.FailedAt("nil-cause", nil, snapT0) // parked with no last error
+	_, err = orig.Failed("nil-cause", nil) // parked with no last error
 	require.NoError(t, err)
-	_, err = orig.FailedAt("nil-cause", nil, snapT0)
+	_, err = orig.Failed("nil-cause", nil)
 	require.ErrorIs(t, err, crashloop.ErrParked)
 
 	data, err := orig.Snapshot()
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"version": 1, "kind": "respawn_budget", "latest": "2026-03-01T12:00:01.5Z", "keys": {
 		"nil-cause": {"respawns": ["2026-03-01T12:00:01.5Z"],
-			"parked": {"reason": "respawn_budget_exhausted", "attempts": 1, "since": "2026-03-01T12:00:00Z"}},
+			"parked": {"reason": "respawn_budget_exhausted", "attempts": 1, "since": "2026-03-01T12:00:01.5Z"}},
 		"s": {"respawns": ["2026-03-01T12:00:00Z"],
 			"parked": {"reason": "respawn_budget_exhausted", "last_error": "exit status 2", "attempts": 1, "since": "2026-03-01T12:00:01.5Z"}}}}`,
 		string(data))
@@ -200,7 +200,7 @@ func TestSnapshotChainRoundTrip(t *testing.T) {
 		require.Equal(t, i, n)
 		c.Add(17 * time.Minute)
 	}
-	_, err = orig.RescueAt("p", "p#1", false, snapT0) // a planned rescue: chain 0
+	_, err = orig.RescueAt("p", "p#1", false, snapT0.Add(17*time.Minute)) // a planned rescue: chain 0
 	require.NoError(t, err)
 	data, err := orig.Snapshot()
 	require.NoError(t, err)

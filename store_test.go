@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -458,21 +459,35 @@ func TestSupervisorConcurrentParksAllSaved(t *testing.T) {
 	}
 }
 
-// Two calls that race for a guard's lock could push their times out of
-// clock order (before window.push kept them ordered); a snapshot writes a
-// window sorted, as the other order of the race would have left it, so that
-// it restores.
-func TestSnapshotSortsARacedWindow(t *testing.T) {
-	g, err := NewRestartLoopGuard(3, time.Minute, WithClock(storeClock(storeT0)))
+// Calls that race for a guard's lock read the clock in one order and may
+// take the lock in the other; each reads its time through the guard's mark
+// under the lock, so the window stays in order (window.push relies on it)
+// and a snapshot of it restores.
+func TestRacedReadingsKeepTheWindowInOrder(t *testing.T) {
+	g, err := NewRestartLoopGuard(10000, time.Hour, WithClock(storeClock(storeT0)))
 	require.NoError(t, err)
-	g.tl.at(storeT0.Add(2 * time.Second))
-	g.win = window{buf: []int64{int64(2 * time.Second), int64(time.Second)}, n: 2} // the later reading got the lock first
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				// Readings of the goroutines interleave: each lags the
+				// others by a few microseconds.
+				g.RecordAt(storeT0.Add(time.Duration(i)*time.Millisecond + time.Duration(w)*time.Microsecond))
+			}
+		}()
+	}
+	wg.Wait()
+	g.mu.Lock()
+	events := copyWindow(&g.win)
+	g.mu.Unlock()
+	require.Len(t, events, 4000)
+	assert.True(t, slices.IsSorted(events), "the window is out of order")
 	data, err := g.Snapshot()
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"version": 1, "kind": "restart_loop_guard", "latest": "2026-03-01T12:00:02Z",
-		"restarts": ["2026-03-01T12:00:01Z", "2026-03-01T12:00:02Z"], "tripped": false}`, string(data))
-	g2, err := NewRestartLoopGuard(3, time.Minute, WithClock(storeClock(storeT0)))
+	g2, err := NewRestartLoopGuard(10000, time.Hour, WithClock(storeClock(storeT0)))
 	require.NoError(t, err)
-	require.NoError(t, g2.Restore(data))
-	assert.Equal(t, []int64{int64(time.Second), int64(2 * time.Second)}, g2.win.buf)
+	require.NoError(t, g2.RestoreAt(data, storeT0.Add(time.Second)))
+	assert.Equal(t, 4000, g2.RestartsAt(storeT0.Add(time.Second)))
 }

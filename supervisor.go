@@ -169,7 +169,7 @@ func NewSupervisor(cfg SupervisorConfig, opts ...Option) (*Supervisor, error) {
 	cfg = cfg.clone() // the caller's pointers stay the caller's
 	s := &Supervisor{cfg: cfg, o: buildOptions(opts), curve: cfg.curveOf(), keys: make(map[string]*keyRun)}
 	inner := []Option{WithClock(s.o.clock), WithEventHandler(EventHandlerFunc(s.relay))}
-	s.budget = &RespawnBudget{cfg: cfg.Budget, o: buildOptions(inner), curve: cfg.Backoff}
+	s.budget = &RespawnBudget{cfg: cfg.Budget, o: buildOptions(inner), curve: cfg.Backoff, steps: cfg.Budget.steps()}
 	s.budget.tl = newTimeline(s.o.clock)
 	s.budget.keys.init()
 	if cfg.Chain != nil {

@@ -31,18 +31,12 @@ func (w *window) prune(now int64, span time.Duration) {
 }
 
 // push records an event at t. When the window already holds limit events the
-// oldest is dropped to make room. limit must be at least 1. A t earlier than
-// the newest event (two callers that read the clock in one order and took
-// the lock in the other) is recorded at the newest event's time, so the
-// window stays ordered and pruning from the oldest end stays exact.
+// oldest is dropped to make room. limit must be at least 1. t must not be
+// earlier than the newest event, so that the window stays ordered and
+// pruning from the oldest end stays exact: every owner reads its times
+// through a mark under the lock that guards the window (see mark), and a
+// restored window ends no later than the mark it raises.
 func (w *window) push(t int64, limit int) {
-	if w.n > 0 {
-		last := int(w.head) + int(w.n) - 1
-		if last >= len(w.buf) {
-			last -= len(w.buf)
-		}
-		t = max(t, w.buf[last])
-	}
 	if int(w.n) == len(w.buf) && len(w.buf) < limit {
 		w.grow(limit)
 	}
