@@ -9,7 +9,11 @@ package crashloop
 //
 // Time comes from explicit ...At(now) calls with a now that advances by a
 // step each call, so windows roll as they do in production: every call on a
-// full window drops one old event and records a new one. Only Record and
+// full window drops one old event and records a new one. The single-object
+// benchmarks read their times from a table computed with the timer stopped
+// (timeFeed), so that they time the call, not time.Time.Add; the parallel
+// benchmarks and their serial twins compute each time the same way
+// (goroutineClock), so that they compare like with like. Only Record and
 // Supervisor.Status read a real clock, because they have no At form to
 // benchmark.
 
@@ -17,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -97,44 +100,101 @@ func (s *parallelShare) take(n int) (lo, hi int) {
 	return share(int(s.next.Add(1)-1), s.p, n)
 }
 
-// sharedNow returns step after the latest time the timeline tl has seen.
-func sharedNow(tl *timeline, step time.Duration) time.Time {
-	h := tl.high.Load()
-	if h == math.MinInt64 {
-		h = 0
+// timeFeed hands out times that advance by step per call, read from a
+// table filled ahead with the benchmark's timer stopped. The benchmark's own
+// cost per call is then one load; computing each time (time.Time.Add, see
+// BenchmarkBaselineTimeAdd) would cost about as much as the call measured.
+type timeFeed struct {
+	b    *testing.B
+	buf  []time.Time
+	i    int
+	now  time.Time // the latest time in buf
+	step time.Duration
+}
+
+// feedLen is the number of times a timeFeed computes at once (384 KiB).
+const feedLen = 1 << 14
+
+// newTimeFeed returns a feed whose first time is step after now.
+func newTimeFeed(b *testing.B, now time.Time, step time.Duration) *timeFeed {
+	return &timeFeed{b: b, buf: make([]time.Time, feedLen), i: feedLen, now: now, step: step}
+}
+
+// next returns the next time.
+func (f *timeFeed) next() time.Time {
+	if f.i == len(f.buf) {
+		f.fill()
 	}
-	return tl.base.Add(time.Duration(h) + step)
+	t := f.buf[f.i]
+	f.i++
+	return t
+}
+
+func (f *timeFeed) fill() {
+	f.b.StopTimer()
+	for i := range f.buf {
+		f.now = f.now.Add(f.step)
+		f.buf[i] = f.now
+	}
+	f.i = 0
+	f.b.StartTimer()
+}
+
+// last returns the latest time next returned.
+func (f *timeFeed) last() time.Time { return f.buf[f.i-1] }
+
+// sharedClock is the time of the parallel benchmarks of a keyed object:
+// offsets from base that the goroutines publish and catch up with (see
+// goroutineClock).
+type sharedClock struct {
+	base   time.Time
+	latest atomic.Int64
+}
+
+func newSharedClock() *sharedClock { return &sharedClock{base: time.Now()} }
+
+// advance moves the shared time on by step and returns it (for the serial
+// warm-up).
+func (c *sharedClock) advance(step time.Duration) time.Time {
+	return c.base.Add(time.Duration(c.latest.Add(int64(step))))
 }
 
 // goroutineClock stands in for time.Now() in the parallel benchmarks of a
-// keyed object, whose keys all share one timeline. Each goroutine advances
-// its own reading by step per call and, every few calls, catches up with the
-// latest time the object has seen, as readings of one real clock would. (A
-// private clock per goroutine would drift apart from the others, and the
-// timeline would then stamp long runs of calls with one time; reading the
-// object's latest time on every call would add a cache miss per call that
-// time.Now() does not have.)
+// keyed object and in their serial twins: it advances its reading by step
+// per call and, every few calls, publishes it to the shared clock and
+// catches up with the latest reading published, as readings of one real
+// clock would. (A private clock per goroutine would drift apart from the
+// others, and the marks of shards shared by the goroutines would then stamp
+// long runs of calls with one time; sharing every reading would add a
+// contended atomic per call that time.Now() does not have.)
 type goroutineClock struct {
-	tl    *timeline
-	now   time.Time
-	step  time.Duration
-	every int // catch up every this many calls
-	n     int
+	shared *sharedClock
+	off    time.Duration
+	step   time.Duration
+	every  int // catch up every this many calls
+	n      int
 }
 
-func newGoroutineClock(tl *timeline, step time.Duration, every int) *goroutineClock {
-	return &goroutineClock{tl: tl, now: sharedNow(tl, 0), step: step, every: every}
+func newGoroutineClock(shared *sharedClock, step time.Duration, every int) *goroutineClock {
+	return &goroutineClock{shared: shared, off: time.Duration(shared.latest.Load()), step: step, every: every}
 }
 
 func (c *goroutineClock) next() time.Time {
 	if c.n++; c.n == c.every {
 		c.n = 0
-		if h := sharedNow(c.tl, 0); h.After(c.now) {
-			c.now = h
+		for {
+			l := c.shared.latest.Load()
+			if l >= int64(c.off) {
+				c.off = time.Duration(l)
+				break
+			}
+			if c.shared.latest.CompareAndSwap(l, int64(c.off)) {
+				break
+			}
 		}
 	}
-	c.now = c.now.Add(c.step)
-	return c.now
+	c.off += c.step
+	return c.shared.base.Add(c.off)
 }
 
 // Baselines.
@@ -257,11 +317,11 @@ func BenchmarkGuardRecordAt(b *testing.B) {
 		now = now.Add(time.Millisecond)
 		g.RecordAt(now)
 	}
+	feed := newTimeFeed(b, now, time.Millisecond)
 	b.ResetTimer()
 	tripped := false
 	for i := 0; i < b.N; i++ {
-		now = now.Add(time.Millisecond)
-		tripped = g.RecordAt(now)
+		tripped = g.RecordAt(feed.next())
 	}
 	reportVs(b, xMutex, mutexLoop)
 	sinkBool = tripped
@@ -376,15 +436,15 @@ func BenchmarkGuardLimit(b *testing.B) {
 			if n := g.RestartsAt(now); n != limit {
 				b.Fatalf("warm window holds %d restarts, want %d", n, limit)
 			}
+			feed := newTimeFeed(b, now, step)
 			b.ResetTimer()
 			tripped := false
 			for i := 0; i < b.N; i++ {
-				now = now.Add(step)
-				tripped = g.RecordAt(now)
+				tripped = g.RecordAt(feed.next())
 			}
 			reportVs(b, xMutex, mutexLoop)
 			b.StopTimer()
-			if n := g.RestartsAt(now); !tripped || n != limit {
+			if n := g.RestartsAt(feed.last()); !tripped || n != limit {
 				b.Fatalf("window holds %d restarts (tripped %v), want a full window of %d", n, tripped, limit)
 			}
 		})
@@ -409,15 +469,15 @@ func BenchmarkBudgetFailedAt(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	feed := newTimeFeed(b, now, benchBudgetGap)
 	b.ResetTimer()
 	var d time.Duration
 	parks := 0
 	for i := 0; i < b.N; i++ {
-		now = now.Add(benchBudgetGap)
-		d, err = bud.FailedAt(key, errBench, now)
+		d, err = bud.FailedAt(key, errBench, feed.next())
 		if err != nil { // never with these settings; keeps it working if they change
 			parks++
-			_ = bud.ResumeAt(key, now)
+			_ = bud.ResumeAt(key, feed.last())
 		}
 	}
 	reportVs(b, xMutex, mutexLoop)
@@ -429,7 +489,8 @@ func BenchmarkBudgetFailedAt(b *testing.B) {
 
 // BenchmarkBudgetFailedAtKeys: FailedAt over 1,000 warm keys in turn, from
 // one goroutine: the serial twin of BenchmarkBudgetFailedAtParallel, with
-// the same working set (1,000 entries and windows, 16 keys a shard).
+// the same working set (1,000 entries and windows, 16 keys a shard) and the
+// same clock.
 func BenchmarkBudgetFailedAtKeys(b *testing.B) {
 	b.ReportAllocs()
 	bud, err := NewRespawnBudget(benchBudgetConfig())
@@ -437,22 +498,25 @@ func BenchmarkBudgetFailedAtKeys(b *testing.B) {
 		b.Fatal(err)
 	}
 	step := benchBudgetGap/benchKeys + 1 // a key fails every benchKeys calls
-	now := time.Now()
+	shared := newSharedClock()
 	for range 100 {
 		for _, key := range benchKeyNames {
-			now = now.Add(step)
-			if _, err := bud.FailedAt(key, errBench, now); err != nil {
+			if _, err := bud.FailedAt(key, errBench, shared.advance(step)); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
+	clk := newGoroutineClock(shared, step, 64)
 	b.ResetTimer()
 	var d time.Duration
+	k := 0
 	for i := 0; i < b.N; i++ {
-		now = now.Add(step)
-		d, err = bud.FailedAt(benchKeyNames[i%benchKeys], errBench, now)
+		d, err = bud.FailedAt(benchKeyNames[k], errBench, clk.next())
 		if err != nil {
 			b.Fatal(err)
+		}
+		if k++; k == benchKeys {
+			k = 0
 		}
 	}
 	reportVs(b, xMutex, mutexLoop)
@@ -476,9 +540,10 @@ func BenchmarkBudgetFailedAtParallel(b *testing.B) {
 	m := benchKeys / runtime.GOMAXPROCS(0)
 	every := min(64, max(m/4, 1))
 	step := benchBudgetGap/time.Duration(max(m-every, 1)) + 1
+	shared := newSharedClock()
 	for range 100 {
 		for _, key := range benchKeyNames {
-			if _, err := bud.FailedAt(key, errBench, sharedNow(bud.tl, step)); err != nil {
+			if _, err := bud.FailedAt(key, errBench, shared.advance(step)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -490,7 +555,7 @@ func BenchmarkBudgetFailedAtParallel(b *testing.B) {
 		lo, hi := ps.take(benchKeys)
 		k := lo
 		var sum time.Duration
-		clk := newGoroutineClock(bud.tl, step, every)
+		clk := newGoroutineClock(shared, step, every)
 		for pb.Next() {
 			key := benchKeyNames[k]
 			now := clk.next()
@@ -536,11 +601,11 @@ func BenchmarkChainRescueAt(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	feed := newTimeFeed(b, now, time.Second)
 	b.ResetTimer()
 	n := 0
 	for i := 0; i < b.N; i++ {
-		now = now.Add(time.Second)
-		n, err = d.RescueAt(key, benchIncarnations[(i/2)&1], true, now)
+		n, err = d.RescueAt(key, benchIncarnations[(i/2)&1], true, feed.next())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -557,20 +622,19 @@ func BenchmarkChainRescueAtKeys(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	now := time.Now()
+	shared := newSharedClock()
 	for v := range 4 {
 		for _, key := range benchKeyNames {
-			now = now.Add(time.Millisecond)
-			if _, err := d.RescueAt(key, benchIncarnations[(v/2)&1], true, now); err != nil {
+			if _, err := d.RescueAt(key, benchIncarnations[(v/2)&1], true, shared.advance(time.Millisecond)); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
+	clk := newGoroutineClock(shared, time.Millisecond, 64)
 	b.ResetTimer()
 	n := 0
 	for i := 0; i < b.N; i++ {
-		now = now.Add(time.Millisecond)
-		n, err = d.RescueAt(benchKeyNames[i%benchKeys], benchIncarnations[(i/benchKeys/2)&1], true, now)
+		n, err = d.RescueAt(benchKeyNames[i%benchKeys], benchIncarnations[(i/benchKeys/2)&1], true, clk.next())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -588,9 +652,10 @@ func BenchmarkChainRescueAtParallel(b *testing.B) {
 		b.Fatal(err)
 	}
 	const step = time.Millisecond // a key's rescues stay well within ResetGap
+	shared := newSharedClock()
 	for v := range 4 {
 		for _, key := range benchKeyNames {
-			if _, err := d.RescueAt(key, benchIncarnations[(v/2)&1], true, sharedNow(d.tl, step)); err != nil {
+			if _, err := d.RescueAt(key, benchIncarnations[(v/2)&1], true, shared.advance(step)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -602,7 +667,7 @@ func BenchmarkChainRescueAtParallel(b *testing.B) {
 		lo, hi := ps.take(benchKeys)
 		m := hi - lo
 		i, sum := 0, 0
-		clk := newGoroutineClock(d.tl, step, 64)
+		clk := newGoroutineClock(shared, step, 64)
 		for pb.Next() {
 			n, err := d.RescueAt(benchKeyNames[lo+i%m], benchIncarnations[(i/m/2)&1], true, clk.next())
 			if err != nil {
@@ -634,11 +699,11 @@ func BenchmarkFleetNoteRestartAt(b *testing.B) {
 		now = now.Add(benchFleetGap)
 		p.NoteRestartAt(now)
 	}
+	feed := newTimeFeed(b, now, benchFleetGap)
 	b.ResetTimer()
 	tripped := false
 	for i := 0; i < b.N; i++ {
-		now = now.Add(benchFleetGap)
-		tripped = p.NoteRestartAt(now)
+		tripped = p.NoteRestartAt(feed.next())
 	}
 	reportVs(b, xMutex, mutexLoop)
 	b.StopTimer()
