@@ -492,9 +492,13 @@ func (k *keyed[E]) latest() int64 {
 	return h
 }
 
-// latestNow is latest, locking each shard in turn.
+// latestNow is latest, locking each shard in turn; math.MinInt64 for a nil
+// table (a document that is only checked).
 func (k *keyed[E]) latestNow() int64 {
 	h := int64(math.MinInt64)
+	if k == nil {
+		return h
+	}
 	for i := range k.shards {
 		s := &k.shards[i]
 		s.mu.Lock()
@@ -629,11 +633,7 @@ func prepareBudget(doc *budgetDoc, tl *timeline, limit int, keys *keyed[budgetEn
 	if err := checkHeader(doc.Version, doc.Kind, kindBudget, path); err != nil {
 		return nil, err
 	}
-	high := int64(math.MinInt64)
-	if keys != nil {
-		high = keys.latestNow()
-	}
-	r, err := newReader(tl, high, now, doc.Latest, path)
+	r, err := newReader(tl, keys.latestNow(), now, doc.Latest, path)
 	if err != nil {
 		return nil, err
 	}
@@ -744,11 +744,7 @@ func prepareChain(doc *chainDoc, tl *timeline, maxChain int, keys *keyed[chainEn
 	if err := checkHeader(doc.Version, doc.Kind, kindChain, path); err != nil {
 		return nil, err
 	}
-	high := int64(math.MinInt64)
-	if keys != nil {
-		high = keys.latestNow()
-	}
-	r, err := newReader(tl, high, now, doc.Latest, path)
+	r, err := newReader(tl, keys.latestNow(), now, doc.Latest, path)
 	if err != nil {
 		return nil, err
 	}
