@@ -191,9 +191,7 @@ func (b *RespawnBudget) Failed(key string, cause error) (time.Duration, error) {
 // returns a *ParkedError. A parked session returns its *ParkedError (with the
 // cause that parked it) and records nothing.
 func (b *RespawnBudget) FailedAt(key string, cause error, now time.Time) (time.Duration, error) {
-	off := b.tl.off(now)
-	s, h := b.keys.lock(key)
-	t := s.mark.at(off)
+	s, h, t := b.keys.lockAt(&b.tl, key, now)
 	e := s.getOrAdd(h, key)
 	if e.park != nil {
 		pe := e.park
@@ -261,9 +259,7 @@ func (b *RespawnBudget) RespawnsAt(key string, now time.Time) int {
 // view returns the respawns of key in the window at now and its park, if
 // any, under one lock (what a Supervisor's Status shows of a key).
 func (b *RespawnBudget) view(key string, now time.Time) (int, *ParkedError) {
-	off := b.tl.off(now)
-	s, h := b.keys.lock(key)
-	t := s.mark.at(off)
+	s, h, t := b.keys.lockAt(&b.tl, key, now)
 	n, pe := 0, (*ParkedError)(nil)
 	if e := s.get(h, key); e != nil {
 		e.win.prune(t, b.cfg.Window)
@@ -323,9 +319,7 @@ func (b *RespawnBudget) Forget(key string) {
 // announced once, by whatever decided it. A key that is already parked keeps
 // its first ParkedError, which parkAt returns.
 func (b *RespawnBudget) parkAt(key, reason string, cause error, announce bool, now time.Time) *ParkedError {
-	off := b.tl.off(now)
-	s, h := b.keys.lock(key)
-	t := s.mark.at(off)
+	s, h, t := b.keys.lockAt(&b.tl, key, now)
 	e := s.getOrAdd(h, key)
 	if e.park != nil {
 		pe := e.park

@@ -101,9 +101,7 @@ func (d *ChainDetector) Rescue(key, incarnation string, reactive bool) (chain in
 // Otherwise it records the rescue and returns the new chain length (0 for a
 // planned rescue, which ends the chain).
 func (d *ChainDetector) RescueAt(key, incarnation string, reactive bool, now time.Time) (int, error) {
-	off := d.tl.off(now)
-	s, h := d.keys.lock(key)
-	t := s.mark.at(off)
+	s, h, t := d.keys.lockAt(&d.tl, key, now)
 	e := s.getOrAdd(h, key)
 	if e.escalated {
 		n := e.count
@@ -172,9 +170,7 @@ func (d *ChainDetector) Chain(key, incarnation string) int {
 // ChainAt returns the length of the chain of incarnation under key that ends
 // at now. It records nothing.
 func (d *ChainDetector) ChainAt(key, incarnation string, now time.Time) int {
-	off := d.tl.off(now)
-	s, h := d.keys.lock(key)
-	t := s.mark.at(off)
+	s, h, t := d.keys.lockAt(&d.tl, key, now)
 	n := d.chain(s.get(h, key), incarnation, t)
 	s.mu.Unlock()
 	return n

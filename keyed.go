@@ -3,6 +3,7 @@ package crashloop
 import (
 	"sort"
 	"sync"
+	"time"
 )
 
 // shardCount is the number of independently locked parts of a keyed table.
@@ -63,6 +64,15 @@ func (k *keyed[E]) lock(key string) (*shard[E], uint64) {
 	s := &k.shards[i]
 	s.mu.Lock()
 	return s, h
+}
+
+// lockAt is lock for a call that reads time: it converts now on tl before
+// taking the lock, and returns the time the call uses, now read through the
+// shard's mark (see mark).
+func (k *keyed[E]) lockAt(tl *timeline, key string, now time.Time) (*shard[E], uint64, int64) {
+	off := tl.off(now)
+	s, h := k.lock(key)
+	return s, h, s.mark.at(off)
 }
 
 // get returns the entry of key (hash h, from lock), or nil. The shard must
