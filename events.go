@@ -32,6 +32,18 @@ const (
 	// EventFleetRearmed ("fleet.breaker_rearmed"): the fleet breaker re-armed
 	// after its cooldown.
 	EventFleetRearmed
+	// EventRestartScheduled ("agent.restart_scheduled"): a Supervisor
+	// restarts a key that no budget judged. Reason is "crashed" (a failure
+	// after a healthy run), "planned" (Restart) or "clean_exit"
+	// (RestartOnCleanExit); Backoff is the wait; Attempts the key's total
+	// restarts.
+	EventRestartScheduled
+	// EventStoreUnavailable ("store.unavailable"): the shared ledger of a
+	// Supervisor cannot be reached; it guards with its local state.
+	EventStoreUnavailable
+	// EventStoreRecovered ("store.recovered"): the shared ledger is back;
+	// the decisions made alone meanwhile were written back.
+	EventStoreRecovered
 )
 
 var eventKindNames = [...]string{
@@ -42,6 +54,9 @@ var eventKindNames = [...]string{
 	EventGuardTripped:     "channel.crash_loop_tripped",
 	EventFleetTripped:     "fleet.breaker_tripped",
 	EventFleetRearmed:     "fleet.breaker_rearmed",
+	EventRestartScheduled: "agent.restart_scheduled",
+	EventStoreUnavailable: "store.unavailable",
+	EventStoreRecovered:   "store.recovered",
 }
 
 // String returns the dotted name of k, such as "agent.startup_exhausted".

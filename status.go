@@ -30,13 +30,14 @@ type Status struct {
 
 // KeyStatus is the state of one key in a Status.
 type KeyStatus struct {
-	State       KeyState  `json:"state"`                 // what the Supervisor is doing with the key
-	Restarts    int       `json:"restarts"`              // respawns in the budget's window
-	CanRestart  bool      `json:"can_restart"`           // false when parked, needs_human, or the fleet is tripped
-	LastError   string    `json:"last_error,omitempty"`  // text of the key's last failure; empty if none
-	Reason      string    `json:"park_reason,omitempty"` // why it is parked (ParkedError.Reason); empty if not parked
-	Incarnation string    `json:"incarnation,omitempty"` // incarnation of the latest Run (WithIncarnation, or "KEY#N")
-	Since       time.Time `json:"since"`                 // time of the last state change
+	State         KeyState  `json:"state"`                 // what the Supervisor is doing with the key
+	Restarts      int       `json:"restarts"`              // respawns in the budget's window
+	TotalRestarts int       `json:"total_restarts"`        // restarts since the key was first run or last resumed
+	CanRestart    bool      `json:"can_restart"`           // false when parked, needs_human, or the fleet is tripped
+	LastError     string    `json:"last_error,omitempty"`  // text of the key's last failure; empty if none
+	Reason        string    `json:"park_reason,omitempty"` // why it is parked (ParkedError.Reason); empty if not parked
+	Incarnation   string    `json:"incarnation,omitempty"` // incarnation of the latest Run (WithIncarnation, or "KEY#N")
+	Since         time.Time `json:"since"`                 // time of the last state change
 }
 
 // Status is shorthand for StatusAt(clock.Now()).
