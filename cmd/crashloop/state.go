@@ -1,11 +1,13 @@
+//go:build unix
+
 package main
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
+	"net/url"
 	"sort"
 	"time"
 
@@ -16,14 +18,14 @@ import (
 const stateVersion = 1
 
 // stateFile is the document behind --state: the marks of parked and
-// needs_human commands, by key. It is the operator's record, so it outlives
+// needs_human programs, by key. It is the operator's record, so it outlives
 // crashloop processes and reboots.
 type stateFile struct {
 	Version int             `json:"version"`
 	Marks   map[string]mark `json:"marks"`
 }
 
-// mark is why a command is parked.
+// mark is why a program is parked.
 type mark struct {
 	Reason     string    `json:"reason"`
 	LastError  string    `json:"last_error,omitempty"`
@@ -33,10 +35,12 @@ type mark struct {
 	Command    []string  `json:"command,omitempty"`
 }
 
-// stateStore reads and changes a state file. Every change is a
-// read-modify-write under an exclusive lock on PATH.lock, and every write
-// is atomic (crashloop.FileStore), so several crashloop processes sharing a
-// file never lose each other's marks and a crash never leaves a torn file.
+// stateStore reads and changes a state file. Every write is atomic
+// (crashloop.FileStore: a temporary file renamed over the file), so a plain
+// read always sees a whole document and needs no lock, nor write access to
+// the folder. Every change is a read-modify-write under an exclusive flock
+// of PATH.lock, so crashloop processes sharing a file never lose each
+// other's marks.
 type stateStore struct {
 	path  string
 	store *crashloop.FileStore
@@ -46,13 +50,20 @@ func newStateStore(path string) *stateStore {
 	return &stateStore{path: path, store: crashloop.NewFileStore(path)}
 }
 
-// load reads the state; a missing file is an empty state.
-func (s *stateStore) load() (*stateFile, error) {
+// load reads the state. A missing file is an empty state when missingOK,
+// and an error otherwise.
+func (s *stateStore) load(missingOK bool) (*stateFile, error) {
 	data, err := s.store.Load()
-	if errors.Is(err, fs.ErrNotExist) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && missingOK:
 		return &stateFile{Version: stateVersion, Marks: map[string]mark{}}, nil
-	}
-	if err != nil {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fail(exitError, "state file %s does not exist", s.path)
+	case err != nil:
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
 		return nil, fmt.Errorf("state file %s: %w", s.path, err)
 	}
 	var st stateFile
@@ -73,15 +84,15 @@ func (s *stateStore) load() (*stateFile, error) {
 	return &st, nil
 }
 
-// update applies change to the state under the lock and saves it if change
-// reports a modification.
+// update applies change to the state under the lock, and saves it if
+// change reports a modification. A missing file is an empty state.
 func (s *stateStore) update(change func(*stateFile) (bool, error)) error {
-	unlock, err := lockFile(s.path + ".lock")
+	release, err := lockFile(s.path + ".lock")
 	if err != nil {
 		return fmt.Errorf("state file %s: %w", s.path, err)
 	}
-	defer unlock()
-	st, err := s.load()
+	defer release()
+	st, err := s.load(true)
 	if err != nil {
 		return err
 	}
@@ -94,19 +105,30 @@ func (s *stateStore) update(change func(*stateFile) (bool, error)) error {
 		return err
 	}
 	if err := s.store.Save(append(data, '\n')); err != nil {
+		if cause := errors.Unwrap(err); cause != nil { // without the library's "crashloop: save PATH: "
+			err = cause
+		}
 		return fmt.Errorf("state file %s: %w", s.path, err)
 	}
 	return nil
 }
 
-// read returns the state under the lock (a consistent read).
-func (s *stateStore) read() (*stateFile, error) {
-	var out *stateFile
-	err := s.update(func(st *stateFile) (bool, error) {
-		out = st
-		return false, nil
-	})
-	return out, err
+// lockKey makes crashloop the one supervisor of key on this state file for
+// as long as it runs: it holds an flock of PATH.KEY.lock (the key escaped
+// as in a URL path), which holds its pid. When another crashloop holds it,
+// lockKey fails with exit status 75 and names that crashloop's pid.
+func (s *stateStore) lockKey(key string) (release func(), err error) {
+	path := s.path + "." + url.PathEscape(key) + ".lock"
+	release, holder, err := tryLockPID(path)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	case release == nil && holder > 0:
+		return nil, fail(exitRunning, "%s is already supervised with --state %s by crashloop pid %d (it holds %s)", key, s.path, holder, path)
+	case release == nil:
+		return nil, fail(exitRunning, "%s is already supervised with --state %s by another crashloop (it holds %s)", key, s.path, path)
+	}
+	return release, nil
 }
 
 // keys returns the marked keys, sorted.
@@ -117,11 +139,4 @@ func (st *stateFile) keys() []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// writeJSON prints the state as indented JSON.
-func (st *stateFile) writeJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(st)
 }

@@ -1,0 +1,106 @@
+//go:build unix
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestBadInputIsOneLineAndExit2: bad flags, configs and state files end
+// crashloop with exit status 2 and one line that names the flag as it is
+// typed, or the file (with line and column for a JSON syntax error), and
+// never prints the file.
+func TestBadInputIsOneLineAndExit2(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+		return path
+	}
+	trailing := file("trailing.json", `{"budget": {"max_respawns": 2,}}`)
+	multiline := file("multiline.json", "{\n  \"budget\": {\n    \"window\": 60s\n  }\n}\n")
+	truncated := file("truncated.json", "{\"budget\": {\n")
+	badValue := file("bad.json", `{"budget": {"window": "soon"}}`)
+	negative := file("negative.json", `{"budget": {"window": "-1s"}}`)
+	unknown := file("unknown.json", `{"guard": {"windw": "1s"}}`)
+	array := file("array.json", `[1, 2]`)
+	long := file("long.json", `{"budget": {"window": "`+strings.Repeat("x", 100)+`"}}`)
+	fleet := file("fleet.json", `{"fleet": {"cooldown": "-1s"}}`)
+	badState := file("state.json", "{not json")
+	missing := filepath.Join(dir, "nope.json")
+
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"--frobnicate", "--", "true"}, "unknown flag --frobnicate (see crashloop --help)"},
+		{"missing --", []string{"sh", "-c", "exit 1"}, "missing -- before the program (usage: crashloop [flags] -- PROGRAM [ARGS...])"},
+		{"argument before --", []string{"sh", "--", "true"}, `unexpected argument "sh" before -- (usage: crashloop [flags] -- PROGRAM [ARGS...])`},
+		{"no program", []string{"--"}, "no program after -- (usage: crashloop [flags] -- PROGRAM [ARGS...])"},
+		{"no value", []string{"--window", "--", "true"}, "--window needs a value"},
+		{"bad duration", []string{"--window=soon", "--", "true"}, `--window: "soon" is not a duration such as 60s or 500ms`},
+		{"bad number", []string{"--max-respawns=x", "--", "true"}, `--max-respawns: "x" is not a whole number`},
+		{"rejected by the library", []string{"--window=-1s", "--", "true"}, "--window: must be > 0"},
+		{"negative respawns", []string{"--max-respawns=-1", "--", "true"}, "--max-respawns: must be >= 0"},
+		{"chain off is 0", []string{"--chain-max=-1", "--", "true"}, "--chain-max: must be >= 0 (0: off)"},
+		{"never parks", []string{"--initial-backoff=10s", "--max-backoff=10s", "--window=20s", "--", "true"},
+			"--window: must be >= the sum of the first 3 backoffs (30s), or a crash loop never parks"},
+		{"never parks, default window", []string{"--initial-backoff=30s", "--max-backoff=30s", "--", "true"},
+			"--window (default 1m0s): must be >= the sum of the first 3 backoffs (1m30s), or a crash loop never parks"},
+		{"bad guard", []string{"--guard=often", "--", "true"}, `--guard: "often" is not off, on or N/DURATION such as 3/60s`},
+		{"guard count", []string{"--guard=0/1s", "--", "true"}, "--guard: N must be >= 1"},
+		{"bad backoff", []string{"--backoff=cubic", "--", "true"}, `--backoff: "cubic" is not linear or exponential`},
+		{"bad jitter", []string{"--jitter=lots", "--", "true"}, `--jitter: "lots" is not none, full, equal or decorrelated`},
+		{"bad restart", []string{"--restart=never", "--", "true"}, `--restart: "never" is not on-failure or always`},
+		{"bad log format", []string{"--log-format=xml", "--", "true"}, `--log-format: "xml" is not text or json`},
+		{"bad exit codes", []string{"--permanent-exit-codes=1,x", "--", "true"}, `--permanent-exit-codes: "x" is not an exit status from 1 to 255`},
+		{"bad env", []string{"--env=FOO", "--", "true"}, `--env: "FOO" is not KEY=VALUE`},
+		{"bad chdir", []string{"--chdir=" + missing, "--", "true"}, "--chdir " + missing + ": not a folder"},
+		{"bad grace", []string{"--grace=-1s", "--", "true"}, "--grace: must be >= 0"},
+		{"config syntax", []string{"--config=" + trailing, "--", "true"}, trailing + ":1:31: invalid character '}' looking for beginning of object key string"},
+		{"config syntax, line 3", []string{"--config=" + multiline, "--", "true"}, multiline + ":3:17: invalid character 's' after object key:value pair"},
+		{"config truncated", []string{"--config=" + truncated, "--", "true"}, truncated + ":2:1: unexpected end of JSON input"},
+		{"config value", []string{"--config=" + badValue, "--", "true"}, badValue + `: budget.window: must be a duration string such as "60s" or "500ms" (got soon)`},
+		{"config rule", []string{"--config=" + negative, "--", "true"}, negative + ": budget.window: must be > 0 (got -1s)"},
+		{"config unknown key", []string{"--config=" + unknown, "--", "true"}, unknown + `: guard.windw: must be a known setting (unknown key) (got "1s")`},
+		{"config not an object", []string{"--config=" + array, "--", "true"}, array + ": must be a JSON object"},
+		{"config long value", []string{"--config=" + long, "--", "true"}, long + `: budget.window: must be a duration string such as "60s" or "500ms"`},
+		{"config without a flag", []string{"--config=" + fleet, "--", "true"}, fleet + ": fleet.cooldown: must be >= 0 (got -1s)"},
+		{"missing config", []string{"--config=" + missing, "--", "true"}, "--config " + missing + ": no such file or directory"},
+		{"malformed state", []string{"--state=" + badState, "--", "true"}, "state file " + badState + " is malformed: invalid character 'n' looking for beginning of object key string"},
+		{"resume without state", []string{"resume", "web"}, "resume needs --state FILE"},
+		{"resume malformed state", []string{"resume", "--state", badState, "web"}, "state file " + badState + " is malformed: invalid character 'n' looking for beginning of object key string"},
+		{"status without state", []string{"status"}, "status needs --state FILE"},
+		{"status unknown flag", []string{"status", "--state", badState, "--all"}, "unknown flag --all (see crashloop --help)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := runCL(t, c.args...)
+			assert.Equal(t, exitUsage, r.code)
+			assert.Equal(t, "crashloop: "+c.want+"\n", r.stderr)
+			assert.Empty(t, r.stdout)
+		})
+	}
+	data, err := os.ReadFile(badState)
+	require.NoError(t, err)
+	assert.Equal(t, "{not json", string(data), "a malformed state file is never overwritten")
+}
+
+// TestFlagOverridesTheConfigFile: a setting the file gets wrong but a flag
+// sets is no error.
+func TestFlagOverridesTheConfigFile(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "cfg.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"budget": {"window": "-1s"}}`), 0o644))
+	r := runCL(t, with("--config="+cfg, "--window=30s", "--", "true")...)
+	assert.Equal(t, 0, r.code, r.stderr)
+}

@@ -1,0 +1,337 @@
+//go:build unix
+
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+)
+
+// settings are the flags of crashloop supervising a program. A new flag is a
+// field here, a line in newSettings, a place in helpSections, and its use in
+// superviseCmd (a new subsystem builds its crashloop.Option there, in
+// newSupervisor).
+type settings struct {
+	fs *flag.FlagSet
+
+	// The supervisor (config.go turns them into a SupervisorConfig).
+	maxRespawns        int
+	window             time.Duration
+	initialBackoff     time.Duration
+	maxBackoff         time.Duration
+	backoff            string
+	jitter             string
+	healthyAfter       time.Duration
+	chainMax           int
+	chainGap           time.Duration
+	guard              string
+	hourlyCap          int
+	restart            string
+	permanentExitCodes string
+	config             string
+	configDoc          any // the JSON document of --config, once read
+
+	// The program.
+	key   string
+	chdir string
+	env   envFlag
+	grace time.Duration
+
+	// crashloop.
+	state     string
+	logFormat string
+	version   bool
+}
+
+// newSettings registers the flags with their defaults.
+func newSettings() *settings {
+	d := crashloop.DefaultSupervisorConfig()
+	s := &settings{fs: flag.NewFlagSet("crashloop", flag.ContinueOnError)}
+	fs := s.fs
+	fs.SetOutput(io.Discard) // errors are reported as one line, help by printHelp
+	fs.IntVar(&s.maxRespawns, "max-respawns", d.Budget.MaxRespawns, "respawns allowed in the rolling --window; the next failed start parks the program")
+	fs.DurationVar(&s.window, "window", d.Budget.Window, "the rolling window of the respawn budget")
+	fs.DurationVar(&s.initialBackoff, "initial-backoff", d.Budget.InitialBackoff, "wait before the first respawn; the Nth waits N times as long")
+	fs.DurationVar(&s.maxBackoff, "max-backoff", d.Budget.MaxBackoff, "the longest wait between starts")
+	fs.StringVar(&s.backoff, "backoff", "linear", "the `curve` of the waits: linear, or exponential (doubling from --initial-backoff to --max-backoff)")
+	fs.StringVar(&s.jitter, "jitter", "none", "randomize the waits: none, full, equal or decorrelated")
+	fs.DurationVar(&s.healthyAfter, "healthy-after", d.HealthyAfter, "a run this long was a healthy start; its failure is judged by the chain")
+	fs.IntVar(&s.chainMax, "chain-max", d.Chain.MaxChain, "failures after healthy runs, each within --chain-gap of the last, before giving up; 0: off")
+	fs.DurationVar(&s.chainGap, "chain-gap", d.Chain.ResetGap, "a longer gap between failures after healthy runs ends the chain")
+	fs.StringVar(&s.guard, "guard", "off", "fast restart-loop guard over every restart: off, on (3/60s) or `N/DURATION`")
+	fs.IntVar(&s.hourlyCap, "hourly-cap", 0, "park after `N` restarts in a rolling hour; 0: off")
+	fs.StringVar(&s.restart, "restart", "on-failure", "on-failure, or always to restart after exit status 0 too")
+	fs.StringVar(&s.permanentExitCodes, "permanent-exit-codes", "", "comma-separated exit statuses that park at once, such as 78,125")
+	fs.StringVar(&s.config, "config", "", "JSON supervisor configuration (every setting, the fleet breaker too); flags override it")
+	fs.StringVar(&s.key, "key", "", "the program's stable identity in events and the state file (default: its name and a hash of the command line)")
+	fs.StringVar(&s.chdir, "chdir", "", "run the program in `DIR`")
+	fs.Var(&s.env, "env", "set `KEY=VALUE` in the program's environment (repeatable)")
+	fs.DurationVar(&s.grace, "grace", 10*time.Second, "how long a stopping program may take before SIGKILL")
+	fs.StringVar(&s.state, "state", "", "keep parked marks in `FILE`, across crashloop restarts and reboots; one crashloop per --key")
+	fs.StringVar(&s.logFormat, "log-format", "text", "log lines on stderr: text or json")
+	fs.BoolVar(&s.version, "version", false, "print crashloop's version and exit")
+	return s
+}
+
+// helpSections orders the flags in --help.
+var helpSections = []struct {
+	title string
+	flags []string
+}{
+	{"When to give up", []string{"max-respawns", "window", "initial-backoff", "max-backoff", "backoff", "jitter", "healthy-after",
+		"chain-max", "chain-gap", "guard", "hourly-cap", "restart", "permanent-exit-codes", "config"}},
+	{"The program", []string{"key", "chdir", "env", "grace"}},
+	{"crashloop", []string{"state", "log-format", "version"}},
+}
+
+const helpIntro = `crashloop runs a program and restarts it when it fails, with a backoff
+between starts, until a guard decides that it is crash-looping and parks it
+instead of restarting it forever.
+
+Usage:
+  crashloop [flags] -- PROGRAM [ARGS...]
+  crashloop status --state FILE [--json]
+  crashloop resume --state FILE [KEY]
+  crashloop --version
+`
+
+const helpOutro = `
+Signals: HUP, USR1, USR2, WINCH and QUIT are forwarded to the program's
+process group. The first INT or TERM stops the program the same way (SIGKILL
+after --grace) and ends crashloop with its status; a second one kills it at
+once.
+
+Examples:
+  Restart a server when it crashes; give up after 3 failed starts in a minute:
+    crashloop --key api -- ./api --port 8080
+  A container entrypoint whose parks survive restarts of the container:
+    crashloop --state /data/crashloop.json --key worker -- /app/worker
+  What is parked, and resuming it once the cause is fixed:
+    crashloop status --state /data/crashloop.json
+    crashloop resume --state /data/crashloop.json worker
+
+Exit status:
+  N    the program's status when it ended supervision: it exited 0 (without
+       --restart=always), or crashloop was stopped by INT or TERM; 128+N
+       when signal N killed it
+  1    an error of crashloop itself
+  2    bad usage, flags or configuration
+  75   another crashloop supervises this --key with this --state
+  86   a guard gave up, or --state says the program is parked
+  126  the program cannot be executed
+  127  the program cannot be found
+`
+
+// printHelp writes --help: usage, the flags by section, signals, examples
+// and exit statuses.
+func (s *settings) printHelp(w io.Writer) {
+	fmt.Fprint(w, helpIntro)
+	for _, sec := range helpSections {
+		fmt.Fprintf(w, "\n%s:\n", sec.title)
+		for _, name := range sec.flags {
+			f := s.fs.Lookup(name)
+			arg, usage := flag.UnquoteUsage(f)
+			if arg == "value" || arg == "string" {
+				arg = strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+			}
+			if _, isBool := f.Value.(interface{ IsBoolFlag() bool }); isBool {
+				arg = ""
+			}
+			fmt.Fprintf(w, "  --%s %s\n", name, arg)
+			if def := f.DefValue; def != "" && def != "0" && def != "0s" && def != "false" {
+				usage += " (default " + def + ")"
+			}
+			fmt.Fprintf(w, "        %s\n", usage)
+		}
+	}
+	fmt.Fprint(w, helpOutro)
+}
+
+// parseSupervise reads the flags before "--" and the program after it.
+// done is true when it has printed --help or --version.
+func parseSupervise(args []string, stdout io.Writer) (s *settings, argv []string, done bool, err error) {
+	flagArgs, argv, dashes := args, []string(nil), false
+	for i, a := range args {
+		if a == "--" {
+			flagArgs, argv, dashes = args[:i], args[i+1:], true
+			break
+		}
+	}
+	s = newSettings()
+	if err := s.fs.Parse(flagArgs); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			s.printHelp(stdout)
+			return s, nil, true, nil
+		}
+		return nil, nil, false, flagError(s.fs, err)
+	}
+	if s.version {
+		fmt.Fprintln(stdout, "crashloop", version())
+		return s, nil, true, nil
+	}
+	switch {
+	case !dashes:
+		return nil, nil, false, usagef("missing -- before the program (usage: crashloop [flags] -- PROGRAM [ARGS...])")
+	case s.fs.NArg() > 0:
+		return nil, nil, false, usagef("unexpected argument %q before -- (usage: crashloop [flags] -- PROGRAM [ARGS...])", s.fs.Arg(0))
+	case len(argv) == 0 || argv[0] == "":
+		return nil, nil, false, usagef("no program after -- (usage: crashloop [flags] -- PROGRAM [ARGS...])")
+	}
+	return s, argv, false, s.check()
+}
+
+// invalidValue matches the flag package's error for a value its flag
+// rejected.
+var invalidValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-([^:]+): (.*)$`)
+
+// flagError turns an error of the flag package into one line that names
+// the flag as the user writes it: "--window: "soon" is not a duration".
+func flagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return usagef("unknown flag --%s (see crashloop --help)", name)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return usagef("--%s needs a value", name)
+	}
+	m := invalidValue.FindStringSubmatch(msg)
+	if m == nil {
+		return usagef("%s (see crashloop --help)", msg)
+	}
+	value, name, reason := m[1], m[2], m[3]
+	if g, ok := fs.Lookup(name).Value.(flag.Getter); ok {
+		switch g.Get().(type) {
+		case time.Duration:
+			reason = "is not a duration such as 60s or 500ms"
+		case int:
+			reason = "is not a whole number"
+		case bool:
+			reason = "is not true or false"
+		}
+	}
+	return usagef("--%s: %s %s", name, value, reason)
+}
+
+// badValue is a flag value crashloop rejects: `--name: "value" reason`.
+func badValue(name, value, reason string) error {
+	return usagef("--%s: %q %s", name, value, reason)
+}
+
+// check validates the values the flag package cannot.
+func (s *settings) check() error {
+	switch {
+	case s.backoff != "linear" && s.backoff != "exponential":
+		return badValue("backoff", s.backoff, "is not linear or exponential")
+	case s.jitter != "none" && s.jitter != "full" && s.jitter != "equal" && s.jitter != "decorrelated":
+		return badValue("jitter", s.jitter, "is not none, full, equal or decorrelated")
+	case s.chainMax < 0:
+		return usagef("--chain-max: must be >= 0 (0: off)")
+	case s.restart != "on-failure" && s.restart != "always":
+		return badValue("restart", s.restart, "is not on-failure or always")
+	case s.grace < 0:
+		return usagef("--grace: must be >= 0")
+	case s.logFormat != "text" && s.logFormat != "json":
+		return badValue("log-format", s.logFormat, "is not text or json")
+	}
+	if _, err := parseGuard(s.guard); err != nil {
+		return err
+	}
+	if _, err := parseExitCodes(s.permanentExitCodes); err != nil {
+		return err
+	}
+	if s.chdir != "" {
+		if fi, err := os.Stat(s.chdir); err != nil || !fi.IsDir() {
+			return usagef("--chdir %s: not a folder", s.chdir)
+		}
+	}
+	return nil
+}
+
+// parseGuard reads --guard: off, on or N/DURATION.
+func parseGuard(v string) (*crashloop.GuardConfig, error) {
+	switch v {
+	case "off":
+		return nil, nil
+	case "on":
+		g := crashloop.DefaultGuardConfig()
+		return &g, nil
+	}
+	n, d, ok := strings.Cut(v, "/")
+	max, err1 := strconv.Atoi(n)
+	window, err2 := time.ParseDuration(d)
+	if !ok || err1 != nil || err2 != nil {
+		return nil, badValue("guard", v, "is not off, on or N/DURATION such as 3/60s")
+	}
+	return &crashloop.GuardConfig{MaxRestarts: max, Window: window}, nil
+}
+
+// parseExitCodes reads --permanent-exit-codes.
+func parseExitCodes(v string) (map[int]bool, error) {
+	codes := map[int]bool{}
+	if v == "" {
+		return codes, nil
+	}
+	for _, f := range strings.Split(v, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || c < 1 || c > 255 {
+			return nil, badValue("permanent-exit-codes", f, "is not an exit status from 1 to 255")
+		}
+		codes[c] = true
+	}
+	return codes, nil
+}
+
+// envFlag collects the repeated --env KEY=VALUE.
+type envFlag []string
+
+func (e *envFlag) String() string { return strings.Join(*e, " ") }
+
+func (e *envFlag) Set(v string) error {
+	k, _, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return errors.New("is not KEY=VALUE")
+	}
+	*e = append(*e, v)
+	return nil
+}
+
+// programEnv returns the program's environment: crashloop's own, then
+// --env (a later KEY replaces an earlier one).
+func (s *settings) programEnv() []string {
+	env := os.Environ()
+	for _, kv := range s.env {
+		env = setEnv(env, kv)
+	}
+	return env
+}
+
+// setEnv returns env with kv, a KEY=VALUE, in place of any value of KEY.
+func setEnv(env []string, kv string) []string {
+	k, _, _ := strings.Cut(kv, "=")
+	return append(withoutEnv(env, k), kv)
+}
+
+// withoutEnv returns env without the variable key.
+func withoutEnv(env []string, key string) []string {
+	return slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, key+"=") })
+}
+
+// defaultKey derives a stable key from the command line: the program's base
+// name and a short hash of the whole argv, such as "sh-3f2a9c1e".
+func defaultKey(argv []string) string {
+	h := sha256.Sum256([]byte(strings.Join(argv, "\x00")))
+	return filepath.Base(argv[0]) + "-" + hex.EncodeToString(h[:4])
+}

@@ -1,0 +1,31 @@
+package main
+
+import "syscall"
+
+// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER of prctl(2).
+const prSetChildSubreaper = 36
+
+// leaderAttr returns the attributes of a run's first process: a process
+// group of its own, and SIGKILL from the kernel when crashloop dies, even by
+// SIGKILL (the parent-death signal; the kernel sends it when the thread that
+// forked the child ends, and Go ends a thread only when a goroutine locked to
+// it exits, which crashloop never does). The kernel clears it when the
+// program executes a set-user-ID or set-group-ID file.
+func leaderAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// becomeSubreaper makes crashloop the parent of its orphaned descendants
+// (instead of init), so that the reaper collects the processes of a group
+// whose leader has exited, and the end of a group is seen without relying
+// on another process to reap them.
+func becomeSubreaper() error {
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
+		return e
+	}
+	return nil
+}
+
+// selfPath returns the path that runs crashloop's own binary again; on
+// Linux it works even after the binary was replaced or deleted.
+func selfPath() (string, error) { return "/proc/self/exe", nil }

@@ -1,0 +1,107 @@
+//go:build unix
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// shimName is the argv[0] under which crashloop's binary runs as the exec
+// shim: the first process of every run, which becomes the program.
+const shimName = "crashloop-exec"
+
+// launcher starts the program of each run in a process group of its own.
+//
+// It does not execute the program directly but crashloop's own binary as a
+// shim, in the new group: the shim waits until crashloop has told the keeper
+// about the group, so not even a program that forks at once can escape the
+// keeper; it looks the program up with the program's PATH and in its
+// --chdir folder; and it replaces itself with the program (same pid). When the program cannot be
+// executed, the shim reports why over a pipe that a successful exec closes.
+type launcher struct {
+	reaper *reaper
+	keeper *keeper
+	self   string // runs crashloop's binary
+}
+
+// start starts argv with env in dir. It returns a *failure with status 127
+// or 126 when the program cannot be found or executed; the group has ended
+// by then.
+func (l *launcher) start(argv, env []string, dir string) (*group, error) {
+	goR, goW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer goW.Close()
+	reportR, reportW, err := os.Pipe()
+	if err != nil {
+		goR.Close()
+		return nil, err
+	}
+	defer reportR.Close()
+	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: []uintptr{0, 1, 2, goR.Fd(), reportW.Fd()}, Sys: leaderAttr()}
+	pid, exited, err := l.reaper.start(l.self, append([]string{shimName}, argv...), attr)
+	goR.Close()
+	reportW.Close()
+	if err != nil {
+		return nil, err
+	}
+	g := &group{pgid: pid, exited: exited}
+	l.keeper.add(pid)
+	_, _ = goW.Write([]byte{1}) // fails only if the shim was killed: its exit tells
+	goW.Close()
+	report, _ := io.ReadAll(reportR) // ends when the shim execs or exits
+	if len(report) == 0 {
+		return g, nil
+	}
+	<-g.exited // the shim was alone in its group: the group has ended
+	l.keeper.remove(pid)
+	code, msg, _ := strings.Cut(string(report), " ")
+	if code == strconv.Itoa(exitNotFound) {
+		return nil, fail(exitNotFound, "%s", msg)
+	}
+	return nil, fail(exitCannotExec, "%s", msg)
+}
+
+// end tells the keeper that the group has ended.
+func (l *launcher) end(g *group) { l.keeper.remove(g.pgid) }
+
+// shimMain is the shim (see launcher). Its arguments are the program's argv;
+// file 3 delivers one byte once the group is registered, file 4 takes the
+// report of a failed exec.
+func shimMain() {
+	var b [1]byte
+	if n, _ := os.NewFile(3, "go").Read(b[:]); n != 1 {
+		os.Exit(exitError) // crashloop is gone
+	}
+	syscall.CloseOnExec(3)
+	syscall.CloseOnExec(4)
+	code, msg := execute(os.Args[1:])
+	fmt.Fprintf(os.NewFile(4, "report"), "%d %s", code, msg)
+	os.Exit(code)
+}
+
+// execute replaces the process with argv, as a shell runs a command; it
+// returns only when that fails, with the shell's status and message.
+func execute(argv []string) (int, string) {
+	path := argv[0]
+	if !strings.Contains(path, "/") {
+		found, err := exec.LookPath(path)
+		if err != nil && !errors.Is(err, exec.ErrDot) {
+			return exitNotFound, path + ": command not found"
+		}
+		path = found
+	}
+	err := syscall.Exec(path, argv, os.Environ())
+	if errors.Is(err, syscall.ENOENT) {
+		return exitNotFound, argv[0] + ": " + err.Error()
+	}
+	return exitCannotExec, argv[0] + ": " + err.Error()
+}

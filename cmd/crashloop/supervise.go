@@ -1,0 +1,160 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+)
+
+// superviseCmd is "crashloop [flags] -- PROGRAM [ARGS...]". It returns
+// crashloop's exit status, or an error to print as one line (a *failure
+// carries its own status).
+func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
+	s, argv, done, err := parseSupervise(args, stdout)
+	if done || err != nil {
+		return 0, err
+	}
+	log := newLogger(s.logFormat, out.stderr)
+	if s.logFormat == "json" {
+		out.json = log
+	}
+	cfg, err := s.configuration()
+	if err != nil {
+		return 0, err
+	}
+	sup, err := newSupervisor(s, cfg, log)
+	if err != nil {
+		return 0, err
+	}
+	key := s.key
+	if key == "" {
+		key = defaultKey(argv)
+	}
+
+	// --state: one crashloop per key, and no start of a parked key.
+	var state *stateStore
+	if s.state != "" {
+		state = newStateStore(s.state)
+		release, err := state.lockKey(key)
+		if err != nil {
+			return 0, err
+		}
+		defer release()
+		st, err := state.load(true)
+		if err != nil {
+			return 0, err
+		}
+		if m, ok := st.Marks[key]; ok {
+			out.print(slog.LevelError, fmt.Sprintf("%s is parked since %s (%s): %s", key, m.Since.Format(time.RFC3339), m.Reason, m.LastError),
+				"key", key, "reason", m.Reason, "since", m.Since, "last_error", m.LastError)
+			out.print(slog.LevelInfo, "once the cause is fixed, run: "+resumeCommand(s.state, key), "key", key)
+			return exitParked, nil
+		}
+	}
+
+	// The program's runs. Signals are routed first: until then HUP, QUIT
+	// and the others would end crashloop.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	permanent, _ := parseExitCodes(s.permanentExitCodes) // checked by settings.check
+	r := &runner{key: key, argv: argv, env: s.programEnv(), dir: s.chdir, grace: s.grace, permanent: permanent, log: log, cancel: cancel}
+	defer handleSignals(r)()
+	reaper := newReaper()
+	defer reaper.close()
+	if err := becomeSubreaper(); err != nil {
+		log.Warn("crashloop cannot be the subreaper of the program's processes: "+err.Error(), "key", key)
+	}
+	self, err := selfPath()
+	if err != nil {
+		return 0, err
+	}
+	keeper, err := startKeeper(reaper, self, log)
+	if err != nil {
+		return 0, err
+	}
+	defer keeper.close()
+	r.launch = &launcher{reaper: reaper, keeper: keeper, self: self}
+
+	err = sup.Run(ctx, key, r.run)
+	var pe *crashloop.ParkedError
+	switch {
+	case r.failed != nil: // Run returns only after the run that set it
+		return 0, r.failed
+	case errors.As(err, &pe):
+		return gaveUp(r, pe, state, out, argv)
+	case ctx.Err() != nil:
+		return r.stoppedStatus(), nil
+	case err != nil:
+		return exitError, err
+	}
+	return 0, nil
+}
+
+// newSupervisor builds the Supervisor from the configuration. Every
+// subsystem that watches or shares the Supervisor's state adds its
+// crashloop.Option here: an event handler to the list, or a store.
+func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger) (*crashloop.Supervisor, error) {
+	handlers := []crashloop.EventHandler{crashloop.LogEvents(log)}
+	opts := []crashloop.Option{crashloop.WithEventHandler(crashloop.MultiHandler(handlers...))}
+	sup, err := crashloop.NewSupervisor(cfg, opts...)
+	if err != nil {
+		return nil, s.explain(err)
+	}
+	return sup, nil
+}
+
+// gaveUp reports a park, records it in the state file if there is one, and
+// returns exit status 86.
+func gaveUp(r *runner, pe *crashloop.ParkedError, state *stateStore, out *output, argv []string) (int, error) {
+	r.mu.Lock()
+	starts, last, status, ended := r.starts, r.last, r.status, r.ended
+	r.mu.Unlock()
+	if !ended && pe.LastError != nil {
+		last = pe.LastError.Error()
+	}
+	out.print(slog.LevelError, fmt.Sprintf("giving up on %s: %s after %s; last exit: %s", r.key, pe.Reason, plural(starts, "start"), last),
+		"key", r.key, "reason", pe.Reason, "starts", starts, "last_exit", last)
+	if state == nil {
+		return exitParked, nil
+	}
+	m := mark{Reason: pe.Reason, Starts: starts, Since: pe.Since, Command: argv}
+	if pe.LastError != nil {
+		m.LastError = pe.LastError.Error()
+	}
+	if ended {
+		m.ExitStatus = &status
+	}
+	err := state.update(func(st *stateFile) (bool, error) {
+		st.Marks[r.key] = m
+		return true, nil
+	})
+	if err != nil {
+		return exitParked, err
+	}
+	out.print(slog.LevelInfo, fmt.Sprintf("parked in %s; once the cause is fixed, run: %s", state.path, resumeCommand(state.path, r.key)), "key", r.key)
+	return exitParked, nil
+}
+
+// plainWord is a word a shell reads as it is.
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_./:=@%+-]+$`)
+
+// resumeCommand returns the command line that resumes key, quoted for a
+// shell.
+func resumeCommand(state, key string) string {
+	quote := func(w string) string {
+		if plainWord.MatchString(w) {
+			return w
+		}
+		return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return "crashloop resume --state " + quote(state) + " " + quote(key)
+}

@@ -1,0 +1,96 @@
+//go:build unix
+
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestFailingProgramParksAfterTheBudget(t *testing.T) {
+	t.Parallel()
+	f := filepath.Join(t.TempDir(), "starts")
+	r := runCL(t, with("--key=job", "--", "sh", "-c", "echo x >> "+f+"; echo starting; exit 1")...)
+	assert.Equal(t, exitParked, r.code, r.stderr)
+	assert.Len(t, lines(t, f), 4, "the first start and 3 respawns")
+	assert.Equal(t, strings.Repeat("starting\n", 4), r.stdout)
+	assert.True(t, strings.HasSuffix(r.stderr, "\ncrashloop: giving up on job: respawn_budget_exhausted after 4 starts; last exit: exited with status 1\n"), r.stderr)
+	assert.Equal(t, 3, strings.Count(r.stderr, "event=agent.respawn_scheduled"), r.stderr)
+	assert.Equal(t, 1, strings.Count(r.stderr, "event=agent.startup_exhausted"), r.stderr)
+	assert.NotContains(t, r.stderr, "crashloop: crashloop:")
+}
+
+func TestMaxRespawnsFlagSetsTheBudget(t *testing.T) {
+	t.Parallel()
+	f := filepath.Join(t.TempDir(), "starts")
+	r := runCL(t, with("--max-respawns=5", "--", helper, "record="+f, "exit=3")...)
+	assert.Equal(t, exitParked, r.code, r.stderr)
+	assert.Len(t, lines(t, f), 6)
+}
+
+func TestOneStartAndSignalNamesReadRight(t *testing.T) {
+	t.Parallel()
+	r := runCL(t, with("--key=one", "--max-respawns=0", "--", helper, "kill=TERM", "hang")...)
+	assert.Equal(t, exitParked, r.code, r.stderr)
+	assert.Contains(t, r.stderr, `last_error="`+helper+` killed by signal TERM"`)
+	assert.True(t, strings.HasSuffix(r.stderr, "\ncrashloop: giving up on one: respawn_budget_exhausted after 1 start; last exit: killed by signal TERM\n"), r.stderr)
+}
+
+func TestCleanExitEndsTheRun(t *testing.T) {
+	t.Parallel()
+	f := filepath.Join(t.TempDir(), "starts")
+	r := runCL(t, with("--", helper, "record="+f, "exit=0")...)
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Len(t, lines(t, f), 1)
+	assert.Empty(t, r.stderr)
+}
+
+func TestRecoveringProgramEndsWithItsCleanExit(t *testing.T) {
+	t.Parallel()
+	f := filepath.Join(t.TempDir(), "starts")
+	// Fails twice, then succeeds.
+	script := "echo x >> " + f + "; [ $(wc -l < " + f + ") -ge 3 ] && exit 0; exit 1"
+	r := runCL(t, with("--", "sh", "-c", script)...)
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Len(t, lines(t, f), 3)
+	assert.Equal(t, 2, strings.Count(r.stderr, "event=agent.respawn_scheduled"), r.stderr)
+}
+
+func TestRestartAlwaysParksEarlyCleanExits(t *testing.T) {
+	t.Parallel()
+	f := filepath.Join(t.TempDir(), "starts")
+	// A clean exit before the run was healthy is a failed start: it parks.
+	r := runCL(t, with("--restart=always", "--", helper, "record="+f, "exit=0")...)
+	assert.Equal(t, exitParked, r.code, r.stderr)
+	assert.Len(t, lines(t, f), 4)
+}
+
+func TestPermanentExitCodeParksAtOnce(t *testing.T) {
+	t.Parallel()
+	f := filepath.Join(t.TempDir(), "starts")
+	r := runCL(t, with("--key=p", "--permanent-exit-codes=78, 125", "--", helper, "record="+f, "exit=125")...)
+	assert.Equal(t, exitParked, r.code, r.stderr)
+	assert.Len(t, lines(t, f), 1)
+	assert.True(t, strings.HasSuffix(r.stderr, "\ncrashloop: giving up on p: permanent_error after 1 start; last exit: exited with status 125\n"), r.stderr)
+}
+
+func TestGuardFlagParksOnTheFastGuard(t *testing.T) {
+	t.Parallel()
+	f := filepath.Join(t.TempDir(), "starts")
+	r := runCL(t, with("--max-respawns=10", "--guard=3/60s", "--", helper, "record="+f, "exit=1")...)
+	assert.Equal(t, exitParked, r.code, r.stderr)
+	assert.Len(t, lines(t, f), 3, "the 3rd restart trips the guard")
+	assert.Contains(t, r.stderr, "restart_loop_guard after 3 starts")
+	assert.Equal(t, 1, strings.Count(r.stderr, "channel.crash_loop_tripped"), r.stderr)
+}
+
+func TestDefaultKeyIsStableAndReadable(t *testing.T) {
+	k := defaultKey([]string{"sh", "-c", "exit 1"})
+	assert.Equal(t, k, defaultKey([]string{"sh", "-c", "exit 1"}))
+	assert.NotEqual(t, k, defaultKey([]string{"sh", "-c", "exit 2"}))
+	assert.True(t, strings.HasPrefix(k, "sh-"), k)
+	assert.Len(t, k, len("sh-")+8)
+}
