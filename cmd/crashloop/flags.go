@@ -45,10 +45,11 @@ type settings struct {
 	configDoc          any // the JSON document of --config, once read
 
 	// The program.
-	key   string
-	chdir string
-	env   envFlag
-	grace time.Duration
+	key      string
+	chdir    string
+	env      envFlag
+	grace    time.Duration
+	watchdog time.Duration
 
 	// crashloop.
 	state     string
@@ -68,7 +69,7 @@ func newSettings() *settings {
 	fs.DurationVar(&s.maxBackoff, "max-backoff", d.Budget.MaxBackoff, "the longest wait between starts")
 	fs.StringVar(&s.backoff, "backoff", "linear", "the `curve` of the waits: linear, or exponential (doubling from --initial-backoff to --max-backoff)")
 	fs.StringVar(&s.jitter, "jitter", "none", "randomize the waits: none, full, equal or decorrelated")
-	fs.DurationVar(&s.healthyAfter, "healthy-after", d.HealthyAfter, "a run this long was a healthy start; its failure is judged by the chain")
+	fs.DurationVar(&s.healthyAfter, "healthy-after", d.HealthyAfter, "a run this long, or one that sent READY=1, was a healthy start; 0: only READY=1 is")
 	fs.IntVar(&s.chainMax, "chain-max", d.Chain.MaxChain, "failures after healthy runs, each within --chain-gap of the last, before giving up; 0: off")
 	fs.DurationVar(&s.chainGap, "chain-gap", d.Chain.ResetGap, "a longer gap between failures after healthy runs ends the chain")
 	fs.StringVar(&s.guard, "guard", "off", "fast restart-loop guard over every restart: off, on (3/60s) or `N/DURATION`")
@@ -80,6 +81,7 @@ func newSettings() *settings {
 	fs.StringVar(&s.chdir, "chdir", "", "run the program in `DIR`")
 	fs.Var(&s.env, "env", "set `KEY=VALUE` in the program's environment (repeatable)")
 	fs.DurationVar(&s.grace, "grace", 10*time.Second, "how long a stopping program may take before SIGKILL")
+	fs.DurationVar(&s.watchdog, "watchdog", 0, "stop the program (SIGABRT, then SIGKILL) when it sends no WATCHDOG=1 for this long, and count a failure; 0: off")
 	fs.StringVar(&s.state, "state", "", "keep parked marks in `FILE`, across crashloop restarts and reboots; one crashloop per --key")
 	fs.StringVar(&s.logFormat, "log-format", "text", "log lines on stderr: text or json")
 	fs.BoolVar(&s.version, "version", false, "print crashloop's version and exit")
@@ -93,7 +95,7 @@ var helpSections = []struct {
 }{
 	{"When to give up", []string{"max-respawns", "window", "initial-backoff", "max-backoff", "backoff", "jitter", "healthy-after",
 		"chain-max", "chain-gap", "guard", "hourly-cap", "restart", "permanent-exit-codes", "config"}},
-	{"The program", []string{"key", "chdir", "env", "grace"}},
+	{"The program", []string{"key", "chdir", "env", "grace", "watchdog"}},
 	{"crashloop", []string{"state", "log-format", "version"}},
 }
 
@@ -112,13 +114,18 @@ const helpOutro = `
 Signals: HUP, USR1, USR2, WINCH and QUIT are forwarded to the program's
 process group. The first INT or TERM stops the program the same way (SIGKILL
 after --grace) and ends crashloop with its status; a second one kills it at
-once.
+once. The program gets NOTIFY_SOCKET (systemd's notify protocol): READY=1
+marks a run healthy, STATUS=... is logged, WATCHDOG=1 feeds --watchdog.
 
 Examples:
   Restart a server when it crashes; give up after 3 failed starts in a minute:
     crashloop --key api -- ./api --port 8080
   A container entrypoint whose parks survive restarts of the container:
     crashloop --state /data/crashloop.json --key worker -- /app/worker
+  A daemon that says when it is ready; only READY=1 makes a run healthy:
+    crashloop --healthy-after 0 -- redis-server --supervised systemd
+  A program that sends WATCHDOG=1; stopped and restarted when it hangs:
+    crashloop --watchdog 30s -- ./worker
   What is parked, and resuming it once the cause is fixed:
     crashloop status --state /data/crashloop.json
     crashloop resume --state /data/crashloop.json worker
@@ -243,6 +250,8 @@ func (s *settings) check() error {
 		return badValue("restart", s.restart, "is not on-failure or always")
 	case s.grace < 0:
 		return usagef("--grace: must be >= 0")
+	case s.watchdog < 0 || (s.watchdog > 0 && s.watchdog < time.Millisecond):
+		return usagef("--watchdog: must be 0 (off) or at least 1ms")
 	case s.logFormat != "text" && s.logFormat != "json":
 		return badValue("log-format", s.logFormat, "is not text or json")
 	}
@@ -301,19 +310,28 @@ func (e *envFlag) String() string { return strings.Join(*e, " ") }
 
 func (e *envFlag) Set(v string) error {
 	k, _, ok := strings.Cut(v, "=")
-	if !ok || k == "" {
+	switch {
+	case !ok || k == "":
 		return errors.New("is not KEY=VALUE")
+	case k == "NOTIFY_SOCKET" || k == "WATCHDOG_USEC" || k == "WATCHDOG_PID":
+		return errors.New("is not allowed: crashloop sets " + k + " itself")
 	}
 	*e = append(*e, v)
 	return nil
 }
 
 // programEnv returns the program's environment: crashloop's own, then
-// --env (a later KEY replaces an earlier one).
-func (s *settings) programEnv() []string {
-	env := os.Environ()
+// --env (a later KEY replaces an earlier one), then NOTIFY_SOCKET and, with
+// --watchdog, WATCHDOG_USEC (the shim adds WATCHDOG_PID). The notify
+// variables that crashloop's own service manager gave it are not passed on.
+func (s *settings) programEnv(notifySocket string) []string {
+	env := withoutEnv(withoutEnv(os.Environ(), "WATCHDOG_USEC"), "WATCHDOG_PID")
 	for _, kv := range s.env {
 		env = setEnv(env, kv)
+	}
+	env = setEnv(env, "NOTIFY_SOCKET="+notifySocket)
+	if s.watchdog > 0 {
+		env = setEnv(env, "WATCHDOG_USEC="+strconv.FormatInt(s.watchdog.Microseconds(), 10))
 	}
 	return env
 }

@@ -22,8 +22,8 @@ const keeperName = "crashloop-keeper"
 // killed, even by SIGKILL, when crashloop cannot. crashloop tells it each
 // group it starts ("+PGID") before the program runs, and each group it has
 // seen end ("-PGID"), over a pipe. When the pipe closes (crashloop exited,
-// however it died), the keeper sends KILL to every group still listed, and
-// exits.
+// however it died), the keeper sends KILL to every group still listed,
+// removes the notify socket's folder, and exits.
 type keeper struct {
 	log    *slog.Logger
 	exited <-chan syscall.WaitStatus
@@ -33,8 +33,8 @@ type keeper struct {
 	broken bool // a write failed: the keeper is gone (said once)
 }
 
-// startKeeper starts the keeper.
-func startKeeper(r *reaper, self string, log *slog.Logger) (*keeper, error) {
+// startKeeper starts the keeper; notifyDir is the folder it removes.
+func startKeeper(r *reaper, self, notifyDir string, log *slog.Logger) (*keeper, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -47,7 +47,7 @@ func startKeeper(r *reaper, self string, log *slog.Logger) (*keeper, error) {
 	}
 	defer null.Close()
 	attr := &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{pr.Fd(), null.Fd(), null.Fd()}, Sys: &syscall.SysProcAttr{Setpgid: true}}
-	_, exited, err := r.start(self, []string{keeperName}, attr)
+	_, exited, err := r.start(self, []string{keeperName, notifyDir}, attr)
 	if err != nil {
 		pw.Close()
 		return nil, fmt.Errorf("start the keeper process: %w", err)
@@ -103,6 +103,9 @@ func keeperMain() int {
 	// being forked while it is sent.
 	for pgid := range live {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	if len(os.Args) > 1 && os.Args[1] != "" {
+		_ = os.RemoveAll(os.Args[1])
 	}
 	return 0
 }

@@ -18,7 +18,10 @@
 // is killed, the kernel (on Linux) and crashloop's keeper process kill the
 // group. HUP, USR1, USR2, WINCH and QUIT are forwarded to the group; the
 // first INT or TERM stops it gracefully and ends crashloop with the
-// program's status, a second one kills it at once.
+// program's status, a second one kills it at once. The program gets
+// NOTIFY_SOCKET, systemd's notify protocol: READY=1 marks a run healthy,
+// STATUS=... is logged, and with --watchdog a program that stops sending
+// WATCHDOG=1 is stopped (ABRT, then KILL) and counted as a failure.
 //
 // Exit status: the program's when it ended supervision (128+N when signal N
 // killed it); 1 for an error of crashloop; 2 for bad usage or

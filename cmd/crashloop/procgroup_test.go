@@ -57,6 +57,11 @@ func TestNoProcessOfTheGroupSurvives(t *testing.T) {
 				waitFor(t, "TERM to reach both processes", func() bool { return len(lines(t, ready+".signals")) == 2 })
 				c.signal(t, syscall.SIGTERM)
 			}},
+		{name: "watchdog", code: exitParked, procs: 2,
+			args: func(rec, _ string) []string {
+				return with("--max-respawns=0", "--watchdog=20ms", "--grace=50ms", "--", helper, "ignore=ABRT", "record="+rec, "spawn=record="+rec+"+hang", "hang")
+			},
+			after: "last exit: stopped by the watchdog (no WATCHDOG=1 for 20ms), killed by signal KILL\n"},
 	}
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
@@ -81,12 +86,13 @@ func TestNoProcessOfTheGroupSurvives(t *testing.T) {
 
 // TestKillingCrashloopLeavesNothing kills crashloop with SIGKILL, which it
 // cannot catch: the kernel kills the program (its parent-death signal), and
-// the keeper kills the rest of the group and exits.
+// the keeper kills the rest of the group, then removes the notify socket's
+// folder and exits.
 func TestKillingCrashloopLeavesNothing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	rec, ready := recordFile(t, dir), filepath.Join(dir, "ready")
-	c := startCL(t, with("--", helper, "ignore=TERM", "record="+rec, "spawn=record="+rec+"+hang", "spawn=record="+rec+"+hang", "touch="+ready, "hang")...)
+	rec, env, ready := recordFile(t, dir), filepath.Join(dir, "env"), filepath.Join(dir, "ready")
+	c := startCL(t, with("--", helper, "ignore=TERM", "record="+rec, "env="+env, "spawn=record="+rec+"+hang", "spawn=record="+rec+"+hang", "touch="+ready, "hang")...)
 	waitFor(t, "the program to start", func() bool { return exists(ready) })
 	var keeper []proc
 	for _, p := range procs(t) {
@@ -95,6 +101,8 @@ func TestKillingCrashloopLeavesNothing(t *testing.T) {
 		}
 	}
 	require.Len(t, keeper, 1, "crashloop runs one keeper")
+	socket := envOf(t, env)["NOTIFY_SOCKET"]
+	require.True(t, exists(socket))
 
 	c.signal(t, syscall.SIGKILL)
 	assert.Equal(t, -1, c.wait(t), "killed")
@@ -110,6 +118,7 @@ func TestKillingCrashloopLeavesNothing(t *testing.T) {
 		}
 		return true
 	})
+	assert.NoDirExists(t, filepath.Dir(socket), "the keeper removed the notify socket's folder")
 }
 
 // TestNothingIsLeftBeforeTheNextStart checks, from inside each new run,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -25,10 +26,12 @@ type runner struct {
 	env       []string // the program's whole environment
 	dir       string   // --chdir; "" keeps crashloop's
 	grace     time.Duration
-	permanent map[int]bool // exit statuses that park at once
+	watchdog  time.Duration // 0: off
+	permanent map[int]bool  // exit statuses that park at once
 	log       *slog.Logger
 	cancel    context.CancelFunc // ends supervision
 	launch    *launcher
+	notify    *notifier
 
 	mu      sync.Mutex
 	cur     *run           // the run under way; nil between runs
@@ -43,22 +46,35 @@ type runner struct {
 
 // run is one run of the program.
 type run struct {
+	ctx   context.Context // the Supervisor's context for this run, for crashloop.Ready
 	group *group
+	dog   *watchdog // nil: --watchdog off
+	over  bool      // the program has exited: later notifications are ignored (runner.mu)
+
+	// Only notified uses these; the notifier calls it for one datagram at a time.
+	ready  bool
+	status string
 }
 
 // run runs the program once; it is the Supervisor's fn.
 func (r *runner) run(ctx context.Context) error {
+	r.notify.discard() // what the processes of an ended run sent
 	cur, err := r.begin(ctx)
 	if err != nil {
 		return err
 	}
 	ws := <-cur.group.exited
+	cause := cur.dog.end()
+	r.notify.drain() // a READY=1 sent just before the exit counts for this run
+	r.mu.Lock()
+	cur.over = true
+	r.mu.Unlock()
 	cur.group.stop(syscall.SIGTERM, r.grace) // what the program left; a stop under way keeps its own signal and deadline
 	if err := cur.group.waitGone(); err != nil {
 		r.log.Warn(err.Error(), "key", r.key)
 	}
 	r.launch.end(cur.group)
-	return r.finish(ws)
+	return r.finish(ws, cause)
 }
 
 // begin starts a run, unless crashloop is stopping. A program that cannot
@@ -80,7 +96,10 @@ func (r *runner) begin(ctx context.Context) (*run, error) {
 		return nil, fmt.Errorf("start %s: %w", r.argv[0], err)
 	}
 	r.starts++
-	cur := &run{group: g}
+	cur := &run{ctx: ctx, group: g}
+	if r.watchdog > 0 {
+		cur.dog = startWatchdog(r.watchdog, func(cause string) { r.watchdogTripped(cur, cause) })
+	}
 	r.cur = cur
 	return cur, nil
 }
@@ -88,21 +107,67 @@ func (r *runner) begin(ctx context.Context) (*run, error) {
 // finish records how a run ended and returns its outcome for the
 // Supervisor: nil for exit status 0, a crashloop.Permanent error for a
 // --permanent-exit-codes status, an error naming the program and its end
-// otherwise.
-func (r *runner) finish(ws syscall.WaitStatus) error {
+// otherwise (and always when the watchdog stopped it).
+func (r *runner) finish(ws syscall.WaitStatus, cause string) error {
 	code, how := exitStatus(ws)
+	if cause != "" {
+		how = "stopped by the watchdog (" + cause + "), " + how
+	}
 	r.mu.Lock()
 	r.cur = nil
 	r.ended, r.last, r.status, r.stopped = true, how, code, r.stopSig != 0
 	r.mu.Unlock()
 	err := fmt.Errorf("%s %s", r.argv[0], how)
 	switch {
+	case cause != "":
+		return err
 	case code == 0:
 		return nil
 	case r.permanent[code]:
 		return crashloop.Permanent(err)
 	}
 	return err
+}
+
+// watchdogTripped stops a hung run: ABRT to its group, KILL after the
+// grace period.
+func (r *runner) watchdogTripped(cur *run, cause string) {
+	r.log.Warn("watchdog: "+cause+"; stopping the program's process group with SIGABRT",
+		"key", r.key, "pid", cur.group.pgid, "reason", "watchdog")
+	cur.group.stop(syscall.SIGABRT, r.grace)
+}
+
+// notified handles one sd_notify datagram: READY=1 makes the run healthy
+// (crashloop.Ready), STATUS=... is logged when it changes, WATCHDOG=1 feeds
+// the watchdog and WATCHDOG=trigger trips it. Other assignments (MAINPID,
+// RELOADING, STOPPING, ...) are ignored, and so is every datagram that comes
+// between runs or after the program exited.
+func (r *runner) notified(msg string) {
+	r.mu.Lock()
+	cur := r.cur
+	if cur != nil && cur.over {
+		cur = nil
+	}
+	r.mu.Unlock()
+	if cur == nil {
+		return
+	}
+	for _, line := range strings.Split(msg, "\n") {
+		name, value, _ := strings.Cut(line, "=")
+		switch {
+		case name == "READY" && value == "1" && !cur.ready:
+			cur.ready = true
+			crashloop.Ready(cur.ctx)
+			r.log.Info("the program is ready (READY=1)", "key", r.key, "pid", cur.group.pgid)
+		case name == "STATUS" && value != cur.status:
+			cur.status = value
+			r.log.Info("the program's status", "key", r.key, "pid", cur.group.pgid, "status", value)
+		case name == "WATCHDOG" && value == "1":
+			cur.dog.kick()
+		case name == "WATCHDOG" && value == "trigger":
+			cur.dog.trip("the program sent WATCHDOG=trigger")
+		}
+	}
 }
 
 // forward passes sig on to the group of the run under way, if any.

@@ -22,8 +22,9 @@ const shimName = "crashloop-exec"
 // It does not execute the program directly but crashloop's own binary as a
 // shim, in the new group: the shim waits until crashloop has told the keeper
 // about the group, so not even a program that forks at once can escape the
-// keeper; it looks the program up with the program's PATH and in its
-// --chdir folder; and it replaces itself with the program (same pid). When the program cannot be
+// keeper; it sets WATCHDOG_PID to its own pid, which the program keeps; it
+// looks the program up with the program's PATH and in its --chdir folder;
+// and it replaces itself with the program. When the program cannot be
 // executed, the shim reports why over a pipe that a successful exec closes.
 type launcher struct {
 	reaper *reaper
@@ -83,6 +84,9 @@ func shimMain() {
 	}
 	syscall.CloseOnExec(3)
 	syscall.CloseOnExec(4)
+	if _, ok := os.LookupEnv("WATCHDOG_USEC"); ok {
+		os.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()))
+	}
 	code, msg := execute(os.Args[1:])
 	fmt.Fprintf(os.NewFile(4, "report"), "%d %s", code, msg)
 	os.Exit(code)

@@ -66,23 +66,28 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	permanent, _ := parseExitCodes(s.permanentExitCodes) // checked by settings.check
-	r := &runner{key: key, argv: argv, env: s.programEnv(), dir: s.chdir, grace: s.grace, permanent: permanent, log: log, cancel: cancel}
+	r := &runner{key: key, argv: argv, dir: s.chdir, grace: s.grace, watchdog: s.watchdog, permanent: permanent, log: log, cancel: cancel}
 	defer handleSignals(r)()
 	reaper := newReaper()
 	defer reaper.close()
 	if err := becomeSubreaper(); err != nil {
 		log.Warn("crashloop cannot be the subreaper of the program's processes: "+err.Error(), "key", key)
 	}
+	if r.notify, err = newNotifier(r.notified); err != nil {
+		return 0, err
+	}
+	defer r.notify.close()
 	self, err := selfPath()
 	if err != nil {
 		return 0, err
 	}
-	keeper, err := startKeeper(reaper, self, log)
+	keeper, err := startKeeper(reaper, self, r.notify.dir, log)
 	if err != nil {
 		return 0, err
 	}
 	defer keeper.close()
 	r.launch = &launcher{reaper: reaper, keeper: keeper, self: self}
+	r.env = s.programEnv(r.notify.path)
 
 	err = sup.Run(ctx, key, r.run)
 	var pe *crashloop.ParkedError

@@ -1,0 +1,159 @@
+//go:build unix
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestReadyMakesARunHealthy: with --max-respawns=0 a failed start parks at
+// once, but a run that sent READY=1 was healthy, so its failure goes to the
+// chain (3 rescues, then needs_human), even when READY=1 came just before
+// the exit, behind a burst of other datagrams.
+func TestReadyMakesARunHealthy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	f := filepath.Join(dir, "starts")
+	r := runCL(t, with("--key=r", "--max-respawns=0", "--healthy-after=0", "--chain-max=3", "--", helper, "record="+f, "exit=1")...)
+	assert.Equal(t, exitParked, r.code, r.stderr)
+	assert.Len(t, lines(t, f), 1, "without READY=1: a failed start")
+	assert.True(t, strings.HasSuffix(r.stderr, "\ncrashloop: giving up on r: respawn_budget_exhausted after 1 start; last exit: exited with status 1\n"), r.stderr)
+
+	f = filepath.Join(dir, "ready-starts")
+	r = runCL(t, with("--key=r", "--max-respawns=0", "--healthy-after=0", "--chain-max=3", "--", helper, "record="+f, "burst=200", "notify=READY=1", "exit=1")...)
+	assert.Equal(t, exitParked, r.code, r.stderr)
+	assert.Len(t, lines(t, f), 4, "3 rescues, then the chain gives up")
+	assert.Equal(t, 4, strings.Count(r.stderr, `msg="the program is ready (READY=1)" key=r pid=`), r.stderr)
+	assert.True(t, strings.HasSuffix(r.stderr, "\ncrashloop: giving up on r: needs_human after 4 starts; last exit: exited with status 1\n"), r.stderr)
+}
+
+// TestStatusIsLogged: STATUS=... is logged when it changes; one datagram
+// may hold several assignments, and unknown ones are ignored.
+func TestStatusIsLogged(t *testing.T) {
+	t.Parallel()
+	r := runCL(t, with("--log-format=json", "--key=s", "--", helper,
+		`notify=STATUS=warming up\nMAINPID=1\nX_UNKNOWN=1`, "notify=STATUS=warming up", "notify=STATUS=serving", "notify=BOGUS", "exit=0")...)
+	assert.Equal(t, 0, r.code, r.stderr)
+	var statuses []string
+	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &rec), l)
+		assert.Equal(t, "the program's status", rec["msg"])
+		assert.Equal(t, "INFO", rec["level"])
+		assert.Equal(t, "s", rec["key"])
+		statuses = append(statuses, rec["status"].(string))
+	}
+	assert.Equal(t, []string{"warming up", "serving"}, statuses)
+}
+
+// TestTheProgramsNotifyEnvironment: the program gets crashloop's own
+// NOTIFY_SOCKET (a socket in a folder only crashloop's user may enter),
+// not the one crashloop got; WATCHDOG_USEC and WATCHDOG_PID (its own pid)
+// only with --watchdog.
+func TestTheProgramsNotifyEnvironment(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, watchdog := range []string{"0", "1500ms"} {
+		file := filepath.Join(dir, "env-"+watchdog)
+		cmd := command(with("--watchdog="+watchdog, "--", helper, "env="+file, "exit=0")...)
+		cmd.Env = append(cmd.Env, "NOTIFY_SOCKET=/run/systemd/notify", "WATCHDOG_USEC=7", "WATCHDOG_PID=1")
+		r := runCmd(t, cmd)
+		require.Equal(t, 0, r.code, r.stderr)
+		env := envOf(t, file)
+		socket := env["NOTIFY_SOCKET"]
+		assert.True(t, strings.HasPrefix(filepath.Base(filepath.Dir(socket)), "crashloop-"), socket)
+		assert.NoDirExists(t, filepath.Dir(socket), "removed when crashloop exits")
+		if watchdog == "0" {
+			assert.NotContains(t, env, "WATCHDOG_USEC")
+			assert.NotContains(t, env, "WATCHDOG_PID")
+			continue
+		}
+		assert.Equal(t, "1500000", env["WATCHDOG_USEC"])
+		assert.Equal(t, env["PID"], env["WATCHDOG_PID"])
+	}
+
+	ready := filepath.Join(dir, "ready")
+	file := filepath.Join(dir, "env")
+	c := startCL(t, with("--", helper, "env="+file, "touch="+ready, "hang")...)
+	waitFor(t, "the program to start", func() bool { return exists(ready) })
+	socket := envOf(t, file)["NOTIFY_SOCKET"]
+	fi, err := os.Stat(socket)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeSocket, fi.Mode().Type())
+	fi, err = os.Stat(filepath.Dir(socket))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	c.signal(t, syscall.SIGTERM)
+	c.wait(t)
+}
+
+// TestWatchdogStopsAHungProgram: a program that stops sending WATCHDOG=1
+// gets ABRT (KILL after --grace if it ignores ABRT), and the run is a
+// failure whose error says the watchdog stopped it.
+func TestWatchdogStopsAHungProgram(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		argv func(rec string) []string
+		want string
+	}{
+		{"hung", func(rec string) []string {
+			return []string{"sh", "-c", helper + " record=" + rec + " notify=WATCHDOG=1 && exec sleep 1000"}
+		}, "sh stopped by the watchdog (no WATCHDOG=1 for 300ms), killed by signal ABRT"},
+		{"ignores ABRT", func(rec string) []string {
+			return []string{helper, "record=" + rec, "ignore=ABRT", "hang"}
+		}, helper + " stopped by the watchdog (no WATCHDOG=1 for 300ms), killed by signal KILL"},
+		{"WATCHDOG=trigger", func(rec string) []string {
+			return []string{"sh", "-c", helper + " record=" + rec + " notify=WATCHDOG=trigger && exec sleep 1000"}
+		}, "sh stopped by the watchdog (the program sent WATCHDOG=trigger), killed by signal ABRT"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := filepath.Join(t.TempDir(), "starts")
+			r := runCL(t, with(append([]string{"--key=w", "--max-respawns=1", "--watchdog=300ms", "--grace=50ms", "--"}, tc.argv(f)...)...)...)
+			assert.Equal(t, exitParked, r.code, r.stderr)
+			assert.Len(t, lines(t, f), 2)
+			assert.Equal(t, 2, strings.Count(r.stderr, "level=WARN msg=\"watchdog: "), r.stderr)
+			assert.Equal(t, 2, strings.Count(r.stderr, " reason=watchdog\n"), r.stderr)
+			assert.Contains(t, r.stderr, `event=agent.respawn_scheduled key=w attempts=1 limit=1 window=10s backoff=1ms last_error="`+tc.want+`"`)
+			_, last, _ := strings.Cut(tc.want, " ")
+			assert.True(t, strings.HasSuffix(r.stderr, "\ncrashloop: giving up on w: respawn_budget_exhausted after 2 starts; last exit: "+last+"\n"), r.stderr)
+		})
+	}
+}
+
+// TestWatchdogKeepsAPingingProgram: a program that sends WATCHDOG=1 every
+// 10ms for three times the watchdog's timeout is not stopped.
+func TestWatchdogKeepsAPingingProgram(t *testing.T) {
+	t.Parallel()
+	f := filepath.Join(t.TempDir(), "starts")
+	r := runCL(t, with("--watchdog=500ms", "--", helper, "record="+f, "ping=1500ms", "exit=0")...)
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Len(t, lines(t, f), 1)
+	assert.Empty(t, r.stderr)
+}
+
+// TestNotifyOnlyCountsForItsRun: a READY=1 from a process that a run left
+// behind, sent once crashloop stops it after the program exited, makes
+// neither that run nor the next one healthy.
+func TestNotifyOnlyCountsForItsRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	f, sent := filepath.Join(dir, "starts"), filepath.Join(dir, "sent")
+	r := runCL(t, with("--key=n", "--max-respawns=1", "--healthy-after=0", "--grace=50ms", "--", helper, "record="+f,
+		"spawn=onterm=notify=READY=1,touch="+sent+"+hang", "exit=1")...)
+	assert.Equal(t, exitParked, r.code, r.stderr)
+	assert.FileExists(t, sent, "the leftover sent READY=1")
+	assert.Len(t, lines(t, f), 2, "two failed starts: no run was healthy")
+	assert.NotContains(t, r.stderr, "READY=1")
+	assert.True(t, strings.HasSuffix(r.stderr, "\ncrashloop: giving up on n: respawn_budget_exhausted after 2 starts; last exit: exited with status 1\n"), r.stderr)
+}
