@@ -99,7 +99,7 @@ func TestHelp(t *testing.T) {
 	for _, sec := range helpSections {
 		for _, name := range sec.flags {
 			listed[name] = true
-			assert.Contains(t, r.stdout, "\n  --"+name+" ")
+			assert.True(t, strings.Contains(r.stdout, "\n  --"+name+" ") || strings.Contains(r.stdout, "\n  --"+name+"\n"), "--%s", name)
 		}
 	}
 	newSettings().fs.VisitAll(func(f *flag.Flag) { assert.True(t, listed[f.Name], "--%s is missing from --help", f.Name) })
@@ -128,7 +128,9 @@ func TestJSONLogFormatIsEverywhere(t *testing.T) {
 		with(append(base, "--max-respawns=1", "--watchdog=300ms", "--grace=50ms", "--", "sh", "-c", helper+" notify=STATUS=up && exec sleep 1000")...),
 		with(append(base, "--", "true")...),                       // parked
 		with(append(base, "--key=k", "--", "no-such-program")...), // 127
-		with(append(base, "--window=-1s", "--", "true")...),       // bad usage
+		with(append(base, "--window=-1s", "--", "true")...),       // rejected by the library
+		with(append(base, "--grace=-1s", "--", "true")...),        // rejected by crashloop
+		with(append(base, "true")...),                             // no --
 	} {
 		r := runCL(t, args...)
 		assert.NotEqual(t, 0, r.code)
@@ -145,6 +147,8 @@ func TestJSONLogFormatIsEverywhere(t *testing.T) {
 		"once the cause is fixed, run: crashloop resume --state " + state + " j",
 		"no-such-program: command not found",
 		"--window: must be > 0",
+		"--grace: must be >= 0",
+		"missing -- before the program (usage: crashloop [flags] -- PROGRAM [ARGS...])",
 	}, msgs)
 }
 

@@ -67,23 +67,23 @@ func newSettings() *settings {
 	fs.DurationVar(&s.window, "window", d.Budget.Window, "the rolling window of the respawn budget")
 	fs.DurationVar(&s.initialBackoff, "initial-backoff", d.Budget.InitialBackoff, "wait before the first respawn; the Nth waits N times as long")
 	fs.DurationVar(&s.maxBackoff, "max-backoff", d.Budget.MaxBackoff, "the longest wait between starts")
-	fs.StringVar(&s.backoff, "backoff", "linear", "the `curve` of the waits: linear, or exponential (doubling from --initial-backoff to --max-backoff)")
-	fs.StringVar(&s.jitter, "jitter", "none", "randomize the waits: none, full, equal or decorrelated")
+	fs.StringVar(&s.backoff, "backoff", "linear", "the `CURVE` of the waits: linear, or exponential (doubling from --initial-backoff to --max-backoff)")
+	fs.StringVar(&s.jitter, "jitter", "none", "randomize the waits by `KIND`: none, full, equal or decorrelated")
 	fs.DurationVar(&s.healthyAfter, "healthy-after", d.HealthyAfter, "a run this long, or one that sent READY=1, was a healthy start; 0: only READY=1 is")
 	fs.IntVar(&s.chainMax, "chain-max", d.Chain.MaxChain, "failures after healthy runs, each within --chain-gap of the last, before giving up; 0: off")
 	fs.DurationVar(&s.chainGap, "chain-gap", d.Chain.ResetGap, "a longer gap between failures after healthy runs ends the chain")
 	fs.StringVar(&s.guard, "guard", "off", "fast restart-loop guard over every restart: off, on (3/60s) or `N/DURATION`")
 	fs.IntVar(&s.hourlyCap, "hourly-cap", 0, "park after `N` restarts in a rolling hour; 0: off")
-	fs.StringVar(&s.restart, "restart", "on-failure", "on-failure, or always to restart after exit status 0 too")
-	fs.StringVar(&s.permanentExitCodes, "permanent-exit-codes", "", "comma-separated exit statuses that park at once, such as 78,125")
-	fs.StringVar(&s.config, "config", "", "JSON supervisor configuration (every setting, the fleet breaker too); flags override it")
+	fs.StringVar(&s.restart, "restart", "on-failure", "restart `POLICY`: on-failure, or always to restart after exit status 0 too")
+	fs.StringVar(&s.permanentExitCodes, "permanent-exit-codes", "", "comma-separated exit statuses (`CODES`) that park at once, such as 78,125")
+	fs.StringVar(&s.config, "config", "", "JSON supervisor configuration `FILE` (every setting, the fleet breaker too); flags override it")
 	fs.StringVar(&s.key, "key", "", "the program's stable identity in events and the state file (default: its name and a hash of the command line)")
 	fs.StringVar(&s.chdir, "chdir", "", "run the program in `DIR`")
 	fs.Var(&s.env, "env", "set `KEY=VALUE` in the program's environment (repeatable)")
 	fs.DurationVar(&s.grace, "grace", 10*time.Second, "how long a stopping program may take before SIGKILL")
 	fs.DurationVar(&s.watchdog, "watchdog", 0, "stop the program (SIGABRT, then SIGKILL) when it sends no WATCHDOG=1 for this long, and count a failure; 0: off")
 	fs.StringVar(&s.state, "state", "", "keep parked marks in `FILE`, across crashloop restarts and reboots; one crashloop per --key")
-	fs.StringVar(&s.logFormat, "log-format", "text", "log lines on stderr: text or json")
+	fs.StringVar(&s.logFormat, "log-format", "text", "log lines on stderr in `FORMAT`: text or json")
 	fs.BoolVar(&s.version, "version", false, "print crashloop's version and exit")
 	return s
 }
@@ -151,13 +151,18 @@ func (s *settings) printHelp(w io.Writer) {
 		for _, name := range sec.flags {
 			f := s.fs.Lookup(name)
 			arg, usage := flag.UnquoteUsage(f)
-			if arg == "value" || arg == "string" {
-				arg = strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+			switch arg {
+			case "int":
+				arg = " N"
+			case "duration":
+				arg = " DURATION"
+			case "string", "value":
+				arg = " " + strings.ToUpper(name)
+			case "":
+			default:
+				arg = " " + arg
 			}
-			if _, isBool := f.Value.(interface{ IsBoolFlag() bool }); isBool {
-				arg = ""
-			}
-			fmt.Fprintf(w, "  --%s %s\n", name, arg)
+			fmt.Fprintf(w, "  --%s%s\n", name, arg)
 			if def := f.DefValue; def != "" && def != "0" && def != "0s" && def != "false" {
 				usage += " (default " + def + ")"
 			}
@@ -168,8 +173,10 @@ func (s *settings) printHelp(w io.Writer) {
 }
 
 // parseSupervise reads the flags before "--" and the program after it.
-// done is true when it has printed --help or --version.
-func parseSupervise(args []string, stdout io.Writer) (s *settings, argv []string, done bool, err error) {
+// done is true when it has printed --help or --version. Once the flags are
+// read, under --log-format json, out prints JSON: every later error is a
+// JSON record too.
+func parseSupervise(args []string, stdout io.Writer, out *output) (s *settings, argv []string, done bool, err error) {
 	flagArgs, argv, dashes := args, []string(nil), false
 	for i, a := range args {
 		if a == "--" {
@@ -188,6 +195,9 @@ func parseSupervise(args []string, stdout io.Writer) (s *settings, argv []string
 	if s.version {
 		fmt.Fprintln(stdout, "crashloop", version())
 		return s, nil, true, nil
+	}
+	if s.logFormat == "json" {
+		out.json = newLogger(s.logFormat, out.stderr)
 	}
 	switch {
 	case !dashes:

@@ -19,14 +19,11 @@ import (
 // crashloop's exit status, or an error to print as one line (a *failure
 // carries its own status).
 func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
-	s, argv, done, err := parseSupervise(args, stdout)
+	s, argv, done, err := parseSupervise(args, stdout, out)
 	if done || err != nil {
 		return 0, err
 	}
 	log := newLogger(s.logFormat, out.stderr)
-	if s.logFormat == "json" {
-		out.json = log
-	}
 	cfg, err := s.configuration()
 	if err != nil {
 		return 0, err
