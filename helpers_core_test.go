@@ -78,10 +78,3 @@ func coreNoDeadlock(t *testing.T, f func()) {
 		t.Fatal("deadlock: call did not return (a handler waited for a lock held by its caller)")
 	}
 }
-
-// coreCallRecovering calls f and returns the value it panicked with, or nil.
-func coreCallRecovering(f func()) (recovered any) {
-	defer func() { recovered = recover() }()
-	f()
-	return nil
-}

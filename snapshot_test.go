@@ -168,7 +168,7 @@ func TestSnapshotBudgetParkedSurvives(t *testing.T) {
 	assert.True(t, pe.Since.Equal(snapT0.Add(1500*time.Millisecond)), pe.Since)
 	require.Error(t, pe.LastError)
 	assert.Equal(t, "exit status 2", pe.LastError.Error())
-	assert.Equal(t, `crashloop: session "s" is parked (respawn_budget_exhausted after 1 respawns): exit status 2`, pe.Error())
+	assert.Equal(t, `crashloop: session "s" is parked (respawn_budget_exhausted after 1 respawn; resume it once the cause is fixed): exit status 2`, pe.Error())
 	d, err := restored.Failed("s", errSnapBoom)
 	assert.Zero(t, d)
 	require.ErrorAs(t, err, &pe)
@@ -398,7 +398,7 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	assert.Equal(t, crashloop.FleetStatus{FleetRestartsPerHour: 3, FailingChannels: 1, TotalChannels: 4, RestartsInHour: 2}, st)
 	assert.True(t, restored.NoteRestart(), "the third restart in the hour trips")
 	trip := crashloop.Event{Kind: crashloop.EventFleetTripped, Key: "fleet", Time: snapT0.Add(30 * time.Minute),
-		Reason: "channel crash-loop: 1/4 channels failing", Attempts: 3, Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}
+		Reason: "channel crash-loop: 3 restarts in 1h", Attempts: 3, Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}
 	assert.Equal(t, []crashloop.Event{trip}, rec.take())
 
 	// The trip survives a restart in the middle of its cooldown, and re-arms
@@ -408,7 +408,8 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"version": 1, "kind": "fleet_supervision_policy", "latest": "2026-03-01T12:30:00Z",
 		"restarts": ["2026-03-01T12:00:00Z", "2026-03-01T12:10:00Z", "2026-03-01T12:30:00Z"],
-		"tripped": true, "since": "2026-03-01T12:30:00Z", "failing": 1, "total": 4}`, string(tripped))
+		"tripped": true, "since": "2026-03-01T12:30:00Z", "reason": "channel crash-loop: 3 restarts in 1h",
+		"failing": 1, "total": 4}`, string(tripped))
 	rec3 := &snapRecorder{}
 	c3 := snapClock(snapT0.Add(31*time.Minute + 30*time.Second))
 	again, err := crashloop.NewFleetSupervisionPolicy(cfg, crashloop.WithClock(c3), crashloop.WithName("fleet"), crashloop.WithEventHandler(rec3))
@@ -424,7 +425,7 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	assert.Empty(t, rec3.take())
 	assert.False(t, again.TrippedAt(rearm))
 	assert.Equal(t, []crashloop.Event{{Kind: crashloop.EventFleetRearmed, Key: "fleet", Time: rearm,
-		Reason: "channel crash-loop: 1/4 channels failing", Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}}, rec3.take())
+		Reason: "channel crash-loop: 3 restarts in 1h", Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}}, rec3.take())
 	assert.Equal(t, 0, again.StatusAt(rearm).RestartsInHour, "re-armed with a clean hour")
 
 	// More than an hour later the restored hour is empty.
@@ -754,13 +755,14 @@ func TestSnapshotSupervisorRoundTrip(t *testing.T) {
 	snapFailN(t, orig, "a", 2) // two respawns in the window
 	data, err := orig.Snapshot()
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"version": 1, "kind": "supervisor", "seq": 1,
+	assert.JSONEq(t, `{"version": 1, "kind": "supervisor",
 		"budget": {"version": 1, "kind": "respawn_budget", "latest": "2026-03-01T12:00:00Z",
 			"keys": {"a": {"respawns": ["2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z"]}}},
-		"chain": {"version": 1, "kind": "chain_detector", "keys": {}},
+		"chain": {"version": 1, "kind": "chain_detector", "latest": "2026-03-01T12:00:00Z", "keys": {}},
 		"fleet": {"version": 1, "kind": "fleet_supervision_policy", "latest": "2026-03-01T12:00:00Z",
 			"restarts": ["2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z"], "tripped": false, "failing": 0, "total": 0},
-		"keys": {"a": {"state": "exited", "incarnation": "a#1", "last_error": "boom", "since": "2026-03-01T12:00:00Z"}}}`,
+		"keys": {"a": {"state": "exited", "incarnation": "a#1", "runs": 1, "restarts": 2, "last_error": "boom",
+			"since": "2026-03-01T12:00:00Z"}}}`,
 		string(data))
 
 	// Restored 30s later, the next failure parks, as without the restart.
@@ -779,7 +781,7 @@ func TestSnapshotSupervisorRoundTrip(t *testing.T) {
 		assert.Equal(t, 2, pe.Attempts)
 		assert.Equal(t, snapT0.Add(30*time.Second), pe.Since)
 		ks := s.Status().Keys["a"]
-		assert.Equal(t, crashloop.KeyStatus{State: crashloop.StateParked, Restarts: 2, LastError: "boom",
+		assert.Equal(t, crashloop.KeyStatus{State: crashloop.StateParked, Restarts: 2, TotalRestarts: 2, LastError: "boom",
 			Reason: crashloop.ReasonBudgetExhausted, Incarnation: "a#2", Since: snapT0.Add(30 * time.Second)}, ks)
 	}
 
@@ -916,7 +918,7 @@ func TestSnapshotSupervisorRejectsBadDocuments(t *testing.T) {
 	snapFailN(t, s, "live", 1)
 	const ok = `{"version": 1, "kind": "supervisor", "seq": 3,
 		"budget": {"version": 1, "kind": "respawn_budget", "keys": {}},
-		"keys": {"a": {"state": "parked", "since": "2026-03-01T12:00:00Z"}}}`
+		"keys": {"a": {"state": "exited", "since": "2026-03-01T12:00:00Z"}}}`
 	s2, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(snapClock(snapT0)))
 	require.NoError(t, err)
 	require.NoError(t, s2.Restore([]byte(ok)))
@@ -924,10 +926,11 @@ func TestSnapshotSupervisorRejectsBadDocuments(t *testing.T) {
 		{"wrong kind", strings.Replace(ok, `"supervisor"`, `"respawn_budget"`, 1), `supervisor: kind "respawn_budget", want "supervisor"`},
 		{"no budget", strings.Replace(ok, `"budget": {"version": 1, "kind": "respawn_budget", "keys": {}},`, ``, 1), "supervisor.budget: missing"},
 		{"budget of another kind", strings.Replace(ok, `"kind": "respawn_budget"`, `"kind": "chain_detector"`, 1), `supervisor.budget: kind "chain_detector", want "respawn_budget"`},
-		{"unknown state", strings.Replace(ok, `"parked"`, `"sleeping"`, 1), `supervisor.keys["a"].state: unknown state "sleeping"`},
+		{"unknown state", strings.Replace(ok, `"exited"`, `"sleeping"`, 1), `supervisor.keys["a"].state: unknown state "sleeping"`},
+		{"parked without a park", strings.Replace(ok, `"exited"`, `"parked"`, 1), `supervisor.keys["a"].state: "parked", but the key is not parked`},
 		{"no since", strings.Replace(ok, `, "since": "2026-03-01T12:00:00Z"`, ``, 1), `supervisor.keys["a"].since: missing time`},
 		{"negative seq", strings.Replace(ok, `"seq": 3`, `"seq": -3`, 1), "cannot unmarshal number -3"},
-		{"guard over its limit", strings.Replace(ok, `"state": "parked"`, `"guard": {"version": 1, "kind": "restart_loop_guard", "latest": "2026-03-01T12:00:00Z", "restarts": ["2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z"], "tripped": true}, "state": "parked"`, 1),
+		{"guard over its limit", strings.Replace(ok, `"state": "exited"`, `"guard": {"version": 1, "kind": "restart_loop_guard", "latest": "2026-03-01T12:00:00Z", "restarts": ["2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z"], "tripped": true}, "state": "exited"`, 1),
 			`supervisor.keys["a"].guard.restarts: 3 events, more than the limit of 2`},
 		{"budget park without reason", strings.Replace(ok, `"keys": {}}`, `"keys": {"a": {"parked": {"attempts": 0, "since": "2026-03-01T12:00:00Z"}}}}`, 1),
 			`supervisor.budget.keys["a"].parked.reason: missing`},
@@ -1024,7 +1027,7 @@ func TestSnapshotConcurrentWithChanges(t *testing.T) {
 // Supervisor made itself: after the park is committed.
 func TestSnapshotSupervisorRestoredGuardEventsSeeCommittedState(t *testing.T) {
 	cfg := snapSupConfig()
-	cfg.Guard = &crashloop.GuardConfig{MaxRestarts: 2, Window: time.Minute}
+	cfg.Guard = &crashloop.GuardConfig{MaxRestarts: 1, Window: time.Minute}
 	s1, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(snapClock(snapT0)))
 	require.NoError(t, err)
 	snapFailN(t, s1, "a", 1) // one restart in the guard's window
@@ -1088,7 +1091,7 @@ func ExampleRespawnBudget_Snapshot() {
 	//   }
 	// }
 	// 1.5s <nil>
-	// 0s crashloop: session "worker" is parked (respawn_budget_exhausted after 3 respawns): exit status 1
+	// 0s crashloop: session "worker" is parked (respawn_budget_exhausted after 3 respawns; resume it once the cause is fixed): exit status 1
 }
 
 // WithStore keeps a Supervisor's state in a file: a key parked before a
@@ -1115,7 +1118,7 @@ func ExampleWithStore() {
 	fmt.Println(s.Resume("worker"))
 	fmt.Println(s.Run(context.Background(), "worker", func(context.Context) error { return nil }))
 	// Output:
-	// crashloop: session "worker" is parked (respawn_budget_exhausted after 2 respawns): no such file
+	// crashloop: session "worker" is parked (respawn_budget_exhausted after 2 respawns; resume it once the cause is fixed): no such file
 	// [worker]
 	// true
 	// <nil>

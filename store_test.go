@@ -460,7 +460,7 @@ func TestSupervisorConcurrentParksAllSaved(t *testing.T) {
 }
 
 // Calls that race for a guard's lock read the clock in one order and may
-// take the lock in the other; each reads its time through the guard's mark
+// take the lock in the other; each reads its time through the guard's timebase
 // under the lock, so the window stays in order (window.push relies on it)
 // and a snapshot of it restores.
 func TestRacedReadingsKeepTheWindowInOrder(t *testing.T) {
@@ -480,7 +480,7 @@ func TestRacedReadingsKeepTheWindowInOrder(t *testing.T) {
 	}
 	wg.Wait()
 	g.mu.Lock()
-	events := copyWindow(&g.win)
+	events := g.win.appendTo(nil)
 	g.mu.Unlock()
 	require.Len(t, events, 4000)
 	assert.True(t, slices.IsSorted(events), "the window is out of order")
