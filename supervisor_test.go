@@ -26,108 +26,9 @@ import (
 // 2000-01-01T00:00:00Z and only moves when every goroutine is blocked, so
 // all start times below are exact.
 
-// supEvent is an event as recorded by supRecorder: At is its time as an
-// offset from the start of the test, and Event.Time is zeroed.
-type supEvent struct {
-	At time.Duration
-	crashloop.Event
-}
-
-// supRecorder is an EventHandler that records every event, safe for
-// concurrent use.
-type supRecorder struct {
-	start time.Time
-	mu    sync.Mutex
-	evs   []supEvent
-}
-
-func newSupRecorder() *supRecorder { return &supRecorder{start: time.Now()} }
-
-func (r *supRecorder) HandleEvent(ev crashloop.Event) {
-	at := ev.Time.Sub(r.start)
-	ev.Time = time.Time{}
-	r.mu.Lock()
-	r.evs = append(r.evs, supEvent{At: at, Event: ev})
-	r.mu.Unlock()
-}
-
-func (r *supRecorder) events() []supEvent {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]supEvent(nil), r.evs...)
-}
-
-// count returns how many events of kind were recorded.
-func (r *supRecorder) count(kind crashloop.EventKind) int {
-	n := 0
-	for _, ev := range r.events() {
-		if ev.Kind == kind {
-			n++
-		}
-	}
-	return n
-}
-
-// supStarts records the time of each call of a supervised function.
-type supStarts struct {
-	start time.Time
-	mu    sync.Mutex
-	at    []time.Duration
-}
-
-func newSupStarts() *supStarts { return &supStarts{start: time.Now()} }
-
-// mark records a start now and returns its number (1 for the first).
-func (s *supStarts) mark() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.at = append(s.at, time.Since(s.start))
-	return len(s.at)
-}
-
-func (s *supStarts) times() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.at...)
-}
-
-func newTestSupervisor(t *testing.T, cfg crashloop.SupervisorConfig, opts ...crashloop.Option) *crashloop.Supervisor {
-	t.Helper()
-	s, err := crashloop.NewSupervisor(cfg, opts...)
-	require.NoError(t, err)
-	return s
-}
-
-func respawnEv(at time.Duration, key string, cause error, attempt int, backoff time.Duration) supEvent {
-	return supEvent{At: at, Event: crashloop.Event{Kind: crashloop.EventRespawnScheduled, Key: key, LastError: cause,
-		Attempts: attempt, Limit: 3, Window: 60 * time.Second, Backoff: backoff}}
-}
-
-func exhaustedEv(at time.Duration, key, reason string, cause error, attempts int) supEvent {
-	return supEvent{At: at, Event: crashloop.Event{Kind: crashloop.EventStartupExhausted, Key: key, Reason: reason,
-		LastError: cause, Attempts: attempts, Limit: 3, Window: 60 * time.Second}}
-}
-
-func restartEv(at time.Duration, key, inc, reason string, cause error, total int, backoff time.Duration) supEvent {
-	return supEvent{At: at, Event: crashloop.Event{Kind: crashloop.EventRestartScheduled, Key: key, Incarnation: inc,
-		Reason: reason, LastError: cause, Attempts: total, Backoff: backoff}}
-}
-
-func millis(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-
-// sleepOrDone sleeps d, or returns ctx.Err() if ctx ends first.
-func sleepOrDone(ctx context.Context, d time.Duration) error {
-	select {
-	case <-time.After(d):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 func TestSupervisorFailsAtOnceParksAfterBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec, starts := newSupRecorder(), newSupStarts()
+		rec, starts := newRecorder(), newSupStarts()
 		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
 		boom := errors.New("boom")
 
@@ -170,7 +71,7 @@ func TestSupervisorFailsAtOnceParksAfterBudget(t *testing.T) {
 
 func TestSupervisorSlowLoopNeedsHuman(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec, starts := newSupRecorder(), newSupStarts()
+		rec, starts := newRecorder(), newSupStarts()
 		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
 		died := errors.New("died after 16 minutes")
 
@@ -224,7 +125,7 @@ func TestSupervisorSlowLoopNeedsHuman(t *testing.T) {
 
 func TestSupervisorHealthyHourlyFailuresNeverPark(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec, starts := newSupRecorder(), newSupStarts()
+		rec, starts := newRecorder(), newSupStarts()
 		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
 		ctx, cancel := context.WithCancel(t.Context())
 		go func() {
@@ -268,7 +169,7 @@ func TestSupervisorHealthyHourlyFailuresNeverPark(t *testing.T) {
 
 func TestSupervisorPermanentParksAfterOneStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec, starts := newSupRecorder(), newSupStarts()
+		rec, starts := newRecorder(), newSupStarts()
 		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
 		missing := errors.New("exec: \"agent\": executable file not found")
 		perm := crashloop.Permanent(missing)
@@ -294,7 +195,7 @@ func TestSupervisorPermanentParksAfterOneStart(t *testing.T) {
 
 func TestSupervisorPlannedRestartCostsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec, starts := newSupRecorder(), newSupStarts()
+		rec, starts := newRecorder(), newSupStarts()
 		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
 		boom, reload := errors.New("boom"), errors.New("config reloaded")
 
@@ -329,7 +230,7 @@ func TestSupervisorPlannedRestartCostsNothing(t *testing.T) {
 
 func TestSupervisorPlannedRestartBreaksTheChain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec, starts := newSupRecorder(), newSupStarts()
+		rec, starts := newRecorder(), newSupStarts()
 		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
 		died := errors.New("died")
 
@@ -370,7 +271,7 @@ func TestSupervisorPlannedRestartBreaksTheChain(t *testing.T) {
 
 func TestSupervisorFleetBreakerHoldsRestarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := newSupRecorder()
+		rec := newRecorder()
 		cfg := crashloop.DefaultSupervisorConfig()
 		fleet := crashloop.DefaultFleetConfig()
 		fleet.RestartsPerHour = 10
@@ -491,7 +392,7 @@ func TestSupervisorFleetBreakerHoldsRestarts(t *testing.T) {
 // every key is restarted.
 func TestSupervisorReleaseAfterRearmIsPaced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := newSupRecorder()
+		rec := newRecorder()
 		cfg := crashloop.DefaultSupervisorConfig() // fleet: 40 an hour, 120s cooldown
 		s := newTestSupervisor(t, cfg, crashloop.WithEventHandler(rec))
 		ctx, cancel := context.WithCancel(t.Context())
@@ -546,27 +447,9 @@ func TestSupervisorReleaseAfterRearmIsPaced(t *testing.T) {
 	})
 }
 
-func eventsOf(r *supRecorder, kind crashloop.EventKind) []supEvent {
-	var out []supEvent
-	for _, ev := range r.events() {
-		if ev.Kind == kind {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-func atsOf(r *supRecorder, kind crashloop.EventKind) []time.Duration {
-	var out []time.Duration
-	for _, ev := range eventsOf(r, kind) {
-		out = append(out, ev.At)
-	}
-	return out
-}
-
 func TestSupervisorCancelInBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec, starts := newSupRecorder(), newSupStarts()
+		rec, starts := newRecorder(), newSupStarts()
 		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
 		ctx, cancel := context.WithCancel(t.Context())
 		go func() {
@@ -621,7 +504,7 @@ func TestSupervisorCancelInHold(t *testing.T) {
 
 func TestSupervisorCancelDuringRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec, starts := newSupRecorder(), newSupStarts()
+		rec, starts := newRecorder(), newSupStarts()
 		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
 		ctx, cancel := context.WithCancel(t.Context())
 		go func() {
@@ -666,7 +549,7 @@ func TestSupervisorHealthyAfterClearsBudget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rec, starts := newSupRecorder(), newSupStarts()
+				rec, starts := newRecorder(), newSupStarts()
 				s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
 				boom := errors.New("boom")
 				var third time.Duration
@@ -713,18 +596,13 @@ func TestSupervisorHealthyAfterClearsBudget(t *testing.T) {
 	}
 }
 
-func guardEv(at time.Duration, key, reason string, attempts, limit int, window time.Duration) supEvent {
-	return supEvent{At: at, Event: crashloop.Event{Kind: crashloop.EventGuardTripped, Key: key, Reason: reason,
-		Attempts: attempts, Limit: limit, Window: window}}
-}
-
 func TestSupervisorGuardParksKey(t *testing.T) {
 	// A function that restarts itself in a tight loop spends no budget and
 	// ends every chain; the per-key guard sees every restart and, like the
 	// budget, allows its 3 and parks on the 4th.
 	t.Run("a tight loop of planned restarts", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			rec, starts := newSupRecorder(), newSupStarts()
+			rec, starts := newRecorder(), newSupStarts()
 			cfg := crashloop.DefaultSupervisorConfig()
 			cfg.Guard = &crashloop.GuardConfig{MaxRestarts: 3, Window: 60 * time.Second}
 			s := newTestSupervisor(t, cfg, crashloop.WithEventHandler(rec))
@@ -759,7 +637,7 @@ func TestSupervisorGuardParksKey(t *testing.T) {
 	// N has spent its N respawns: the budget judges them first.
 	t.Run("failed starts: the budget decides", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			rec, starts := newSupRecorder(), newSupStarts()
+			rec, starts := newRecorder(), newSupStarts()
 			cfg := crashloop.DefaultSupervisorConfig()
 			cfg.Guard = &crashloop.GuardConfig{MaxRestarts: 3, Window: 60 * time.Second}
 			s := newTestSupervisor(t, cfg, crashloop.WithEventHandler(rec))
@@ -782,7 +660,7 @@ func TestSupervisorGuardParksKey(t *testing.T) {
 
 func TestSupervisorGuardIsPerKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := newSupRecorder()
+		rec := newRecorder()
 		cfg := crashloop.DefaultSupervisorConfig()
 		cfg.Guard = &crashloop.GuardConfig{MaxRestarts: 3, Window: 60 * time.Second}
 		s := newTestSupervisor(t, cfg, crashloop.WithEventHandler(rec))
@@ -818,7 +696,7 @@ func TestSupervisorGuardIsPerKey(t *testing.T) {
 
 func TestSupervisorHourlyCapParksKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec, starts := newSupRecorder(), newSupStarts()
+		rec, starts := newRecorder(), newSupStarts()
 		cfg := crashloop.DefaultSupervisorConfig()
 		cfg.HourlyCap = 10
 		cfg.Chain = nil // only the cap judges these healthy-then-failing runs
@@ -893,7 +771,7 @@ func TestSupervisorAlreadyRunning(t *testing.T) {
 
 func TestSupervisorParkedRunAndResume(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec, starts := newSupRecorder(), newSupStarts()
+		rec, starts := newRecorder(), newSupStarts()
 		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
 		boom := errors.New("boom")
 		fail := func(context.Context) error {
@@ -944,7 +822,7 @@ func TestSupervisorParkedRunAndResume(t *testing.T) {
 
 func TestSupervisorResumeNeedsHumanStartsFreshChain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec, starts := newSupRecorder(), newSupStarts()
+		rec, starts := newRecorder(), newSupStarts()
 		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
 		died := errors.New("died")
 		slow := func(context.Context) error {
@@ -1005,7 +883,7 @@ func TestSupervisorParkedListIsSorted(t *testing.T) {
 
 func TestSupervisorPanicIsAFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec, starts := newSupRecorder(), newSupStarts()
+		rec, starts := newRecorder(), newSupStarts()
 		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
 		sentinel := errors.New("nil map")
 
@@ -1040,7 +918,7 @@ func TestSupervisorPanicIsAFailure(t *testing.T) {
 func TestSupervisorCleanExit(t *testing.T) {
 	t.Run("ends supervision by default", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			rec, starts := newSupRecorder(), newSupStarts()
+			rec, starts := newRecorder(), newSupStarts()
 			s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig(), crashloop.WithEventHandler(rec))
 			err := s.Run(t.Context(), "job", func(context.Context) error {
 				starts.mark()
@@ -1054,7 +932,7 @@ func TestSupervisorCleanExit(t *testing.T) {
 	})
 	t.Run("RestartOnCleanExit", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			rec, starts := newSupRecorder(), newSupStarts()
+			rec, starts := newRecorder(), newSupStarts()
 			cfg := crashloop.DefaultSupervisorConfig()
 			cfg.RestartOnCleanExit = true
 			s := newTestSupervisor(t, cfg, crashloop.WithEventHandler(rec))
@@ -1273,7 +1151,7 @@ func TestSupervisorEventsSeeCommittedState(t *testing.T) {
 				s := sups[i]
 				ks := s.Status().Keys[ev.Key]
 				mu.Lock()
-				got = append(got, seen{ev.Kind, ks.State, ks.Reason, supContains(s.Parked(), ev.Key)})
+				got = append(got, seen{ev.Kind, ks.State, ks.Reason, slices.Contains(s.Parked(), ev.Key)})
 				mu.Unlock()
 			})
 		}
@@ -1330,18 +1208,9 @@ func TestSupervisorEventsSeeCommittedState(t *testing.T) {
 	})
 }
 
-func supContains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func TestSupervisorResumeResetsGuard(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec, starts := newSupRecorder(), newSupStarts()
+		rec, starts := newRecorder(), newSupStarts()
 		cfg := crashloop.DefaultSupervisorConfig()
 		cfg.Guard = &crashloop.GuardConfig{MaxRestarts: 3, Window: 60 * time.Second}
 		s := newTestSupervisor(t, cfg, crashloop.WithEventHandler(rec))
