@@ -66,9 +66,11 @@ func member(st KeyState) bool { return st != StateExited && st != "" }
 // failing reports whether a key in state st counts as a failing member.
 func failing(st KeyState) bool { return st == StateParked || st == StateNeedsHuman }
 
-// setState moves r to st at now, keeping the fleet's counts of members and
-// failing members; the empty state removes r from them (Forget). s.mu must
-// be held.
+// setState moves r to st at now, keeping the counts of fleet members and
+// failing members, which the fleet breaker shows as its noted state; the
+// empty state removes r from them (Forget). Only a park judges the counts
+// (see park): a count that changes otherwise never trips the breaker. s.mu
+// must be held.
 func (s *Supervisor) setState(r *record, st KeyState, now time.Time) {
 	if st == r.state {
 		return
@@ -76,6 +78,9 @@ func (s *Supervisor) setState(r *record, st KeyState, now time.Time) {
 	s.members += b2i(member(st)) - b2i(member(r.state))
 	s.failing += b2i(failing(st)) - b2i(failing(r.state))
 	r.state, r.since = st, now
+	if s.fleet != nil {
+		s.fleet.failing, s.fleet.total = s.failing, s.members
+	}
 }
 
 func b2i(b bool) int {
@@ -85,14 +90,6 @@ func b2i(b bool) int {
 	return 0
 }
 
-// noteMembers tells the fleet breaker the current counts without judging
-// them: only a park trips the breaker on the failing fraction. s.mu must be
-// held.
-func (s *Supervisor) noteMembers() {
-	if s.fleet != nil {
-		s.fleet.failing, s.fleet.total = s.failing, s.members
-	}
-}
 
 // The snapshot document of a Supervisor (see docs/snapshot.md): the parts
 // of its guards, each the document its standalone guard writes, and per key

@@ -471,7 +471,6 @@ func (s *Supervisor) ResumeAt(key string, now time.Time) error {
 	pe := r.park
 	r.resume()
 	s.setState(r, StateExited, now)
-	s.noteMembers()
 	s.mu.Unlock()
 	// The store hears of the resume even if a handler panics.
 	emit(s.o.handler, s.cfg.Budget.resumedEvent(pe, now))
@@ -504,7 +503,6 @@ func (s *Supervisor) Forget(key string) error {
 	if s.peak >= 4*sweepEvery && len(s.keys) <= s.peak/4 {
 		s.keys, s.peak = shrunk(s.keys), len(s.keys)
 	}
-	s.noteMembers()
 	s.mu.Unlock()
 	s.save(s.o.clock.Now(), true)
 	return nil

@@ -343,7 +343,7 @@ func TestSupervisorFleetBreakerHoldsRestarts(t *testing.T) {
 			assert.Equal(t, i >= 9, ev.Held, "respawn %d", i)
 		}
 		assert.Equal(t, []supEvent{{At: tripAt, Event: crashloop.Event{Kind: crashloop.EventFleetTripped, Key: "fleet",
-			Reason: "channel crash-loop: 10 restarts in 1h", Attempts: 10, Limit: 10, Window: 120 * time.Second}}},
+			Reason: "channel crash-loop: 10 restarts in 1h", Attempts: 10, Limit: 10, Window: 120 * time.Second, Total: 10}}},
 			eventsOf(rec, crashloop.EventFleetTripped))
 
 		// Held time costs no budget: nobody parks while held.
