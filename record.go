@@ -90,7 +90,6 @@ func b2i(b bool) int {
 	return 0
 }
 
-
 // The snapshot document of a Supervisor (see docs/snapshot.md): the parts
 // of its guards, each the document its standalone guard writes, and per key
 // the record's own fields.
