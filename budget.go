@@ -70,12 +70,18 @@ func (c *BudgetConfig) UnmarshalJSON(data []byte) error {
 // Otherwise it records nothing and returns the respawns counted: the key
 // parks.
 func (c BudgetConfig) respawn(w *window, t int64) (attempt int, ok bool) {
-	w.prune(t, c.Window)
-	if w.len() >= c.MaxRespawns {
-		return w.len(), false
+	if n := c.count(w, t); n >= c.MaxRespawns {
+		return n, false
 	}
 	w.push(t, c.MaxRespawns)
 	return w.len(), true
+}
+
+// count drops the respawns older than Window from w at t and returns the
+// respawns left.
+func (c BudgetConfig) count(w *window, t int64) int {
+	w.prune(t, c.Window)
+	return w.len()
 }
 
 // scheduled is the EventRespawnScheduled of respawn attempt of key.

@@ -2,7 +2,6 @@ package crashloop
 
 import (
 	"errors"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -101,10 +100,12 @@ func (s *Supervisor) DecideAt(key string, r RunResult, now time.Time) Decision {
 	t := s.tb.at(off)
 	s.rearm(t, now, &evs)
 	rec := s.record(key, now)
-	d, parked := s.judge(rec, key, r, t, now, &evs)
+	j, cause := s.judgment(rec, key, r, now)
+	v := s.rules.judge(&rec.keyGuards, &s.book, &j, t, now)
+	d := s.apply(rec, &j, cause, v, &evs)
 	s.mu.Unlock()
 	emitAll(s.o.handler, evs.list())
-	s.save(now, parked)
+	s.save(now, v.NewPark)
 	return d
 }
 
@@ -123,17 +124,6 @@ func (e *events) add(ev Event) {
 
 func (e *events) list() []Event { return e.evs[:e.n] }
 
-// The kinds of run end a judgment tells apart.
-type ending int
-
-const (
-	endClean       ending = iota // nil, supervision ends
-	endPermanent                 // Permanent(err): park at once
-	endFailedStart               // a failure before the run was healthy: the budget
-	endCrash                     // a failure after a healthy run: the chain
-	endPlanned                   // Restart(err), or a clean exit after a healthy run with RestartOnCleanExit
-)
-
 // Restart reasons of EventRestartScheduled.
 const (
 	restartCrashed   = "crashed"
@@ -145,228 +135,174 @@ const (
 // healthy while RestartOnCleanExit is set: a clean-exit loop is a crash loop.
 var errCleanExitEarly = errors.New("crashloop: exited cleanly before it was healthy")
 
-// classify tells what kind of end err is, with the reason of a restart
-// that no budget judges and the error the judgment carries.
-func (s *Supervisor) classify(err error, healthy bool) (ending, string, error) {
+// judgment turns how a run of key ended into the Judgment the guards
+// settle, with the error the decision carries. It changes nothing. s.mu
+// must be held.
+func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Time) (Judgment, error) {
+	inc := res.Incarnation
+	if inc == "" {
+		inc = r.incarnation
+	}
+	if inc == "" {
+		inc = incarnationOf(key, r.runs+1)
+	}
+	healthy := res.Ready || (s.cfg.HealthyAfter > 0 && !res.Started.IsZero() && now.Sub(res.Started) >= s.cfg.HealthyAfter)
+	ending, cause := s.classify(res.Err, healthy)
+	j := Judgment{Key: key, Ending: ending, Healthy: healthy, Incarnation: inc, Now: now,
+		Members: s.members + b2i(!member(r.state)), Failing: s.failing + b2i(!failing(r.state))}
+	if cause != nil {
+		j.Cause = cause.Error()
+	}
+	return j, cause
+}
+
+// classify tells how a run ended, with the error the judgment carries.
+func (s *Supervisor) classify(err error, healthy bool) (Ending, error) {
 	var perm *permanentError
 	var planned *restartError
 	switch {
 	case err == nil && !s.cfg.RestartOnCleanExit:
-		return endClean, "", nil
+		return EndingClean, nil
 	case err == nil && healthy:
-		return endPlanned, restartCleanExit, nil
+		return EndingPlanned, nil
 	case err == nil:
-		return endFailedStart, "", errCleanExitEarly
+		return EndingFailedStart, errCleanExitEarly
 	case errors.As(err, &perm):
-		return endPermanent, "", err
+		return EndingPermanent, err
 	case errors.As(err, &planned):
-		return endPlanned, restartPlanned, err
+		return EndingPlanned, err
 	case healthy:
-		return endCrash, restartCrashed, err
+		return EndingCrash, err
 	}
-	return endFailedStart, "", err
+	return EndingFailedStart, err
 }
 
-// judge decides the end of a run of key at t and commits the decision to
-// its record and the fleet breaker, adding the events that announce it. It
-// reports whether the key parked. s.mu must be held.
-func (s *Supervisor) judge(r *record, key string, res RunResult, t int64, now time.Time, evs *events) (Decision, bool) {
-	if r.park != nil {
-		return Decision{Action: ActionStop, Err: r.park}, false
+// apply acts on the verdict v of judgment j for the record r: it commits
+// what the record keeps of it (state, incarnation, last error, the curve's
+// last wait, and a mirror of the guards' counts and park when a shared
+// ledger decided), works out the wait on the restart curve, adds the events
+// that announce the decision, and returns it. s.mu must be held.
+func (s *Supervisor) apply(r *record, j *Judgment, cause error, v Verdict, evs *events) Decision {
+	if j.Incarnation != r.incarnation {
+		if j.Incarnation == incarnationOf(j.Key, r.runs+1) {
+			r.runs++
+		}
+		r.incarnation = j.Incarnation
 	}
-	if res.Incarnation != "" {
-		r.incarnation = res.Incarnation
-	} else if r.incarnation == "" {
-		r.newIncarnation(key)
-	}
-	healthy := res.Ready || (s.cfg.HealthyAfter > 0 && !res.Started.IsZero() && now.Sub(res.Started) >= s.cfg.HealthyAfter)
-	if healthy {
-		r.settle()
-	}
-	end, reason, cause := s.classify(res.Err, healthy)
 	if cause != nil {
 		r.lastErr = cause
 	}
-	if end == endClean {
-		r.guard.clear() // a clean run clears the fast guard
-		s.setState(r, StateExited, now)
-		return Decision{Action: ActionStop}, false
+	r.restarts = v.Restarts
+	if v.Rearmed != nil {
+		evs.add(s.cfg.Fleet.event(EventFleetRearmed, s.fleetName, v.Now, v.Rearmed))
+	}
+	switch {
+	case v.NewPark:
+		return s.parked(r, j, cause, v, evs)
+	case v.Park != nil: // parked before: by another run, or another replica
+		r.park = v.Park
+		s.setState(r, stateOf(v.Park), v.Now)
+		return Decision{Action: ActionStop, Err: v.Park}
+	case j.Ending == EndingClean:
+		s.setState(r, StateExited, v.Now)
+		return Decision{Action: ActionStop}
 	}
 
-	// Judge before recording anything: a park records no restart.
-	switch end {
-	case endPermanent:
-		return s.park(r, key, ReasonPermanent, cause, s.cfg.Budget.count(&r.respawns, t), t, now, evs), true
-	case endFailedStart:
-		if n := s.cfg.Budget.count(&r.respawns, t); n >= s.cfg.Budget.MaxRespawns {
-			return s.park(r, key, ReasonBudgetExhausted, cause, n, t, now, evs), true
-		}
-	case endCrash:
-		if c := s.cfg.Chain; c != nil {
-			if n := c.length(&r.chain, r.incarnation, t); n >= c.MaxChain {
-				nh := &needsHumanError{key: key, incarnation: r.incarnation, chain: n, cause: cause}
-				return s.park(r, key, ReasonNeedsHuman, nh, n, t, now, evs), true
-			}
-		}
-	}
-	if g := s.cfg.Guard; g != nil {
-		if n := g.count(&r.guard, t); n >= g.MaxRestarts {
-			return s.park(r, key, ReasonRestartLoopGuard, cause, n, t, now, evs), true
-		}
-	}
-	if s.cfg.HourlyCap > 0 {
-		if n := s.hourly.count(&r.hourly, t); n >= s.cfg.HourlyCap {
-			return s.park(r, key, ReasonHourlyCap, cause, n, t, now, evs), true
-		}
-	}
-
-	// Record the restart.
 	var wait time.Duration
-	attempt := 0
-	switch end {
-	case endFailedStart:
-		attempt, _ = s.cfg.Budget.respawn(&r.respawns, t)
-		wait = s.curve.Delay(attempt, r.prev)
+	switch j.Ending {
+	case EndingFailedStart:
+		if v.Attempt == 1 {
+			r.prev = 0 // an empty window forgets the last wait
+		}
+		wait = s.curve.Delay(v.Attempt, r.prev)
 		r.prev = wait
-	case endCrash:
-		if c := s.cfg.Chain; c != nil {
-			c.rescue(&r.chain, r.incarnation, true, t)
-		}
+	case EndingCrash:
 		wait = s.curve.Delay(1, 0)
-	case endPlanned:
-		if c := s.cfg.Chain; c != nil {
-			c.rescue(&r.chain, r.incarnation, false, t) // ends the chain
-		}
 	}
-	if g := s.cfg.Guard; g != nil {
-		r.guard.push(t, g.MaxRestarts)
-	}
-	if s.cfg.HourlyCap > 0 {
-		r.hourly.push(t, s.cfg.HourlyCap)
-	}
-	r.restarts++
-
 	d := Decision{Action: ActionRestart, Wait: wait}
-	var trip Event
-	if s.fleet != nil {
-		tripped, trippedNow := s.cfg.Fleet.noteRestart(s.fleet, t)
-		if trippedNow {
-			trip = s.cfg.Fleet.event(EventFleetTripped, s.fleetName, now, s.fleet)
-		}
-		if tripped {
-			s.holds++
-			r.held, r.release = s.holds, 0
-			d = Decision{Action: ActionHold, Wait: max(wait, s.untilRearm(t))}
-		}
-	}
-	if d.Action == ActionHold {
-		s.setState(r, StateHeld, now)
+	if v.Held {
+		d = Decision{Action: ActionHold, Wait: max(wait, v.Wait)}
+		r.held = max(r.held, 1) // a mirror: the order is the ledger's
+		s.setState(r, StateHeld, v.Now)
 	} else {
-		s.setState(r, StateBackoff, now)
+		s.setState(r, StateBackoff, v.Now)
 	}
 	if s.o.handler != nil {
-		ev := Event{Kind: EventRestartScheduled, Key: key, Incarnation: r.incarnation, Time: now, Reason: reason,
-			LastError: cause, Attempts: r.restarts, Backoff: d.Wait, Held: d.Action == ActionHold}
-		if end == endFailedStart {
-			ev = s.cfg.Budget.scheduled(key, now, cause, attempt, d.Wait)
-			ev.Held = d.Action == ActionHold
+		ev := Event{Kind: EventRestartScheduled, Key: j.Key, Incarnation: j.Incarnation, Time: v.Now, Reason: restartReason(j),
+			LastError: cause, Attempts: v.Restarts, Backoff: d.Wait, Held: v.Held}
+		if j.Ending == EndingFailedStart {
+			ev = s.cfg.Budget.scheduled(j.Key, v.Now, cause, v.Attempt, d.Wait)
+			ev.Held = v.Held
 		}
 		evs.add(ev)
 	}
-	evs.add(trip)
-	return d, false
-}
-
-// count drops the respawns older than Window from w at t and returns the
-// respawns left.
-func (c BudgetConfig) count(w *window, t int64) int {
-	w.prune(t, c.Window)
-	return w.len()
-}
-
-// settle clears the respawn window of a record that is not parked: a run
-// that became healthy was a good start, so the next failure starts afresh.
-func (r *record) settle() {
-	if r.park == nil {
-		r.respawns.clear()
-		r.prev = 0
+	if v.Tripped != nil {
+		evs.add(s.cfg.Fleet.event(EventFleetTripped, s.fleetName, v.Now, v.Tripped))
 	}
+	return d
 }
 
-// park parks the key of r for reason, adds the event that announces it
-// (that of the guard that decided) and tells the fleet breaker the failing
-// fraction, which may trip it (announced after the park). s.mu must be
-// held.
-func (s *Supervisor) park(r *record, key, reason string, cause error, n int, t int64, now time.Time, evs *events) Decision {
-	pe := &ParkedError{Key: key, Reason: reason, LastError: cause, Attempts: n, Since: now}
-	r.park, r.held, r.lastErr = pe, 0, cause
-	st := StateParked
-	if reason == ReasonNeedsHuman {
-		st = StateNeedsHuman
+// restartReason is the Reason of the EventRestartScheduled of j.
+func restartReason(j *Judgment) string {
+	switch {
+	case j.Ending == EndingCrash:
+		return restartCrashed
+	case j.Cause == "":
+		return restartCleanExit // a clean exit after a healthy run, with RestartOnCleanExit
 	}
-	s.setState(r, st, now)
-	switch reason {
-	case ReasonNeedsHuman: // the event names the crash; the park's error says it needs a human
-		evs.add(s.cfg.Chain.escalatedEvent(key, r.incarnation, now, n, errors.Unwrap(cause)))
+	return restartPlanned
+}
+
+// parked commits the park the verdict v made, with this Supervisor's own
+// error values, and adds the event of the guard that decided it, then the
+// fleet trip it caused. s.mu must be held.
+func (s *Supervisor) parked(r *record, j *Judgment, cause error, v Verdict, evs *events) Decision {
+	pe := *v.Park
+	pe.LastError = cause
+	if pe.Reason == ReasonNeedsHuman {
+		pe.LastError = &needsHumanError{key: j.Key, incarnation: j.Incarnation, chain: pe.Attempts, cause: cause}
+	}
+	r.park, r.lastErr = &pe, pe.LastError
+	r.held = 0
+	s.setState(r, stateOf(&pe), v.Now)
+	switch pe.Reason {
+	case ReasonNeedsHuman:
+		evs.add(s.cfg.Chain.escalatedEvent(j.Key, j.Incarnation, v.Now, pe.Attempts, cause))
 	case ReasonRestartLoopGuard:
-		evs.add(s.cfg.Guard.trippedEvent(key, now, n, cause))
+		evs.add(s.cfg.Guard.trippedEvent(j.Key, v.Now, pe.Attempts, cause))
 	case ReasonHourlyCap:
-		evs.add(s.hourly.trippedEvent(key, now, n, cause))
+		evs.add(s.rules.hourly.trippedEvent(j.Key, v.Now, pe.Attempts, cause))
 	default:
-		evs.add(s.cfg.Budget.parkedEvent(pe))
+		evs.add(s.cfg.Budget.parkedEvent(&pe))
 	}
-	if s.fleet != nil {
-		if _, trippedNow := s.cfg.Fleet.noteState(s.fleet, s.failing, s.members, t); trippedNow {
-			evs.add(s.cfg.Fleet.event(EventFleetTripped, s.fleetName, now, s.fleet))
-		}
+	if v.Tripped != nil {
+		evs.add(s.cfg.Fleet.event(EventFleetTripped, s.fleetName, v.Now, v.Tripped))
 	}
-	return Decision{Action: ActionStop, Err: pe}
+	return Decision{Action: ActionStop, Err: &pe}
 }
 
-// untilRearm returns how long after t the tripped fleet breaker re-arms (at
-// least 1ns, so that a hold always waits). s.mu must be held.
-func (s *Supervisor) untilRearm(t int64) time.Duration {
-	left := s.cfg.Fleet.Cooldown - time.Duration(age(t, s.fleet.since))
-	return max(left, time.Nanosecond)
+// stateOf is the state of a key parked with pe.
+func stateOf(pe *ParkedError) KeyState {
+	if pe.Reason == ReasonNeedsHuman {
+		return StateNeedsHuman
+	}
+	return StateParked
 }
 
 // rearm re-arms the fleet breaker if its cooldown has ended at t, adding
-// EventFleetRearmed, and schedules the release of the restarts it held:
-// they leave in the order they were held, spread evenly over one cooldown
-// from the re-arm, so that they do not all start at the same instant. They
-// are not counted in the breaker's hour (they were counted, or refused,
-// when they were held), so the release itself can never trip the breaker
-// again; a released key that fails again is a new restart and counts. s.mu
-// must be held.
+// EventFleetRearmed, and schedules the release of the restarts it held
+// (see rules.rearm). s.mu must be held.
 func (s *Supervisor) rearm(t int64, now time.Time, evs *events) {
-	if s.fleet == nil || !s.cfg.Fleet.rearm(s.fleet, t) {
-		return
-	}
-	evs.add(s.cfg.Fleet.event(EventFleetRearmed, s.fleetName, now, s.fleet))
-	var held []*record
-	for _, r := range s.keys {
-		if r.held != 0 {
-			held = append(held, r)
-		}
-	}
-	if len(held) == 0 {
-		return
-	}
-	slices.SortFunc(held, func(a, b *record) int { return compareUint(a.held, b.held) })
-	gap := s.cfg.Fleet.Cooldown / time.Duration(len(held))
-	for i, r := range held {
-		r.release = t + int64(time.Duration(i)*gap)
+	if ch := s.rules.rearm(&s.book, t, s.eachGuards); ch != nil {
+		evs.add(s.cfg.Fleet.event(EventFleetRearmed, s.fleetName, now, ch))
 	}
 }
 
-func compareUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// eachGuards calls f with the guard state of every key. s.mu must be held.
+func (s *Supervisor) eachGuards(f func(*keyGuards)) {
+	for _, r := range s.keys {
+		f(&r.keyGuards)
 	}
-	return 0
 }
 
 // Proceed is shorthand for ProceedAt(key, clock.Now()).
@@ -383,27 +319,26 @@ func (s *Supervisor) ProceedAt(key string, now time.Time) Decision {
 	s.mu.Lock()
 	t := s.tb.at(off)
 	s.rearm(t, now, &evs)
-	d := s.proceed(key, t, now)
+	d := Decision{Action: ActionRestart}
+	if r := s.keys[key]; r != nil {
+		d = s.proceeded(r, s.rules.proceed(&r.keyGuards, &s.book, t, now))
+	}
 	s.mu.Unlock()
 	emitAll(s.o.handler, evs.list())
 	return d
 }
 
-func (s *Supervisor) proceed(key string, t int64, now time.Time) Decision {
-	r := s.keys[key]
+// proceeded acts on the verdict of a Proceed for r. s.mu must be held.
+func (s *Supervisor) proceeded(r *record, v Verdict) Decision {
 	switch {
-	case r == nil:
-		return Decision{Action: ActionRestart}
-	case r.park != nil:
+	case v.Park != nil:
 		return Decision{Action: ActionStop, Err: r.park}
-	case r.held == 0:
-		return Decision{Action: ActionRestart}
-	case s.fleet != nil && s.fleet.tripped:
-		return Decision{Action: ActionHold, Wait: s.untilRearm(t)}
-	case r.release > t:
-		return Decision{Action: ActionHold, Wait: time.Duration(r.release - t)}
+	case v.Held:
+		return Decision{Action: ActionHold, Wait: v.Wait}
 	}
-	r.held, r.release = 0, 0
-	s.setState(r, StateBackoff, now)
+	if r.state == StateHeld {
+		r.held = 0
+		s.setState(r, StateBackoff, v.Now)
+	}
 	return Decision{Action: ActionRestart}
 }

@@ -123,10 +123,16 @@ func (f *fleetState) trip(t int64, reason string) {
 	f.tripped, f.since, f.reason = true, t, reason
 }
 
-// event is a fleet event of kind for the breaker called name.
-func (c FleetConfig) event(kind EventKind, name string, now time.Time, f *fleetState) Event {
-	return Event{Kind: kind, Key: name, Time: now, Reason: f.reason, Attempts: f.hour.len(),
-		Limit: c.RestartsPerHour, Window: c.Cooldown, Failing: f.failing, Total: f.total}
+// change is the FleetChange of the breaker as it stands.
+func (f *fleetState) change() *FleetChange {
+	return &FleetChange{Reason: f.reason, Restarts: f.hour.len(), Failing: f.failing, Total: f.total}
+}
+
+// event is the fleet event of kind announcing ch for the breaker called
+// name.
+func (c FleetConfig) event(kind EventKind, name string, now time.Time, ch *FleetChange) Event {
+	return Event{Kind: kind, Key: name, Time: now, Reason: ch.Reason, Attempts: ch.Restarts,
+		Limit: c.RestartsPerHour, Window: c.Cooldown, Failing: ch.Failing, Total: ch.Total}
 }
 
 // FleetStatus is a snapshot of a fleet breaker for health endpoints. Its
@@ -196,7 +202,7 @@ func (p *FleetSupervisionPolicy) lockAt(now time.Time) (int64, Event) {
 	p.mu.Lock()
 	t := p.tb.at(off)
 	if p.cfg.rearm(&p.f, t) {
-		return t, p.cfg.event(EventFleetRearmed, p.o.name, now, &p.f)
+		return t, p.cfg.event(EventFleetRearmed, p.o.name, now, p.f.change())
 	}
 	return t, Event{}
 }
@@ -224,7 +230,7 @@ func (p *FleetSupervisionPolicy) NoteRestartAt(now time.Time) bool {
 	}
 	var trip Event
 	if trippedNow {
-		trip = p.cfg.event(EventFleetTripped, p.o.name, now, &p.f)
+		trip = p.cfg.event(EventFleetTripped, p.o.name, now, p.f.change())
 	}
 	p.unlock(rearmed, trip)
 	return tripped
@@ -247,7 +253,7 @@ func (p *FleetSupervisionPolicy) NoteFleetStateAt(failing, total int, now time.T
 	tripped, trippedNow := p.cfg.noteState(&p.f, failing, total, t)
 	var trip Event
 	if trippedNow {
-		trip = p.cfg.event(EventFleetTripped, p.o.name, now, &p.f)
+		trip = p.cfg.event(EventFleetTripped, p.o.name, now, p.f.change())
 	}
 	p.unlock(rearmed, trip)
 	return tripped

@@ -8,26 +8,19 @@ import (
 )
 
 // record is everything a Supervisor knows of one key, changed under the
-// Supervisor's lock: what it is doing with the key, the incarnation, the
-// restart counts, the windows each guard judges by, and the park.
+// Supervisor's lock: what it is doing with the key, the incarnation and the
+// last error, and the state its guards judge by (the windows, the restart
+// count, the park). With a shared Ledger, the guards' part is a mirror of
+// what the ledger decided.
 type record struct {
+	keyGuards
 	state       KeyState
 	since       time.Time // time of the last state change
 	running     bool      // a Run, Wrap or Process is running the key
 	runs        uint64    // numbers the key's default incarnations
 	incarnation string
 	lastErr     error
-	restarts    int // restarts since the key was first run or last resumed
-
-	respawns window        // the budget's: respawns after failed starts
-	prev     time.Duration // the curve's last wait, for curves that depend on it
-	chain    chainState    // reactive rescues after healthy runs
-	guard    window        // the per-key fast guard's: every restart
-	hourly   window        // the hourly cap's: every restart
-
-	park    *ParkedError // non-nil while parked or needing a human
-	held    uint64       // while held by the fleet breaker: the order it was held in (0: not held)
-	release int64        // once the breaker re-armed: when the held restart may leave
+	prev        time.Duration // the curve's last wait, for curves that depend on it
 }
 
 // record returns the record of key, creating an exited one if there is
@@ -42,20 +35,20 @@ func (s *Supervisor) record(key string, now time.Time) *record {
 	return r
 }
 
-// newIncarnation gives the key a fresh default incarnation, "KEY#N".
+// newIncarnation gives the key a fresh default incarnation.
 func (r *record) newIncarnation(key string) {
 	r.runs++
-	r.incarnation = key + "#" + strconv.FormatUint(r.runs, 10)
+	r.incarnation = incarnationOf(key, r.runs)
 }
 
-// resume clears the park and everything the guards counted: a full budget,
-// a fresh chain, empty per-key windows and no restarts.
+// incarnationOf is the nth default incarnation of key: "KEY#N".
+func incarnationOf(key string, n uint64) string { return key + "#" + strconv.FormatUint(n, 10) }
+
+// resume clears the park and everything the guards counted, and the
+// curve's last wait.
 func (r *record) resume() {
-	r.park, r.prev, r.restarts, r.held = nil, 0, 0, 0
-	r.respawns.clear()
-	r.guard.clear()
-	r.hourly.clear()
-	r.chain = chainState{}
+	r.keyGuards.resume()
+	r.prev = 0
 }
 
 // member reports whether a key in state st counts as a member of the fleet:
@@ -78,8 +71,8 @@ func (s *Supervisor) setState(r *record, st KeyState, now time.Time) {
 	s.members += b2i(member(st)) - b2i(member(r.state))
 	s.failing += b2i(failing(st)) - b2i(failing(r.state))
 	r.state, r.since = st, now
-	if s.fleet != nil {
-		s.fleet.failing, s.fleet.total = s.failing, s.members
+	if s.cfg.Fleet != nil {
+		s.book.f.failing, s.book.f.total = s.failing, s.members
 	}
 }
 
@@ -136,8 +129,8 @@ func (s *Supervisor) Snapshot() ([]byte, error) {
 		entries = append(entries, entry{key, c})
 	}
 	var fleet *fleetState
-	if s.fleet != nil {
-		f := copyFleet(s.fleet)
+	if s.cfg.Fleet != nil {
+		f := copyFleet(&s.book.f)
 		fleet = &f
 	}
 	w := &writer{tb: s.tb}
@@ -221,7 +214,10 @@ func (s *Supervisor) RestoreAt(data []byte, now time.Time) error {
 			return fmt.Errorf("%w: %q: a Supervisor cannot be restored while it runs a key", ErrAlreadyRunning, key)
 		}
 	}
-	s.keys, s.peak, s.fleet = st.keys, len(st.keys), st.fleet
+	s.keys, s.peak = st.keys, len(st.keys)
+	if st.fleet != nil {
+		s.book = fleetBook{f: *st.fleet}
+	}
 	s.members, s.failing = 0, 0
 	for _, r := range s.keys {
 		s.members += b2i(member(r.state))

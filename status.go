@@ -56,8 +56,8 @@ func (s *Supervisor) StatusAt(now time.Time) Status {
 	t := s.tb.at(off)
 	s.rearm(t, now, &evs)
 	tripped := false
-	if s.fleet != nil {
-		fs := s.cfg.Fleet.status(s.fleet, t, &s.tb)
+	if s.cfg.Fleet != nil {
+		fs := s.cfg.Fleet.status(&s.book.f, t, &s.tb)
 		st.Fleet, tripped = &fs, fs.BreakerTripped
 	}
 	for key, r := range s.keys {

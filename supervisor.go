@@ -224,17 +224,16 @@ type Supervisor struct {
 	cfg       SupervisorConfig
 	o         options
 	curve     Backoff
+	rules     rules
 	fleetName string
-	hourly    GuardConfig // the hourly cap as a guard of HourlyCap in an hour
 
 	mu      sync.Mutex
 	tb      timebase
 	keys    map[string]*record
-	peak    int         // the most records keys held since it was made
-	members int         // records that count as fleet members
-	failing int         // members that are parked or need a human
-	fleet   *fleetState // nil: the fleet breaker is off
-	holds   uint64      // numbers held restarts in the order they were held
+	peak    int       // the most records keys held since it was made
+	members int       // records that count as fleet members
+	failing int       // members that are parked or need a human
+	book    fleetBook // the fleet breaker, when cfg.Fleet is on
 
 	persist persister // WithStore (store.go)
 }
@@ -249,15 +248,12 @@ func NewSupervisor(cfg SupervisorConfig, opts ...Option) (*Supervisor, error) {
 		return nil, err
 	}
 	cfg = cfg.clone() // the caller's pointers stay the caller's
-	s := &Supervisor{cfg: cfg, o: buildOptions(opts), curve: cfg.curveOf(), keys: make(map[string]*record),
-		fleetName: "fleet", hourly: GuardConfig{MaxRestarts: cfg.HourlyCap, Window: time.Hour}}
+	s := &Supervisor{cfg: cfg, o: buildOptions(opts), curve: cfg.curveOf(), rules: rulesOf(cfg), keys: make(map[string]*record),
+		fleetName: "fleet"}
 	if s.o.name != "" {
 		s.fleetName = s.o.name
 	}
 	s.tb = newTimebase(s.o.clock)
-	if cfg.Fleet != nil {
-		s.fleet = &fleetState{}
-	}
 	if err := s.load(); err != nil { // WithStore (store.go)
 		return nil, err
 	}
