@@ -1,9 +1,10 @@
 // Package examples puts crashloop inside the restart loops of other tools,
-// with the real tools: a suture v4 service. Each of these tools restarts a
-// failing function forever; with crashloop in the loop, a function that keeps failing to start
-// is parked after its budget (by default 3 respawns in 60s, waiting 500ms,
-// 1s and 1.5s between the 4 attempts) and stays parked until an operator
-// calls Supervisor.Resume, while the healthy ones keep working.
+// with the real tools: a suture v4 service and a client-go workqueue worker.
+// Each of these tools retries a failing function forever; with crashloop in
+// the loop, a function that keeps failing to start is parked after its
+// budget (by default 3 respawns in 60s, waiting 500ms, 1s and 1.5s between
+// the 4 attempts) and stays parked until an operator calls
+// Supervisor.Resume, while the healthy ones keep working.
 //
 // Which helper of the library to use:
 //
@@ -12,6 +13,11 @@
 //     sleeps the backoff before returning and, with WithRefusal, returns the
 //     tool's own "do not restart" error once the key is parked. See
 //     NewSutureService.
+//   - The tool retries an item by putting it back in a queue (a client-go
+//     workqueue, a job table): Supervisor.Process, which runs the item once
+//     and returns the Decision: requeue after d.Wait, or, on ActionStop, the
+//     item is done (nil Err) or parked (a *ParkedError) and is dropped. See
+//     ProcessNextItem.
 //
 // The tests run each tool alone and with crashloop inside a testing/synctest
 // bubble, whose fake clock is the Supervisor's default clock, so minutes of
