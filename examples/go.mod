@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/crashloopguard/crashloop v0.0.0-00010101000000-000000000000
 	github.com/thejerf/suture/v4 v4.0.6
+	golang.org/x/sync v0.25.0
 	k8s.io/client-go v0.37.2
 )
 
