@@ -158,8 +158,8 @@ func (ru *rules) judge(g *keyGuards, fb *fleetBook, j *Judgment, t int64, now ti
 	if g.park != nil {
 		return v
 	}
-	if j.Healthy {
-		g.settle()
+	if j.Healthy || j.Ending == EndingClean {
+		g.settle() // a healthy run, or one that finished its work, was a good start
 	}
 	if j.Ending == EndingClean {
 		g.guard.clear() // a clean run clears the fast guard

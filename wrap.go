@@ -20,8 +20,10 @@ import (
 //     backoff it decided, or waits out a hold, so that the caller's loop
 //     restarts it when it should; it then returns fn's error (nil for a
 //     planned restart of a clean exit);
-//   - returns nil after a clean exit (supervision of key ends), and the
-//     refusal when a guard gave up on the key.
+//   - after a clean exit (supervision of key ends) returns the refusal
+//     of WithRefusal itself, so that a peer which restarts a function
+//     that returned nil (as suture does) stops, or nil without one; and
+//     the refusal joined with the *ParkedError when a guard gave up.
 //
 // With suture, pass WithRefusal(suture.ErrDoNotRestart): a crash-looping
 // service then stops after its budget, where suture alone restarts it
@@ -46,7 +48,7 @@ func (s *Supervisor) Wrap(key string, fn func(ctx context.Context) error, opts .
 		case err != nil:
 			return ro.refuse(err)
 		case done:
-			return nil
+			return ro.refusal
 		}
 		var planned *restartError
 		if errors.As(runErr, &planned) {
@@ -64,7 +66,9 @@ func (s *Supervisor) Wrap(key string, fn func(ctx context.Context) error, opts .
 // WithRefusal) and the item should be dropped until an operator resumes the
 // key. While the key is parked or held, Process does not run fn: it returns
 // the park, or the hold with the wait until the release. If ctx ends, it
-// returns ActionStop with ctx.Err(). Calls for one key must not overlap: an
+// returns ActionStop with ctx.Err(). A key that names one work item should
+// be forgotten (Forget) once the item is done for good, so that it leaves
+// Status and the fleet's count. Calls for one key must not overlap: an
 // overlapping call returns ActionStop with an error matching
 // ErrAlreadyRunning. It is safe for concurrent use with other keys.
 func (s *Supervisor) Process(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...RunOption) Decision {

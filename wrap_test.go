@@ -76,9 +76,14 @@ func TestWrapCleanExitAndPlannedRestart(t *testing.T) {
 			return nil
 		})
 		assert.Same(t, reload, serve(t.Context()), "a planned restart returns its cause, at once")
-		assert.NoError(t, serve(t.Context()))
+		assert.NoError(t, serve(t.Context()), "a clean exit ends supervision; without a refusal, nil")
 		assert.Equal(t, crashloop.StateExited, s.Status().Keys["svc"].State)
 		assert.Equal(t, "svc#1", s.Status().Keys["svc"].Incarnation, "the calls of one wrapped function share an incarnation")
+
+		// With a refusal, a clean exit returns it: a peer that restarts a
+		// function returning nil (suture) then stops.
+		done := s.Wrap("job", func(context.Context) error { return nil }, crashloop.WithRefusal(errDoNotRestart))
+		assert.Same(t, errDoNotRestart, done(t.Context()))
 	})
 }
 

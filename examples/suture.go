@@ -21,37 +21,19 @@ import (
 // service for the key: suture does not take a removed service back.
 //
 // A clean exit (fn returns nil) ends supervision in crashloop unless the
-// config has RestartOnCleanExit; suture would restart it, so Serve then
-// returns suture.ErrDoNotRestart too. With RestartOnCleanExit, suture
-// restarts it and crashloop judges the restart (a clean exit before the run
-// was healthy is a failed start).
+// config has RestartOnCleanExit; Wrap then returns the refusal,
+// suture.ErrDoNotRestart, so suture does not restart it either.
 func NewSutureService(sup *crashloop.Supervisor, key string, fn func(ctx context.Context) error) suture.Service {
-	return &sutureService{sup: sup, key: key, fn: fn, restartOnCleanExit: sup.Config().RestartOnCleanExit}
+	return &sutureService{key: key, serve: sup.Wrap(key, fn, crashloop.WithRefusal(suture.ErrDoNotRestart))}
 }
 
 type sutureService struct {
-	sup                *crashloop.Supervisor
-	key                string
-	fn                 func(ctx context.Context) error
-	restartOnCleanExit bool
+	key   string
+	serve func(ctx context.Context) error
 }
 
 // Serve runs fn once under crashloop and tells suture whether to restart it.
-func (s *sutureService) Serve(ctx context.Context) error {
-	// Wrap returns nil both after a clean exit, which ends supervision, and
-	// for a planned restart (fn returned crashloop.Restart(nil)), which suture
-	// must carry out: what fn returned tells the two apart.
-	exited := false
-	err := s.sup.Wrap(s.key, func(ctx context.Context) error {
-		err := s.fn(ctx)
-		exited = err == nil
-		return err
-	}, crashloop.WithRefusal(suture.ErrDoNotRestart))(ctx)
-	if err == nil && exited && !s.restartOnCleanExit {
-		return suture.ErrDoNotRestart
-	}
-	return err
-}
+func (s *sutureService) Serve(ctx context.Context) error { return s.serve(ctx) }
 
 // String names the service in suture's events: the key.
 func (s *sutureService) String() string { return s.key }
