@@ -100,11 +100,8 @@ func (s *Supervisor) DecideAt(key string, r RunResult, now time.Time) Decision {
 			return d
 		}
 	}
-	off := s.tb.off(now)
 	var evs events
-	s.mu.Lock()
-	t := s.tb.at(off)
-	s.rearm(t, now, &evs)
+	t := s.lockAt(now, &evs)
 	rec := s.record(key, now)
 	j, cause := s.judgment(rec, key, r, now)
 	v := s.rules.judge(&rec.keyGuards, &s.book, &j, t, now)
@@ -298,6 +295,17 @@ func stateOf(pe *ParkedError) KeyState {
 	return StateParked
 }
 
+// lockAt locks the Supervisor and returns the time a call at now uses (see
+// timebase), after re-arming the fleet breaker if its cooldown has ended
+// then (adding the event to evs).
+func (s *Supervisor) lockAt(now time.Time, evs *events) int64 {
+	off := s.tb.off(now)
+	s.mu.Lock()
+	t := s.tb.at(off)
+	s.rearm(t, now, evs)
+	return t
+}
+
 // rearm re-arms the fleet breaker if its cooldown has ended at t, adding
 // EventFleetRearmed, and schedules the release of the restarts it held
 // (see rules.rearm). s.mu must be held.
@@ -328,11 +336,8 @@ func (s *Supervisor) ProceedAt(key string, now time.Time) Decision {
 			return d
 		}
 	}
-	off := s.tb.off(now)
 	var evs events
-	s.mu.Lock()
-	t := s.tb.at(off)
-	s.rearm(t, now, &evs)
+	t := s.lockAt(now, &evs)
 	d := Decision{Action: ActionRestart}
 	if r := s.keys[key]; r != nil {
 		d = s.proceeded(r, s.rules.proceed(&r.keyGuards, &s.book, t, now))

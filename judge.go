@@ -1,6 +1,7 @@
 package crashloop
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"time"
@@ -262,7 +263,7 @@ func (ru *rules) rearm(fb *fleetBook, t int64, each func(func(*keyGuards))) *Fle
 			held = append(held, g)
 		}
 	})
-	slices.SortFunc(held, func(a, b *keyGuards) int { return compareUint(a.held, b.held) })
+	slices.SortFunc(held, func(a, b *keyGuards) int { return cmp.Compare(a.held, b.held) })
 	if n := len(held); n > 0 {
 		gap := ru.fleet.Cooldown / time.Duration(n)
 		for i, g := range held {
@@ -272,15 +273,6 @@ func (ru *rules) rearm(fb *fleetBook, t int64, each func(func(*keyGuards))) *Fle
 	return fb.f.change()
 }
 
-func compareUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
 
 // proceed asks whether the held restart of g may go at t: it releases it
 // once the breaker has re-armed and its turn has come. Call rearm first.

@@ -1,6 +1,7 @@
 package crashloop
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -287,19 +288,10 @@ func (l *MemoryLedger) Parked(context.Context) ([]*ParkedError, error) {
 			out = append(out, g.park)
 		}
 	}
-	slices.SortFunc(out, func(a, b *ParkedError) int { return compareString(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b *ParkedError) int { return cmp.Compare(a.Key, b.Key) })
 	return out, nil
 }
 
-func compareString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
 
 // Fleet returns the status of the fleet breaker at now. It changes
 // nothing: a breaker due to re-arm reads as re-armed, and re-arms (with its
