@@ -273,7 +273,6 @@ func (ru *rules) rearm(fb *fleetBook, t int64, each func(func(*keyGuards))) *Fle
 	return fb.f.change()
 }
 
-
 // proceed asks whether the held restart of g may go at t: it releases it
 // once the breaker has re-armed and its turn has come. Call rearm first.
 func (ru *rules) proceed(g *keyGuards, fb *fleetBook, t int64, now time.Time) Verdict {

@@ -292,7 +292,6 @@ func (l *MemoryLedger) Parked(context.Context) ([]*ParkedError, error) {
 	return out, nil
 }
 
-
 // Fleet returns the status of the fleet breaker at now. It changes
 // nothing: a breaker due to re-arm reads as re-armed, and re-arms (with its
 // event) at the next Judge or Proceed.
