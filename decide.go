@@ -6,7 +6,9 @@ import (
 	"time"
 )
 
-// RunResult is how one run of a key ended, as Decide judges it.
+// RunResult is how one run of a key ended, as Decide judges it. It is a
+// plain value; its zero value is a clean exit of a run whose start is
+// unknown.
 type RunResult struct {
 	// Err is what the run returned: nil for a clean exit; Restart(err) for
 	// a planned restart; Permanent(err) for a failure restarting cannot fix;
@@ -54,7 +56,8 @@ func (a Action) String() string {
 }
 
 // Decision is what a Supervisor decided after a run of a key ended: what
-// the loop that runs the key does next. It is a value the caller owns.
+// the loop that runs the key does next. It is a value the caller owns; its
+// zero value (no Action) is never returned.
 type Decision struct {
 	Action Action
 	Wait   time.Duration // ActionRestart: the backoff; ActionHold: how long to wait before Proceed

@@ -58,7 +58,7 @@ type Ledger interface {
 }
 
 // LedgerChange is a park or a resume of a key by another Supervisor, as a
-// Ledger tells of it.
+// Ledger tells of it. It is a plain value.
 type LedgerChange struct {
 	Key  string
 	Park *ParkedError // the key's park; nil: it was resumed or forgotten
