@@ -99,7 +99,6 @@ func (s *Supervisor) DecideAt(key string, r RunResult, now time.Time) Decision {
 	}
 	if s.useShared(now) {
 		if d, ok := s.decideShared(key, r, now); ok {
-			s.save(now, false)
 			return d
 		}
 	}
