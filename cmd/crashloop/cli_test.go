@@ -140,7 +140,7 @@ func TestJSONLogFormatIsEverywhere(t *testing.T) {
 		"the program's status", "watchdog: no WATCHDOG=1 for 300ms; stopping the program's process group with SIGABRT",
 		`session "j" failed; respawn 1/1 in 1ms`,
 		"the program's status", "watchdog: no WATCHDOG=1 for 300ms; stopping the program's process group with SIGABRT",
-		`session "j" parked (respawn_budget_exhausted, 1 respawns in 10s); it stays parked until an operator resumes it`,
+		`session "j" parked (respawn_budget_exhausted, 1 respawn in 10s); it stays parked until an operator resumes it`,
 		"giving up on j: respawn_budget_exhausted after 2 starts; last exit: stopped by the watchdog (no WATCHDOG=1 for 300ms), killed by signal ABRT",
 		"parked in " + state + "; once the cause is fixed, run: crashloop resume --state " + state + " j",
 		"j is parked since " + markSince(t, state, "j") + " (respawn_budget_exhausted): sh stopped by the watchdog (no WATCHDOG=1 for 300ms), killed by signal ABRT",
