@@ -3,8 +3,10 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -93,4 +95,30 @@ func TestDefaultKeyIsStableAndReadable(t *testing.T) {
 	assert.NotEqual(t, k, defaultKey([]string{"sh", "-c", "exit 2"}))
 	assert.True(t, strings.HasPrefix(k, "sh-"), k)
 	assert.Len(t, k, len("sh-")+8)
+}
+
+// TestRestartsAreLogged: restarts no budget judges are logged too
+// (agent.restart_scheduled): a clean exit under --restart=always after a
+// healthy run, and a crash after a healthy run.
+func TestRestartsAreLogged(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	rec, ready := recordFile(t, dir), filepath.Join(dir, "ready")
+	// Healthy (READY=1) runs that exit 0; the third one stays up.
+	script := helper + " record=" + rec + " notify=READY=1; [ $(wc -l < " + rec + ") -ge 3 ] && exec " + helper + " touch=" + ready + " hang; exit 0"
+	c := startCL(t, with("--key=always", "--restart=always", "--healthy-after=0", "--", "sh", "-c", script)...)
+	waitFor(t, "the third run", func() bool { return exists(ready) })
+	c.signal(t, syscall.SIGTERM)
+	assert.Equal(t, 128+int(syscall.SIGTERM), c.wait(t), c.stderr.String())
+	for n := 1; n <= 2; n++ {
+		assert.Contains(t, c.stderr.String(), fmt.Sprintf(`level=WARN msg="session \"always\" exited cleanly; restart %d now" event=agent.restart_scheduled key=always incarnation=always#1 reason=clean_exit attempts=%d backoff=0s`+"\n", n, n))
+	}
+	assert.Equal(t, 2, strings.Count(c.stderr.String(), "event=agent.restart_scheduled"), c.stderr.String())
+
+	r := runCL(t, with("--key=crash", "--healthy-after=0", "--", helper, "notify=READY=1", "exit=1")...)
+	assert.Equal(t, exitParked, r.code, r.stderr)
+	for n := 1; n <= 3; n++ {
+		assert.Contains(t, r.stderr, fmt.Sprintf(`level=WARN msg="session \"crash\" crashed after a healthy run; restart %d in 1ms" event=agent.restart_scheduled key=crash incarnation=crash#1 reason=crashed attempts=%d backoff=1ms last_error="%s exited with status 1"`+"\n", n, n, helper))
+	}
+	assert.Equal(t, 3, strings.Count(r.stderr, "event=agent.restart_scheduled"), r.stderr)
 }
