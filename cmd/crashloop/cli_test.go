@@ -125,7 +125,7 @@ func TestJSONLogFormatIsEverywhere(t *testing.T) {
 	base := []string{"--log-format=json", "--state=" + state, "--key=j"}
 	var msgs []string
 	for _, args := range [][]string{
-		with(append(base, "--max-respawns=1", "--watchdog=300ms", "--grace=50ms", "--", "sh", "-c", helper+" notify=STATUS=up && exec sleep 1000")...),
+		with(append(base, "--max-respawns=1", "--watchdog=1h", "--grace=50ms", "--", "sh", "-c", helper+" ignore=ABRT notify=STATUS=up notify=WATCHDOG=trigger && exec sleep 1000")...),
 		with(append(base, "--", "true")...),                       // parked
 		with(append(base, "--key=k", "--", "no-such-program")...), // 127
 		with(append(base, "--window=-1s", "--", "true")...),       // rejected by the library
@@ -137,13 +137,13 @@ func TestJSONLogFormatIsEverywhere(t *testing.T) {
 		msgs = append(msgs, jsonMessages(t, r.stderr)...)
 	}
 	assert.Equal(t, []string{
-		"the program's status", "watchdog: no WATCHDOG=1 for 300ms; stopping the program's process group with SIGABRT",
+		"the program's status", "watchdog: the program sent WATCHDOG=trigger; stopping the program's process group with SIGABRT",
 		`session "j" failed; respawn 1/1 in 1ms`,
-		"the program's status", "watchdog: no WATCHDOG=1 for 300ms; stopping the program's process group with SIGABRT",
+		"the program's status", "watchdog: the program sent WATCHDOG=trigger; stopping the program's process group with SIGABRT",
 		`session "j" parked (respawn_budget_exhausted, 1 respawn in 10s); it stays parked until an operator resumes it`,
-		"giving up on j: respawn_budget_exhausted after 2 starts; last exit: stopped by the watchdog (no WATCHDOG=1 for 300ms), killed by signal ABRT",
+		"giving up on j: respawn_budget_exhausted after 2 starts; last exit: stopped by the watchdog (the program sent WATCHDOG=trigger), killed by signal ABRT",
 		"parked in " + state + "; once the cause is fixed, run: crashloop resume --state " + state + " j",
-		"j is parked since " + markSince(t, state, "j") + " (respawn_budget_exhausted): sh stopped by the watchdog (no WATCHDOG=1 for 300ms), killed by signal ABRT",
+		"j is parked since " + markSince(t, state, "j") + " (respawn_budget_exhausted): sh stopped by the watchdog (the program sent WATCHDOG=trigger), killed by signal ABRT",
 		"once the cause is fixed, run: crashloop resume --state " + state + " j",
 		"no-such-program: command not found",
 		"--window: must be > 0",

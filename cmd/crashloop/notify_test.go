@@ -107,19 +107,19 @@ func TestWatchdogStopsAHungProgram(t *testing.T) {
 	}{
 		{"hung", func(rec string) []string {
 			return []string{"sh", "-c", helper + " record=" + rec + " notify=WATCHDOG=1 && exec sleep 1000"}
-		}, "sh stopped by the watchdog (no WATCHDOG=1 for 300ms), killed by signal ABRT"},
+		}, "sh stopped by the watchdog (no WATCHDOG=1 for 500ms), killed by signal ABRT"},
 		{"ignores ABRT", func(rec string) []string {
 			return []string{helper, "record=" + rec, "ignore=ABRT", "hang"}
-		}, helper + " stopped by the watchdog (no WATCHDOG=1 for 300ms), killed by signal KILL"},
+		}, helper + " stopped by the watchdog (no WATCHDOG=1 for 500ms), killed by signal KILL"},
 		{"WATCHDOG=trigger", func(rec string) []string {
-			return []string{"sh", "-c", helper + " record=" + rec + " notify=WATCHDOG=trigger && exec sleep 1000"}
+			return []string{"sh", "-c", helper + " record=" + rec + " ignore=ABRT notify=WATCHDOG=trigger && exec sleep 1000"}
 		}, "sh stopped by the watchdog (the program sent WATCHDOG=trigger), killed by signal ABRT"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := filepath.Join(t.TempDir(), "starts")
-			r := runCL(t, with(append([]string{"--key=w", "--max-respawns=1", "--watchdog=300ms", "--grace=50ms", "--"}, tc.argv(f)...)...)...)
+			r := runCL(t, with(append([]string{"--key=w", "--max-respawns=1", "--watchdog=500ms", "--grace=50ms", "--"}, tc.argv(f)...)...)...)
 			assert.Equal(t, exitParked, r.code, r.stderr)
 			assert.Len(t, lines(t, f), 2)
 			assert.Equal(t, 2, strings.Count(r.stderr, "level=WARN msg=\"watchdog: "), r.stderr)
@@ -132,11 +132,11 @@ func TestWatchdogStopsAHungProgram(t *testing.T) {
 }
 
 // TestWatchdogKeepsAPingingProgram: a program that sends WATCHDOG=1 every
-// 10ms for three times the watchdog's timeout is not stopped.
+// 10ms for two and a half times the watchdog's timeout is not stopped.
 func TestWatchdogKeepsAPingingProgram(t *testing.T) {
 	t.Parallel()
 	f := filepath.Join(t.TempDir(), "starts")
-	r := runCL(t, with("--watchdog=500ms", "--", helper, "record="+f, "ping=1500ms", "exit=0")...)
+	r := runCL(t, with("--watchdog=1s", "--", helper, "record="+f, "ping=2500ms", "exit=0")...)
 	assert.Equal(t, 0, r.code, r.stderr)
 	assert.Len(t, lines(t, f), 1)
 	assert.Empty(t, r.stderr)
@@ -149,8 +149,8 @@ func TestNotifyOnlyCountsForItsRun(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	f, sent := filepath.Join(dir, "starts"), filepath.Join(dir, "sent")
-	r := runCL(t, with("--key=n", "--max-respawns=1", "--healthy-after=0", "--grace=50ms", "--", helper, "record="+f,
-		"spawn=onterm=notify=READY=1,touch="+sent+"+hang", "exit=1")...)
+	r := runCL(t, with("--key=n", "--max-respawns=1", "--healthy-after=0", "--grace=1h", "--", helper, "record="+f,
+		"spawn=onterm=notify=READY=1,touch="+sent+",exit=0+hang", "exit=1")...)
 	assert.Equal(t, exitParked, r.code, r.stderr)
 	assert.FileExists(t, sent, "the leftover sent READY=1")
 	assert.Len(t, lines(t, f), 2, "two failed starts: no run was healthy")

@@ -59,9 +59,9 @@ func TestNoProcessOfTheGroupSurvives(t *testing.T) {
 			}},
 		{name: "watchdog", code: exitParked, procs: 2,
 			args: func(rec, _ string) []string {
-				return with("--max-respawns=0", "--watchdog=20ms", "--grace=50ms", "--", helper, "ignore=ABRT", "record="+rec, "spawn=record="+rec+"+hang", "hang")
+				return with("--max-respawns=0", "--watchdog=1h", "--grace=50ms", "--", helper, "ignore=ABRT", "record="+rec, "spawn=record="+rec+"+hang", "notify=WATCHDOG=trigger", "hang")
 			},
-			after: "last exit: stopped by the watchdog (no WATCHDOG=1 for 20ms), killed by signal KILL\n"},
+			after: "last exit: stopped by the watchdog (the program sent WATCHDOG=trigger), killed by signal KILL\n"},
 	}
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
