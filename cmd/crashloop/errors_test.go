@@ -48,6 +48,7 @@ func TestBadInputIsOneLineAndExit2(t *testing.T) {
 		{"no value", []string{"--window", "--", "true"}, "--window needs a value"},
 		{"bad duration", []string{"--window=soon", "--", "true"}, `--window: "soon" is not a duration such as 60s or 500ms`},
 		{"bad number", []string{"--max-respawns=x", "--", "true"}, `--max-respawns: "x" is not a whole number`},
+		{"bad boolean", []string{"--version=maybe"}, `--version: "maybe" is not true or false`},
 		{"rejected by the library", []string{"--window=-1s", "--", "true"}, "--window: must be > 0"},
 		{"negative respawns", []string{"--max-respawns=-1", "--", "true"}, "--max-respawns: must be >= 0"},
 		{"chain off is 0", []string{"--chain-max=-1", "--", "true"}, "--chain-max: must be >= 0 (0: off)"},
