@@ -1,6 +1,7 @@
 package crashloop
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/big"
@@ -79,15 +80,33 @@ func (l *lockedSource) between(lo, hi time.Duration) time.Duration {
 }
 
 // Linear returns the curve min(initial*attempt, max): 500ms, 1s, 1.5s ... 5s
-// with the budget's defaults. It is the Supervisor's default curve.
-func Linear(initial, max time.Duration) Backoff {
-	return linearCurve{initial: initial, max: max}
+// with the budget's defaults. It is the RespawnBudget's curve and the
+// Supervisor's default.
+func Linear(initial, max time.Duration) Backoff { return newLinear(initial, max) }
+
+type linearCurve struct {
+	initial, max time.Duration
+	steps        int64 // the last attempt below the cap: max/initial, divided once here
 }
 
-type linearCurve struct{ initial, max time.Duration }
+func newLinear(initial, max time.Duration) linearCurve {
+	steps := int64(math.MaxInt64)
+	if initial > 0 {
+		steps = int64(max / initial)
+	}
+	return linearCurve{initial: initial, max: max, steps: steps}
+}
 
+// Delay returns min(initial*attempt, max) for attempt >= 1 (0 before), without
+// overflow for any input.
 func (c linearCurve) Delay(attempt int, _ time.Duration) time.Duration {
-	return BudgetConfig{InitialBackoff: c.initial, MaxBackoff: c.max}.backoff(attempt)
+	switch {
+	case c.initial <= 0 || attempt <= 0:
+		return 0
+	case int64(attempt) > c.steps:
+		return c.max
+	}
+	return c.initial * time.Duration(attempt)
 }
 
 func (c linearCurve) validate() error { return checkSpan(c.initial, c.max) }
@@ -251,6 +270,44 @@ func (c decorrelatedCurve) spec() backoffSpec {
 	return backoffSpec{Kind: "exponential", Initial: c.base, Factor: 3, Max: c.max, Jitter: "decorrelated"}
 }
 
+// checkCanPark rejects a budget that a crash loop can never exhaust: when the
+// first n backoffs add up to more than window (sum), the first respawn has
+// aged out before the window fills (the systemd trap of RestartSec=10s with
+// StartLimitIntervalSec=10s). field names the window in the error.
+func checkCanPark(field string, window time.Duration, n int, sum *big.Int) error {
+	if sum.Cmp(big.NewInt(int64(window))) > 0 {
+		return &ConfigError{Field: field, Value: window,
+			Rule: fmt.Sprintf(">= the sum of the first %d backoffs (%v), or a crash loop never parks", n, durationOf(sum))}
+	}
+	return nil
+}
+
+// linearSum returns the exact sum of min(initial*i, max) for i = 1..n.
+func linearSum(initial, max time.Duration, n int) *big.Int {
+	if initial <= 0 || n <= 0 {
+		return new(big.Int)
+	}
+	k := int64(max / initial) // steps below the cap
+	if k > int64(n) {
+		k = int64(n)
+	}
+	// initial*k*(k+1)/2 + max*(n-k)
+	sum := big.NewInt(k)
+	sum.Mul(sum, new(big.Int).Add(sum, big.NewInt(1))) // k+1 in big: k may be MaxInt64
+	sum.Rsh(sum, 1)
+	sum.Mul(sum, big.NewInt(int64(initial)))
+	rest := big.NewInt(int64(n) - k)
+	rest.Mul(rest, big.NewInt(int64(max)))
+	return sum.Add(sum, rest)
+}
+
+func durationOf(b *big.Int) any {
+	if b.IsInt64() {
+		return time.Duration(b.Int64())
+	}
+	return b.String() + "ns"
+}
+
 // worstSum returns the sum of the longest waits of attempts 1..n, or nil if
 // the curve is not one of this package's. Once the worst wait reaches the
 // curve's cap the rest is multiplied out; a curve still growing after 1<<16
@@ -276,4 +333,98 @@ func worstSum(b Backoff, n int) *big.Int {
 		sum.Add(sum, big.NewInt(int64(d)))
 	}
 	return sum
+}
+
+// backoffSpec is the JSON form of a curve of this package:
+//
+//	{"kind": "exponential", "initial": "1s", "factor": 2, "max": "5m", "jitter": "full"}
+//
+// kind is "linear" (the default) or "exponential"; jitter is "none" (the
+// default), "full", "equal" or "decorrelated" (which needs kind exponential
+// and ignores factor). An omitted initial or max takes the budget's.
+type backoffSpec struct {
+	Kind    string
+	Initial time.Duration
+	Factor  float64
+	Max     time.Duration
+	Jitter  string
+}
+
+func (sp *backoffSpec) settings() []setting {
+	return []setting{
+		{name: "kind", value: stringValue{&sp.Kind}},
+		{name: "initial", value: durationValue{&sp.Initial}},
+		{name: "factor", value: floatValue{&sp.Factor}},
+		{name: "max", value: durationValue{&sp.Max}},
+		{name: "jitter", value: stringValue{&sp.Jitter}},
+	}
+}
+
+// MarshalJSON writes the spec; factor only where it applies, jitter only
+// when there is one.
+func (sp backoffSpec) MarshalJSON() ([]byte, error) {
+	var ss []setting
+	for _, s := range sp.settings() {
+		switch {
+		case s.name == "factor" && (sp.Kind != "exponential" || sp.Jitter == "decorrelated"):
+		case s.name == "jitter" && sp.Jitter == "":
+		default:
+			ss = append(ss, s)
+		}
+	}
+	return marshalSettings(ss)
+}
+
+// decodeBackoff reads a backoff object into a curve; budget's initial and
+// max backoffs fill the ones it omits. null means the default curve (nil).
+func decodeBackoff(raw json.RawMessage, path string, initial, max time.Duration) (Backoff, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	sp := backoffSpec{Initial: -1, Max: -1}
+	if err := decodeSettings(raw, path, sp.settings()); err != nil {
+		return nil, err
+	}
+	if sp.Initial < 0 {
+		sp.Initial = initial
+	}
+	if sp.Max < 0 {
+		sp.Max = max
+	}
+	b, err := sp.build(nil)
+	if err != nil {
+		return nil, prefixed(path, err)
+	}
+	return b, nil
+}
+
+// build turns a spec into a curve.
+func (sp backoffSpec) build(src RandSource) (Backoff, error) {
+	var b Backoff
+	switch sp.Kind {
+	case "", "linear":
+		if sp.Jitter == "decorrelated" {
+			return nil, &ConfigError{Field: "jitter", Value: sp.Jitter, Rule: `"decorrelated" only with kind "exponential"`}
+		}
+		b = Linear(sp.Initial, sp.Max)
+	case "exponential":
+		if sp.Factor == 0 {
+			sp.Factor = 2
+		}
+		b = Exponential(sp.Initial, sp.Factor, sp.Max)
+	default:
+		return nil, &ConfigError{Field: "kind", Value: sp.Kind, Rule: `"linear" or "exponential"`}
+	}
+	switch sp.Jitter {
+	case "", "none":
+	case "full":
+		b = FullJitter(b, src)
+	case "equal":
+		b = EqualJitter(b, src)
+	case "decorrelated":
+		b = DecorrelatedJitter(sp.Initial, sp.Max, src)
+	default:
+		return nil, &ConfigError{Field: "jitter", Value: sp.Jitter, Rule: `"none", "full", "equal" or "decorrelated"`}
+	}
+	return b, nil
 }

@@ -152,7 +152,7 @@ func TestSupervisorUsesCurve(t *testing.T) {
 	boom := errors.New("boom")
 	run := func(t *testing.T, curve crashloop.Backoff) (starts []time.Duration, backoffs []time.Duration) {
 		t.Helper()
-		rec, st := newSupRecorder(), newSupStarts()
+		rec, st := newRecorder(), newSupStarts()
 		cfg := crashloop.DefaultSupervisorConfig()
 		cfg.Backoff = curve
 		s := newTestSupervisor(t, cfg, crashloop.WithEventHandler(rec))

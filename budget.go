@@ -2,32 +2,29 @@ package crashloop
 
 import (
 	"fmt"
-	"math"
-	"math/big"
 	"time"
 )
 
-// ReasonBudgetExhausted is the park reason of a session whose respawn budget
-// ran out.
-const ReasonBudgetExhausted = "respawn_budget_exhausted"
-
-// BudgetConfig configures a RespawnBudget. The zero value is not valid (its
-// Window is 0); start from DefaultBudgetConfig.
+// BudgetConfig configures a RespawnBudget, and the budget of a Supervisor
+// (config key "budget"). The zero value is not valid (its Window is 0);
+// start from DefaultBudgetConfig.
 type BudgetConfig struct {
 	// MaxRespawns is how many respawns the rolling window may hold; the
-	// failure after that parks the session. Default 3; >= 0 (0: the first
-	// failure parks).
-	MaxRespawns int `json:"max_respawns"`
+	// failure after that parks the session. Config key "max_respawns".
+	// Default 3; >= 0 (0: the first failure parks).
+	MaxRespawns int
 	// Window is the length of the rolling window. A respawn exactly Window
-	// old still counts. Default 60s; > 0, and at least the sum of the first
-	// MaxRespawns backoffs (else respawns age out before the budget fills
-	// and a crash loop never parks).
-	Window time.Duration `json:"window"`
+	// old still counts. Config key "window". Default 60s; > 0, and at least
+	// the sum of the first MaxRespawns backoffs (else respawns age out
+	// before the budget fills and a crash loop never parks).
+	Window time.Duration
 	// InitialBackoff is the first backoff; the Nth respawn in the window
-	// waits N*InitialBackoff. Default 500ms; >= 0.
-	InitialBackoff time.Duration `json:"initial_backoff"`
-	// MaxBackoff caps the backoff. Default 5s; >= InitialBackoff.
-	MaxBackoff time.Duration `json:"max_backoff"`
+	// waits N*InitialBackoff. Config key "initial_backoff". Default 500ms;
+	// >= 0.
+	InitialBackoff time.Duration
+	// MaxBackoff caps the backoff. Config key "max_backoff". Default 5s;
+	// >= InitialBackoff.
+	MaxBackoff time.Duration
 }
 
 // DefaultBudgetConfig returns the defaults: 3 respawns in a rolling 60s
@@ -36,87 +33,73 @@ func DefaultBudgetConfig() BudgetConfig {
 	return BudgetConfig{MaxRespawns: 3, Window: 60 * time.Second, InitialBackoff: 500 * time.Millisecond, MaxBackoff: 5 * time.Second}
 }
 
+func (c *BudgetConfig) settings() []setting {
+	return []setting{
+		{"max_respawns", intValue{&c.MaxRespawns}, func() string { return must(c.MaxRespawns >= 0, ">= 0") }},
+		{"window", durationValue{&c.Window}, func() string { return must(c.Window > 0, "> 0") }},
+		{"initial_backoff", durationValue{&c.InitialBackoff}, func() string { return must(c.InitialBackoff >= 0, ">= 0") }},
+		{"max_backoff", durationValue{&c.MaxBackoff}, func() string {
+			return must(c.MaxBackoff >= c.InitialBackoff, fmt.Sprintf(">= initial_backoff (%v)", c.InitialBackoff))
+		}},
+	}
+}
+
+// validate checks each setting, then that the budget can park with its own
+// linear curve.
 func (c BudgetConfig) validate() error {
-	if err := c.validateFields(); err != nil {
+	if err := checkSettings(c.settings()); err != nil {
 		return err
 	}
 	return checkCanPark("window", c.Window, c.MaxRespawns, linearSum(c.InitialBackoff, c.MaxBackoff, c.MaxRespawns))
 }
 
-// validateFields checks each setting on its own, without the whole-budget
-// rule that it must be able to park.
-func (c BudgetConfig) validateFields() error {
-	switch {
-	case c.MaxRespawns < 0:
-		return &ConfigError{Field: "max_respawns", Value: c.MaxRespawns, Rule: ">= 0"}
-	case c.Window <= 0:
-		return &ConfigError{Field: "window", Value: c.Window, Rule: "> 0"}
-	case c.InitialBackoff < 0:
-		return &ConfigError{Field: "initial_backoff", Value: c.InitialBackoff, Rule: ">= 0"}
-	case c.MaxBackoff < c.InitialBackoff:
-		return &ConfigError{Field: "max_backoff", Value: c.MaxBackoff, Rule: fmt.Sprintf(">= initial_backoff (%v)", c.InitialBackoff)}
-	}
-	return nil
+// MarshalJSON writes the budget with its config keys, durations as strings.
+func (c BudgetConfig) MarshalJSON() ([]byte, error) { return marshalSettings(c.settings()) }
+
+// UnmarshalJSON reads a budget; omitted keys keep their current values
+// (unmarshal into DefaultBudgetConfig() for defaults). Unknown keys and bad
+// values are *ConfigError values naming the key. The result is not
+// validated: NewRespawnBudget does that.
+func (c *BudgetConfig) UnmarshalJSON(data []byte) error {
+	return decodeSettings(data, "", c.settings())
 }
 
-// backoff returns min(InitialBackoff*attempt, MaxBackoff) for attempt >= 1,
-// without overflow for any input.
-func (c BudgetConfig) backoff(attempt int) time.Duration {
-	if c.InitialBackoff <= 0 || attempt <= 0 {
-		return 0
+// respawn asks the window w of one key for a respawn at t: it drops the
+// respawns older than Window and, when fewer than MaxRespawns are left,
+// records one and returns its number in the window (attempt) with ok.
+// Otherwise it records nothing and returns the respawns counted: the key
+// parks.
+func (c BudgetConfig) respawn(w *window, t int64) (attempt int, ok bool) {
+	if n := c.count(w, t); n >= c.MaxRespawns {
+		return n, false
 	}
-	if int64(attempt) > int64(c.MaxBackoff/c.InitialBackoff) {
-		return c.MaxBackoff
-	}
-	return c.InitialBackoff * time.Duration(attempt)
+	w.push(t, c.MaxRespawns)
+	return w.len(), true
 }
 
-// steps returns the last attempt whose backoff is below the cap,
-// MaxBackoff/InitialBackoff (math.MaxInt64 when InitialBackoff is 0), so
-// that a budget divides once, at construction, and not on every failure.
-func (c BudgetConfig) steps() int64 {
-	if c.InitialBackoff <= 0 {
-		return math.MaxInt64
-	}
-	return int64(c.MaxBackoff / c.InitialBackoff)
+// count drops the respawns older than Window from w at t and returns the
+// respawns left.
+func (c BudgetConfig) count(w *window, t int64) int {
+	w.prune(t, c.Window)
+	return w.len()
 }
 
-// checkCanPark rejects a budget that a crash loop can never exhaust: when the
-// first n backoffs add up to more than window (sum), the first respawn has
-// aged out before the window fills (the systemd trap of RestartSec=10s with
-// StartLimitIntervalSec=10s).
-func checkCanPark(field string, window time.Duration, n int, sum *big.Int) error {
-	if sum.Cmp(big.NewInt(int64(window))) > 0 {
-		return &ConfigError{Field: field, Value: window,
-			Rule: fmt.Sprintf(">= the sum of the first %d backoffs (%v), or a crash loop never parks", n, durationOf(sum))}
-	}
-	return nil
+// scheduled is the EventRespawnScheduled of respawn attempt of key.
+func (c BudgetConfig) scheduled(key string, now time.Time, cause error, attempt int, d time.Duration) Event {
+	return Event{Kind: EventRespawnScheduled, Key: key, Time: now, LastError: cause,
+		Attempts: attempt, Limit: c.MaxRespawns, Window: c.Window, Backoff: d}
 }
 
-// linearSum returns the exact sum of min(initial*i, max) for i = 1..n.
-func linearSum(initial, max time.Duration, n int) *big.Int {
-	if initial <= 0 || n <= 0 {
-		return new(big.Int)
-	}
-	k := int64(max / initial) // steps below the cap
-	if k > int64(n) {
-		k = int64(n)
-	}
-	// initial*k*(k+1)/2 + max*(n-k)
-	sum := big.NewInt(k)
-	sum.Mul(sum, new(big.Int).Add(sum, big.NewInt(1))) // k+1 in big: k may be MaxInt64
-	sum.Rsh(sum, 1)
-	sum.Mul(sum, big.NewInt(int64(initial)))
-	rest := big.NewInt(int64(n) - k)
-	rest.Mul(rest, big.NewInt(int64(max)))
-	return sum.Add(sum, rest)
+// parkedEvent is the EventStartupExhausted announcing pe.
+func (c BudgetConfig) parkedEvent(pe *ParkedError) Event {
+	return Event{Kind: EventStartupExhausted, Key: pe.Key, Time: pe.Since, Reason: pe.Reason,
+		LastError: pe.LastError, Attempts: pe.Attempts, Limit: c.MaxRespawns, Window: c.Window}
 }
 
-func durationOf(b *big.Int) any {
-	if b.IsInt64() {
-		return time.Duration(b.Int64())
-	}
-	return b.String() + "ns"
+// resumedEvent is the EventResumed of the resume at now of pe's key.
+func (c BudgetConfig) resumedEvent(pe *ParkedError, now time.Time) Event {
+	return Event{Kind: EventResumed, Key: pe.Key, Time: now, Reason: pe.Reason, LastError: pe.LastError,
+		Limit: c.MaxRespawns, Window: c.Window}
 }
 
 // RespawnBudget bounds the respawns of each session (key) in a rolling window
@@ -126,25 +109,20 @@ func durationOf(b *big.Int) any {
 // The first spawn of a session is free; each failure asks for a respawn. A
 // session that stays up until its respawns age out of the window regains its
 // full budget. Keys are independent. A RespawnBudget is safe for concurrent
-// use; calls on different keys rarely contend. The zero value is not usable:
-// create one with NewRespawnBudget. Idle keys (not parked, no respawn in the
-// window) are reclaimed a few at a time by later calls (no goroutine).
-// The time of a key never runs backwards: a reading earlier than one already
-// used for a key of the same shard (a fixed part of the keys, under one
-// lock) is read as that later one.
+// use. The zero value is not usable: create one with NewRespawnBudget. Idle
+// keys (not parked, no respawn in the window) are reclaimed a few at a time
+// by later calls (no goroutine). Time never runs backwards for a budget: a
+// reading earlier than one it already used is read as that later one.
 type RespawnBudget struct {
 	cfg   BudgetConfig
 	o     options
-	tl    timeline
+	curve linearCurve
 	keys  keyed[budgetEntry]
-	curve Backoff // nil: the linear curve of cfg (a Supervisor may set another)
-	steps int64   // cfg.steps()
 }
 
 type budgetEntry struct {
 	win  window
-	park *ParkedError  // non-nil while parked
-	prev time.Duration // the last backoff, for curves that depend on it
+	park *ParkedError // non-nil while parked
 }
 
 // NewRespawnBudget returns a RespawnBudget, or a *ConfigError naming the
@@ -154,9 +132,8 @@ func NewRespawnBudget(cfg BudgetConfig, opts ...Option) (*RespawnBudget, error) 
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	b := &RespawnBudget{cfg: cfg, o: buildOptions(opts), steps: cfg.steps()}
-	b.tl = newTimeline(b.o.clock)
-	b.keys.init()
+	b := &RespawnBudget{cfg: cfg, o: buildOptions(opts), curve: newLinear(cfg.InitialBackoff, cfg.MaxBackoff)}
+	b.keys.init(b.o.clock)
 	return b, nil
 }
 
@@ -164,17 +141,18 @@ func NewRespawnBudget(cfg BudgetConfig, opts ...Option) (*RespawnBudget, error) 
 func (b *RespawnBudget) Config() BudgetConfig { return b.cfg }
 
 // Spawn is the gate before any spawn of key, the first one included. It never
-// consumes budget. It returns the *ParkedError of a parked session, nil
-// otherwise.
+// consumes budget. It returns the *ParkedError of a parked session, an error
+// matching ErrInvalidKey for the empty key, and nil otherwise.
 func (b *RespawnBudget) Spawn(key string) error {
-	s, h := b.keys.lock(key)
-	e := s.get(h, key)
-	var err error
-	if e != nil && e.park != nil {
-		err = e.park
+	if err := checkKey(key); err != nil {
+		return err
 	}
-	s.mu.Unlock()
-	return err
+	b.keys.mu.Lock()
+	defer b.keys.mu.Unlock()
+	if e := b.keys.m[key]; e != nil && e.park != nil {
+		return e.park
+	}
+	return nil
 }
 
 // Failed is shorthand for FailedAt(key, cause, clock.Now()).
@@ -189,52 +167,33 @@ func (b *RespawnBudget) Failed(key string, cause error) (time.Duration, error) {
 // respawns now in the window. When the window already holds MaxRespawns
 // respawns it parks the session, publishes one EventStartupExhausted and
 // returns a *ParkedError. A parked session returns its *ParkedError (with the
-// cause that parked it) and records nothing.
+// cause that parked it) and records nothing. The empty key is refused with
+// an error matching ErrInvalidKey.
 func (b *RespawnBudget) FailedAt(key string, cause error, now time.Time) (time.Duration, error) {
-	s, h, t := b.keys.lockAt(&b.tl, key, now)
-	e := s.getOrAdd(h, key)
-	if e.park != nil {
+	if err := checkKey(key); err != nil {
+		return 0, err
+	}
+	t := b.keys.lockAt(now)
+	e := b.keys.getOrAdd(key)
+	if pe := e.park; pe != nil {
+		b.keys.mu.Unlock()
+		return 0, pe
+	}
+	attempt, ok := b.cfg.respawn(&e.win, t)
+	if !ok {
+		e.park = &ParkedError{Key: key, Reason: ReasonBudgetExhausted, LastError: cause, Attempts: attempt, Since: now}
 		pe := e.park
-		s.mu.Unlock()
+		b.keys.mu.Unlock()
+		emit(b.o.handler, b.cfg.parkedEvent(pe))
 		return 0, pe
 	}
-	e.win.prune(t, b.cfg.Window)
-	if e.win.len() == 0 {
-		e.prev = 0 // a fresh start for curves that depend on the last wait
-	}
-	if e.win.len() >= b.cfg.MaxRespawns {
-		pe := b.park(e, key, ReasonBudgetExhausted, cause, now)
-		s.mu.Unlock()
-		emit(b.o.handler, b.parkEvent(pe))
-		return 0, pe
-	}
-	e.win.push(t, b.cfg.MaxRespawns)
-	attempt := e.win.len()
-	var d time.Duration
-	if b.curve == nil {
-		d = b.linear(attempt)
-	} else {
-		d = b.curve.Delay(attempt, e.prev)
-		e.prev = d
-	}
-	if s.due() {
-		s.sweep(func(e *budgetEntry) bool { return b.idle(e, t) })
-	}
-	s.mu.Unlock()
+	b.keys.sweep(func(e *budgetEntry) bool { return b.idle(e, t) })
+	b.keys.mu.Unlock()
+	d := b.curve.Delay(attempt, 0)
 	if b.o.handler != nil { // skip building the event when nobody listens
-		emit(b.o.handler, Event{Kind: EventRespawnScheduled, Key: key, Time: now, LastError: cause,
-			Attempts: attempt, Limit: b.cfg.MaxRespawns, Window: b.cfg.Window, Backoff: d})
+		emit(b.o.handler, b.cfg.scheduled(key, now, cause, attempt, d))
 	}
 	return d, nil
-}
-
-// linear is cfg.backoff(attempt) for attempt >= 1, with the division done
-// at construction (see steps).
-func (b *RespawnBudget) linear(attempt int) time.Duration {
-	if int64(attempt) > b.steps {
-		return b.cfg.MaxBackoff
-	}
-	return b.cfg.InitialBackoff * time.Duration(attempt)
 }
 
 // idle reports whether e holds nothing worth keeping at t.
@@ -252,30 +211,21 @@ func (b *RespawnBudget) Respawns(key string) int { return b.RespawnsAt(key, b.o.
 // RespawnsAt returns the number of respawns of key inside the window at now.
 // It records nothing.
 func (b *RespawnBudget) RespawnsAt(key string, now time.Time) int {
-	n, _ := b.view(key, now)
-	return n
-}
-
-// view returns the respawns of key in the window at now and its park, if
-// any, under one lock (what a Supervisor's Status shows of a key).
-func (b *RespawnBudget) view(key string, now time.Time) (int, *ParkedError) {
-	s, h, t := b.keys.lockAt(&b.tl, key, now)
-	n, pe := 0, (*ParkedError)(nil)
-	if e := s.get(h, key); e != nil {
+	t := b.keys.lockAt(now)
+	defer b.keys.mu.Unlock()
+	if e := b.keys.m[key]; e != nil {
 		e.win.prune(t, b.cfg.Window)
-		n, pe = e.win.len(), e.park
+		return e.win.len()
 	}
-	s.mu.Unlock()
-	return n, pe
+	return 0
 }
 
 // IsParked reports whether key is parked.
 func (b *RespawnBudget) IsParked(key string) bool {
-	s, h := b.keys.lock(key)
-	e := s.get(h, key)
-	p := e != nil && e.park != nil
-	s.mu.Unlock()
-	return p
+	b.keys.mu.Lock()
+	defer b.keys.mu.Unlock()
+	e := b.keys.m[key]
+	return e != nil && e.park != nil
 }
 
 // Parked returns the parked keys, sorted.
@@ -290,71 +240,119 @@ func (b *RespawnBudget) Resume(key string) error { return b.ResumeAt(key, b.o.cl
 // the respawn window of key (a full budget) and publishes EventResumed with
 // Time now. It returns an error matching ErrNotParked if key is not parked.
 func (b *RespawnBudget) ResumeAt(key string, now time.Time) error {
-	s, h := b.keys.lock(key)
-	e := s.get(h, key)
+	b.keys.mu.Lock()
+	e := b.keys.m[key]
 	if e == nil || e.park == nil {
-		s.mu.Unlock()
+		b.keys.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrNotParked, key)
 	}
 	pe := e.park
-	e.park, e.prev = nil, 0
+	e.park = nil
 	e.win.clear()
-	s.mu.Unlock()
-	emit(b.o.handler, Event{Kind: EventResumed, Key: key, Time: now, Reason: pe.Reason, LastError: pe.LastError,
-		Limit: b.cfg.MaxRespawns, Window: b.cfg.Window})
+	b.keys.mu.Unlock()
+	emit(b.o.handler, b.cfg.resumedEvent(pe, now))
 	return nil
 }
 
 // Forget drops all state of key, parked or not, without an event. Use it when
 // the thing behind key is gone for good.
 func (b *RespawnBudget) Forget(key string) {
-	s, h := b.keys.lock(key)
-	s.tab.remove(h, key)
-	s.mu.Unlock()
+	b.keys.mu.Lock()
+	b.keys.remove(key)
+	b.keys.mu.Unlock()
 }
 
-// parkAt parks key for a reason decided outside the budget (a Supervisor's
-// permanent error, tripped guard or escalated chain). It publishes
-// EventStartupExhausted only when announce is set, so that each outcome is
-// announced once, by whatever decided it. A key that is already parked keeps
-// its first ParkedError, which parkAt returns.
-func (b *RespawnBudget) parkAt(key, reason string, cause error, announce bool, now time.Time) *ParkedError {
-	s, h, t := b.keys.lockAt(&b.tl, key, now)
-	e := s.getOrAdd(h, key)
-	if e.park != nil {
-		pe := e.park
-		s.mu.Unlock()
-		return pe
+// budgetDoc is the snapshot document of a RespawnBudget, and the budget part
+// of a Supervisor's (see docs/snapshot.md).
+type budgetDoc struct {
+	Version int                     `json:"version"`
+	Kind    string                  `json:"kind"`
+	Latest  string                  `json:"latest,omitempty"`
+	Keys    map[string]budgetKeyDoc `json:"keys"`
+}
+
+type budgetKeyDoc struct {
+	Respawns    []string `json:"respawns,omitempty"`
+	PrevBackoff string   `json:"prev_backoff,omitempty"` // a Supervisor's last wait on its curve
+	Parked      *parkDoc `json:"parked,omitempty"`
+}
+
+// Snapshot returns the whole state of the budget (every key's respawn
+// window and park) as a JSON document of kind "respawn_budget" (see
+// SnapshotVersion for the format). It is taken at one instant, consistent
+// across keys, and changes nothing. It fails only for a time that cannot be
+// written and read back. It is safe for concurrent use.
+func (b *RespawnBudget) Snapshot() ([]byte, error) {
+	type entry struct {
+		key  string
+		win  window       // a copy (see below)
+		park *ParkedError // immutable
 	}
-	e.win.prune(t, b.cfg.Window)
-	pe := b.park(e, key, reason, cause, now)
-	s.mu.Unlock()
-	if announce {
-		emit(b.o.handler, b.parkEvent(pe))
+	b.keys.mu.Lock()
+	entries := make([]entry, 0, len(b.keys.m))
+	for key, e := range b.keys.m {
+		entries = append(entries, entry{key, window{buf: e.win.appendTo(nil), n: e.win.n}, e.park})
 	}
-	return pe
-}
-
-// park marks the entry of key parked; its window must be pruned. The shard
-// must be locked.
-func (b *RespawnBudget) park(e *budgetEntry, key, reason string, cause error, now time.Time) *ParkedError {
-	e.park = &ParkedError{Key: key, Reason: reason, LastError: cause, Attempts: e.win.len(), Since: now}
-	return e.park
-}
-
-// parkEvent is the EventStartupExhausted announcing pe.
-func (b *RespawnBudget) parkEvent(pe *ParkedError) Event {
-	return Event{Kind: EventStartupExhausted, Key: pe.Key, Time: pe.Since, Reason: pe.Reason,
-		LastError: pe.LastError, Attempts: pe.Attempts, Limit: b.cfg.MaxRespawns, Window: b.cfg.Window}
-}
-
-// settle clears the respawn window of a key that is not parked: a run that
-// became healthy was a good start, so the next failure starts afresh.
-func (b *RespawnBudget) settle(key string) {
-	s, h := b.keys.lock(key)
-	if e := s.get(h, key); e != nil && e.park == nil {
-		e.win.clear()
-		e.prev = 0
+	w := &writer{tb: b.keys.tb}
+	b.keys.mu.Unlock()
+	doc := &budgetDoc{Version: SnapshotVersion, Kind: kindBudget, Keys: make(map[string]budgetKeyDoc, len(entries))}
+	for _, e := range entries {
+		doc.Keys[e.key] = budgetKeyDoc{Respawns: w.times(&e.win), Parked: w.park(e.park)}
 	}
-	s.mu.Unlock()
+	doc.Latest = w.latest()
+	if w.err != nil {
+		return nil, w.err
+	}
+	return encodeSnapshot(doc)
+}
+
+// Restore is shorthand for RestoreAt(data, clock.Now()).
+func (b *RespawnBudget) Restore(data []byte) error { return b.RestoreAt(data, b.o.clock.Now()) }
+
+// RestoreAt replaces the whole state of the budget with the snapshot in
+// data (a document of kind "respawn_budget", see SnapshotVersion), read at
+// now: the windows age from the times they hold, so a restore a day later
+// finds them empty. A document it cannot restore returns an error matching
+// ErrBadSnapshot and leaves the budget unchanged. It publishes no event and
+// is safe for concurrent use.
+func (b *RespawnBudget) RestoreAt(data []byte, now time.Time) error {
+	var doc budgetDoc
+	if err := decodeSnapshot(data, kindBudget, &doc); err != nil {
+		return err
+	}
+	tb := b.keys.base()
+	r, err := newReader(&tb, now, doc.Latest, kindBudget)
+	if err != nil {
+		return err
+	}
+	m := make(map[string]*budgetEntry, len(doc.Keys))
+	for _, key := range sortedKeys(doc.Keys) {
+		kd, kp := doc.Keys[key], fmt.Sprintf("%s.keys[%q]", kindBudget, key)
+		win, _, err := readBudgetKey(r, kd, b.cfg.MaxRespawns, kp)
+		if err != nil {
+			return err
+		}
+		park, err := r.park(key, kd.Parked, kp+".parked")
+		if err != nil {
+			return err
+		}
+		m[key] = &budgetEntry{win: win, park: park}
+	}
+	b.keys.replace(m, r.latestOff)
+	return nil
+}
+
+// readBudgetKey reads the respawn window and last backoff of one key.
+func readBudgetKey(r *reader, kd budgetKeyDoc, limit int, kp string) (window, time.Duration, error) {
+	win, err := r.window(kd.Respawns, limit, kp+".respawns")
+	if err != nil {
+		return window{}, 0, err
+	}
+	var prev time.Duration
+	if kd.PrevBackoff != "" {
+		if prev, err = time.ParseDuration(kd.PrevBackoff); err != nil {
+			return window{}, 0, badSnapshot("%s.prev_backoff: %v", kp, err)
+		}
+	}
+	return win, prev, nil
 }

@@ -187,7 +187,7 @@ func TestBudgetBackoffFormula(t *testing.T) {
 		{9, 4500 * time.Millisecond}, {10, 5 * time.Second}, {11, 5 * time.Second}, {1000, 5 * time.Second},
 		{1 << 40, 5 * time.Second}, {int(^uint(0) >> 1), 5 * time.Second},
 	} {
-		assert.Equal(t, tc.want, c.backoff(tc.attempt), "attempt %d", tc.attempt)
+		assert.Equal(t, tc.want, newLinear(c.InitialBackoff, c.MaxBackoff).Delay(tc.attempt, 0), "attempt %d", tc.attempt)
 	}
 }
 
@@ -357,23 +357,5 @@ func TestBudgetZeroInitialBackoff(t *testing.T) {
 		}
 		_, err = b.Failed("s", errors.New("boom"))
 		require.ErrorIs(t, err, ErrParked, "max_backoff %v", maxBackoff)
-	}
-}
-
-// The budget's linear backoff, with its division done at construction, is
-// the configuration's backoff for every attempt, at the cap's edges and
-// with no initial backoff.
-func TestLinearMatchesBackoff(t *testing.T) {
-	for _, cfg := range []BudgetConfig{
-		DefaultBudgetConfig(),
-		{MaxRespawns: 100, Window: time.Hour, InitialBackoff: 3 * time.Millisecond, MaxBackoff: 10 * time.Millisecond},
-		{MaxRespawns: 5, Window: time.Minute, InitialBackoff: 0, MaxBackoff: time.Second},
-		{MaxRespawns: 5, Window: time.Minute, InitialBackoff: time.Second, MaxBackoff: time.Second},
-	} {
-		b, err := NewRespawnBudget(cfg)
-		require.NoError(t, err)
-		for attempt := 1; attempt <= 20; attempt++ {
-			require.Equal(t, cfg.backoff(attempt), b.linear(attempt), "%+v attempt %d", cfg, attempt)
-		}
 	}
 }

@@ -5,17 +5,18 @@ import (
 	"time"
 )
 
-// ChainConfig configures a ChainDetector. The zero value is not valid; start
-// from DefaultChainConfig.
+// ChainConfig configures a ChainDetector, and the chain of a Supervisor
+// (config key "chain"). The zero value is not valid; start from
+// DefaultChainConfig.
 type ChainConfig struct {
 	// MaxChain is the chain length at which the next rescue escalates to a
-	// human. Default 3; >= 1.
-	MaxChain int `json:"max_chain"`
+	// human. Config key "max_chain". Default 3; >= 1.
+	MaxChain int
 	// ResetGap is the longest gap between two rescues (and between the last
 	// rescue and now) that keeps a chain; a gap of exactly ResetGap keeps
 	// it. Choose it longer than the healthy phase of the slow loop you want
-	// to catch. Default 20m; > 0.
-	ResetGap time.Duration `json:"reset_gap"`
+	// to catch. Config key "reset_gap". Default 20m; > 0.
+	ResetGap time.Duration
 }
 
 // DefaultChainConfig returns the defaults: escalate after 3 consecutive
@@ -24,14 +25,66 @@ func DefaultChainConfig() ChainConfig {
 	return ChainConfig{MaxChain: 3, ResetGap: 20 * time.Minute}
 }
 
-func (c ChainConfig) validate() error {
-	switch {
-	case c.MaxChain < 1:
-		return &ConfigError{Field: "max_chain", Value: c.MaxChain, Rule: ">= 1"}
-	case c.ResetGap <= 0:
-		return &ConfigError{Field: "reset_gap", Value: c.ResetGap, Rule: "> 0"}
+func (c *ChainConfig) settings() []setting {
+	return []setting{
+		{"max_chain", intValue{&c.MaxChain}, func() string { return must(c.MaxChain >= 1, ">= 1") }},
+		{"reset_gap", durationValue{&c.ResetGap}, func() string { return must(c.ResetGap > 0, "> 0") }},
 	}
-	return nil
+}
+
+func (c ChainConfig) validate() error { return checkSettings(c.settings()) }
+
+// MarshalJSON writes the chain settings with their config keys, durations
+// as strings.
+func (c ChainConfig) MarshalJSON() ([]byte, error) { return marshalSettings(c.settings()) }
+
+// UnmarshalJSON reads chain settings; omitted keys keep their values.
+func (c *ChainConfig) UnmarshalJSON(data []byte) error { return decodeSettings(data, "", c.settings()) }
+
+// chainState is the chain of one key: its newest rescue, the incarnation
+// rescued, and the length of the chain ending at it (0: it was planned).
+// Memory is constant: the chain is a running count, not a list.
+type chainState struct {
+	inc   string
+	last  int64
+	count int
+}
+
+// length returns the chain of incarnation ending at t: the consecutive
+// reactive rescues of that incarnation, each within ResetGap of the next
+// (and the newest within ResetGap of t).
+func (c ChainConfig) length(s *chainState, incarnation string, t int64) int {
+	if s.count == 0 || s.inc != incarnation || !within(t, s.last, c.ResetGap) {
+		return 0
+	}
+	return s.count
+}
+
+// rescue asks to rescue incarnation at t. When the chain ending at t
+// already holds MaxChain rescues it records nothing and returns the chain
+// with full set: the key escalates. Otherwise it records the rescue and
+// returns the new chain (0 for a planned rescue, which ends the chain).
+func (c ChainConfig) rescue(s *chainState, incarnation string, reactive bool, t int64) (chain int, full bool) {
+	n := c.length(s, incarnation, t)
+	if n >= c.MaxChain {
+		return n, true
+	}
+	if reactive {
+		n++
+	} else {
+		n = 0
+	}
+	if s.inc != incarnation {
+		s.inc = incarnation
+	}
+	s.last, s.count = t, n
+	return n, false
+}
+
+// escalatedEvent is the EventChainEscalated of key's chain of n.
+func (c ChainConfig) escalatedEvent(key, incarnation string, now time.Time, n int, cause error) Event {
+	return Event{Kind: EventChainEscalated, Key: key, Incarnation: incarnation, Time: now,
+		Reason: chainReason(n), LastError: cause, Attempts: n, Limit: c.MaxChain, Window: c.ResetGap}
 }
 
 // ChainDetector catches the slow crash loop that passes every health check:
@@ -46,20 +99,16 @@ func (c ChainConfig) validate() error {
 // ChainDetector is safe for concurrent use. The zero value is not usable:
 // create one with NewChainDetector. Keys whose chain has ended and that are
 // not marked are reclaimed a few at a time by later calls (no goroutine).
-// The time of a key never runs backwards: a reading earlier than one already
-// used for a key of the same shard (a fixed part of the keys, under one
-// lock) is read as that later one.
+// Time never runs backwards for a detector: a reading earlier than one it
+// already used is read as that later one.
 type ChainDetector struct {
 	cfg  ChainConfig
 	o    options
-	tl   timeline
 	keys keyed[chainEntry]
 }
 
 type chainEntry struct {
-	inc       string // incarnation of the newest rescue
-	last      int64  // time of the newest rescue
-	count     int    // chain ending at the newest rescue (0: it was planned)
+	chainState
 	escalated bool
 }
 
@@ -71,21 +120,12 @@ func NewChainDetector(cfg ChainConfig, opts ...Option) (*ChainDetector, error) {
 		return nil, err
 	}
 	d := &ChainDetector{cfg: cfg, o: buildOptions(opts)}
-	d.tl = newTimeline(d.o.clock)
-	d.keys.init()
+	d.keys.init(d.o.clock)
 	return d, nil
 }
 
 // Config returns the configuration the detector was created with.
 func (d *ChainDetector) Config() ChainConfig { return d.cfg }
-
-// chain returns the chain of incarnation ending at t.
-func (d *ChainDetector) chain(e *chainEntry, incarnation string, t int64) int {
-	if e == nil || e.count == 0 || e.inc != incarnation || !within(t, e.last, d.cfg.ResetGap) {
-		return 0
-	}
-	return e.count
-}
 
 // Rescue is shorthand for RescueAt(key, incarnation, reactive, clock.Now()).
 func (d *ChainDetector) Rescue(key, incarnation string, reactive bool) (chain int, err error) {
@@ -99,68 +139,30 @@ func (d *ChainDetector) Rescue(key, incarnation string, reactive bool) (chain in
 // EventChainEscalated, records nothing and returns the chain with an error
 // matching ErrNeedsHuman; it keeps returning that error until Clear.
 // Otherwise it records the rescue and returns the new chain length (0 for a
-// planned rescue, which ends the chain).
+// planned rescue, which ends the chain). The empty key is refused with an
+// error matching ErrInvalidKey.
 func (d *ChainDetector) RescueAt(key, incarnation string, reactive bool, now time.Time) (int, error) {
-	s, h, t := d.keys.lockAt(&d.tl, key, now)
-	e := s.getOrAdd(h, key)
+	if err := checkKey(key); err != nil {
+		return 0, err
+	}
+	t := d.keys.lockAt(now)
+	e := d.keys.getOrAdd(key)
 	if e.escalated {
-		n := e.count
-		s.mu.Unlock()
-		return n, d.needsHuman(key, e.inc, n)
+		n, inc := e.count, e.inc
+		d.keys.mu.Unlock()
+		return n, &needsHumanError{key: key, incarnation: inc, chain: n}
 	}
-	n := d.chain(e, incarnation, t)
-	if n >= d.cfg.MaxChain {
+	n, full := d.cfg.rescue(&e.chainState, incarnation, reactive, t)
+	if full {
 		e.escalated = true
-		s.mu.Unlock()
-		err := d.needsHuman(key, incarnation, n)
-		emit(d.o.handler, Event{Kind: EventChainEscalated, Key: key, Incarnation: incarnation, Time: now,
-			Reason: chainReason(n), Attempts: n, Limit: d.cfg.MaxChain, Window: d.cfg.ResetGap})
-		return n, err
+		d.keys.mu.Unlock()
+		emit(d.o.handler, d.cfg.escalatedEvent(key, incarnation, now, n, nil))
+		return n, &needsHumanError{key: key, incarnation: incarnation, chain: n}
 	}
-	if reactive {
-		n++
-	} else {
-		n = 0
-	}
-	if e.inc != incarnation {
-		e.inc = incarnation
-	}
-	e.last, e.count = t, n
-	if s.due() {
-		s.sweep(func(e *chainEntry) bool { return !e.escalated && d.chain(e, e.inc, t) == 0 })
-	}
-	s.mu.Unlock()
+	d.keys.sweep(func(e *chainEntry) bool { return !e.escalated && d.cfg.length(&e.chainState, e.inc, t) == 0 })
+	d.keys.mu.Unlock()
 	return n, nil
 }
-
-func (d *ChainDetector) needsHuman(key, incarnation string, n int) error {
-	return &needsHumanError{key: key, incarnation: incarnation, chain: n}
-}
-
-// needsHumanError matches ErrNeedsHuman and says which key and chain.
-type needsHumanError struct {
-	key, incarnation string
-	chain            int
-	cause            error // the crash that found the chain full, if known
-}
-
-func (e *needsHumanError) Error() string {
-	msg := fmt.Sprintf("crashloop: %q needs a human: %s", e.key, chainReason(e.chain))
-	if e.cause != nil {
-		msg += ": " + e.cause.Error()
-	}
-	return msg
-}
-
-// chainReason is the reason of EventChainEscalated, in the words of the
-// rescue daemon that first built this guard.
-func chainReason(n int) string {
-	return fmt.Sprintf("crash-loop: gave up after %d reactive rescues", n)
-}
-
-func (e *needsHumanError) Is(target error) bool { return target == ErrNeedsHuman }
-
-func (e *needsHumanError) Unwrap() error { return e.cause }
 
 // Chain is shorthand for ChainAt(key, incarnation, clock.Now()).
 func (d *ChainDetector) Chain(key, incarnation string) int {
@@ -170,19 +172,20 @@ func (d *ChainDetector) Chain(key, incarnation string) int {
 // ChainAt returns the length of the chain of incarnation under key that ends
 // at now. It records nothing.
 func (d *ChainDetector) ChainAt(key, incarnation string, now time.Time) int {
-	s, h, t := d.keys.lockAt(&d.tl, key, now)
-	n := d.chain(s.get(h, key), incarnation, t)
-	s.mu.Unlock()
-	return n
+	t := d.keys.lockAt(now)
+	defer d.keys.mu.Unlock()
+	if e := d.keys.m[key]; e != nil {
+		return d.cfg.length(&e.chainState, incarnation, t)
+	}
+	return 0
 }
 
 // IsNeedsHuman reports whether key is marked needs-human.
 func (d *ChainDetector) IsNeedsHuman(key string) bool {
-	s, h := d.keys.lock(key)
-	e := s.get(h, key)
-	m := e != nil && e.escalated
-	s.mu.Unlock()
-	return m
+	d.keys.mu.Lock()
+	defer d.keys.mu.Unlock()
+	e := d.keys.m[key]
+	return e != nil && e.escalated
 }
 
 // NeedsHuman returns the keys marked needs-human, sorted.
@@ -190,10 +193,116 @@ func (d *ChainDetector) NeedsHuman() []string {
 	return d.keys.collect(func(e *chainEntry) bool { return e.escalated })
 }
 
-// Clear is the operator's reset of key: it forgets the chain and the
-// needs-human mark, without an event.
-func (d *ChainDetector) Clear(key string) {
-	s, h := d.keys.lock(key)
-	s.tab.remove(h, key)
-	s.mu.Unlock()
+// Clear is shorthand for ClearAt(key, clock.Now()).
+func (d *ChainDetector) Clear(key string) { d.ClearAt(key, d.o.clock.Now()) }
+
+// ClearAt is the operator's reset of key: it forgets the chain and the
+// needs-human mark. Clearing a key that was marked needs-human publishes
+// EventResumed (Reason "needs_human", Time now); clearing any other key
+// publishes nothing.
+func (d *ChainDetector) ClearAt(key string, now time.Time) {
+	d.keys.mu.Lock()
+	e := d.keys.m[key]
+	d.keys.remove(key)
+	d.keys.mu.Unlock()
+	if e != nil && e.escalated {
+		emit(d.o.handler, Event{Kind: EventResumed, Key: key, Incarnation: e.inc, Time: now, Reason: ReasonNeedsHuman,
+			Attempts: e.count, Limit: d.cfg.MaxChain, Window: d.cfg.ResetGap})
+	}
+}
+
+// chainDoc is the snapshot document of a ChainDetector, and the chain part
+// of a Supervisor's (see docs/snapshot.md).
+type chainDoc struct {
+	Version int                    `json:"version"`
+	Kind    string                 `json:"kind"`
+	Latest  string                 `json:"latest,omitempty"`
+	Keys    map[string]chainKeyDoc `json:"keys"`
+}
+
+type chainKeyDoc struct {
+	Incarnation string `json:"incarnation"`
+	Last        string `json:"last"`
+	Count       int    `json:"count"`
+	Escalated   bool   `json:"escalated,omitempty"`
+}
+
+func (w *writer) chain(s *chainState, escalated bool) chainKeyDoc {
+	return chainKeyDoc{Incarnation: s.inc, Last: w.at(s.last), Count: s.count, Escalated: escalated}
+}
+
+// readChainKey reads the chain of one key.
+func readChainKey(r *reader, kd chainKeyDoc, maxChain int, kp string) (chainState, error) {
+	if err := count(kd.Count, kp+".count"); err != nil {
+		return chainState{}, err
+	}
+	if kd.Count > maxChain {
+		return chainState{}, badSnapshot("%s.count: a chain of %d, longer than the max chain of %d", kp, kd.Count, maxChain)
+	}
+	last, err := r.event(kd.Last, kp+".last")
+	if err != nil {
+		return chainState{}, err
+	}
+	return chainState{inc: kd.Incarnation, last: r.off(last), count: kd.Count}, nil
+}
+
+// Snapshot returns the whole state of the detector (every key's newest
+// rescue, its incarnation, the chain ending there and the needs-human mark)
+// as a JSON document of kind "chain_detector" (see SnapshotVersion for the
+// format). It is taken at one instant, consistent across keys, and changes
+// nothing. It fails only for a time that cannot be written and read back.
+// It is safe for concurrent use.
+func (d *ChainDetector) Snapshot() ([]byte, error) {
+	type entry struct {
+		key string
+		chainEntry
+	}
+	d.keys.mu.Lock()
+	entries := make([]entry, 0, len(d.keys.m))
+	for key, e := range d.keys.m {
+		entries = append(entries, entry{key, *e})
+	}
+	w := &writer{tb: d.keys.tb}
+	d.keys.mu.Unlock()
+	doc := &chainDoc{Version: SnapshotVersion, Kind: kindChain, Keys: make(map[string]chainKeyDoc, len(entries))}
+	for _, e := range entries {
+		doc.Keys[e.key] = w.chain(&e.chainState, e.escalated)
+	}
+	doc.Latest = w.latest()
+	if w.err != nil {
+		return nil, w.err
+	}
+	return encodeSnapshot(doc)
+}
+
+// Restore is shorthand for RestoreAt(data, clock.Now()).
+func (d *ChainDetector) Restore(data []byte) error { return d.RestoreAt(data, d.o.clock.Now()) }
+
+// RestoreAt replaces the whole state of the detector with the snapshot in
+// data (a document of kind "chain_detector", see SnapshotVersion), read at
+// now: a chain whose newest rescue is more than ResetGap before now has
+// ended. A document it cannot restore returns an error matching
+// ErrBadSnapshot and leaves the detector unchanged. It publishes no event
+// and is safe for concurrent use.
+func (d *ChainDetector) RestoreAt(data []byte, now time.Time) error {
+	var doc chainDoc
+	if err := decodeSnapshot(data, kindChain, &doc); err != nil {
+		return err
+	}
+	tb := d.keys.base()
+	r, err := newReader(&tb, now, doc.Latest, kindChain)
+	if err != nil {
+		return err
+	}
+	m := make(map[string]*chainEntry, len(doc.Keys))
+	for _, key := range sortedKeys(doc.Keys) {
+		kd := doc.Keys[key]
+		s, err := readChainKey(r, kd, d.cfg.MaxChain, fmt.Sprintf("%s.keys[%q]", kindChain, key))
+		if err != nil {
+			return err
+		}
+		m[key] = &chainEntry{chainState: s, escalated: kd.Escalated}
+	}
+	d.keys.replace(m, r.latestOff)
+	return nil
 }

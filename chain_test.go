@@ -58,15 +58,24 @@ func TestChainEscalatesOnFourthReactiveRescue(t *testing.T) {
 	assert.Len(t, rec.all(), 1)
 	assert.Equal(t, []string{"seat-7"}, d.NeedsHuman())
 
-	// Clear is the operator's reset: the chain and the mark are gone.
-	d.Clear("seat-7")
+	// Clear is the operator's reset: the chain and the mark are gone, and
+	// the key is announced resumed.
+	d.ClearAt("seat-7", at(24*60))
 	assert.Empty(t, d.NeedsHuman())
 	assert.False(t, d.IsNeedsHuman("seat-7"))
 	assert.Equal(t, 0, d.ChainAt("seat-7", "sess-a", at(24*60)))
 	n, err = d.RescueAt("seat-7", "sess-a", true, at(24*60))
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
-	assert.Len(t, rec.all(), 1, "Clear announces nothing")
+	evs := rec.all()
+	require.Len(t, evs, 2)
+	assert.Equal(t, Event{Kind: EventResumed, Key: "seat-7", Incarnation: "sess-a", Time: at(24 * 60), Reason: ReasonNeedsHuman,
+		Attempts: 3, Limit: 3, Window: 20 * time.Minute}, evs[1])
+	assert.True(t, evs[1].Kind.Resumes())
+
+	// Clearing a key that was not marked announces nothing.
+	d.Clear("seat-7")
+	assert.Len(t, rec.all(), 2)
 }
 
 // A gap of exactly ResetGap keeps the chain; a nanosecond more breaks it.

@@ -2,6 +2,7 @@ package crashloop
 
 import (
 	"math"
+	"strconv"
 	"time"
 )
 
@@ -22,106 +23,43 @@ type realClock struct{}
 func (realClock) Now() time.Time                         { return time.Now() }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// Option configures a guard, a fleet policy or a Supervisor at construction.
-// Options are shared by every constructor of the package; the zero set of
-// options means the real clock, no event handler and an empty name. A nil
-// Option is ignored.
-type Option func(*options)
-
-type options struct {
-	clock   Clock
-	handler EventHandler
-	name    string
-
-	// Supervisor only (store.go).
-	store     Store
-	saveEvery time.Duration
-	saveErr   func(error)
-}
-
-// WithClock makes the object read time from c. The default, also used when c
-// is nil, is the real clock. Pass a *clock.Mock from
-// github.com/benbjohnson/clock to test code that uses this package.
-func WithClock(c Clock) Option {
-	return func(o *options) { o.clock = c }
-}
-
-// WithEventHandler makes the object announce its state changes to h. The
-// default, also used when h is nil, is no handler: nothing is announced.
-// Handlers run synchronously on the goroutine that caused the change, after
-// the change is committed and with no lock of this package held.
-func WithEventHandler(h EventHandler) Option {
-	return func(o *options) { o.handler = h }
-}
-
-// WithName labels the events of a RestartLoopGuard or a
-// FleetSupervisionPolicy (Event.Key). The default is the empty string. A
-// Supervisor gives the name to its fleet breaker (default "fleet"); its
-// per-key events, and those of RespawnBudget and ChainDetector, carry the
-// key of each call instead.
-func WithName(name string) Option {
-	return func(o *options) { o.name = name }
-}
-
-func buildOptions(opts []Option) options {
-	var o options
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	if o.clock == nil {
-		o.clock = realClock{}
-	}
-	return o
-}
-
-// emit delivers ev to h when there is a handler and ev is an event (a zero
-// Event means nothing happened). Callers must hold no lock.
-func emit(h EventHandler, ev Event) {
-	if h != nil && ev.Kind != 0 {
-		h.HandleEvent(ev)
-	}
-}
-
-// timeline turns wall or monotonic readings into int64 nanosecond offsets
-// from a base taken at construction. It is read-only once made, so it is
-// safe for concurrent use without a lock.
-type timeline struct {
+// timebase turns the clock readings of one object into int64 nanosecond
+// offsets from a base read from its clock at construction, and keeps the
+// latest offset it handed out, so that time never runs backwards for the
+// object: a reading earlier than one it already used is read as that later
+// one. Nothing then expires twice or un-expires, an event is never younger
+// than zero, and lazy pruning and reclaiming stay invisible to callers.
+//
+// base is read-only once made. high is guarded by the lock of the object
+// that owns the timebase.
+type timebase struct {
 	base time.Time
+	high int64 // latest offset used; math.MinInt64 before the first
 }
 
-func newTimeline(c Clock) timeline { return timeline{base: c.Now()} }
+func newTimebase(c Clock) timebase { return timebase{base: c.Now(), high: math.MinInt64} }
 
-// off returns the offset of now. time.Time.Sub uses the monotonic readings
-// when both times carry one and saturates; it never overflows.
-func (tl *timeline) off(now time.Time) int64 { return int64(now.Sub(tl.base)) }
+// off returns the offset of now on the base. time.Time.Sub uses the
+// monotonic readings when both times carry one and saturates; it never
+// overflows. It needs no lock.
+func (tb *timebase) off(now time.Time) int64 { return int64(now.Sub(tb.base)) }
 
-// mark is the latest offset seen by the calls that one lock serializes: the
-// whole of a RestartLoopGuard or FleetSupervisionPolicy, one shard of a
-// keyed table. An offset earlier than the mark is read as the mark, so time
-// under one lock never runs backwards: nothing expires twice, nothing
-// un-expires, an event is never younger than zero, and lazy pruning and
-// background reclaiming stay invisible to callers. Being guarded by the
-// lock it needs no atomic operation, and calls on different shards share
-// no written memory. It must start at newMark; the lock must be held.
-type mark struct {
-	high int64
-}
-
-func newMark() mark { return mark{high: math.MinInt64} }
-
-// at returns t, or the mark if that is later, and makes it the mark.
-func (m *mark) at(t int64) int64 {
-	if t < m.high {
-		return m.high
+// at returns the offset the object uses for off (an offset from off): off,
+// or the latest offset used if that is later. The owner's lock must be
+// held.
+func (tb *timebase) at(off int64) int64 {
+	if off < tb.high {
+		return tb.high
 	}
-	m.high = t
-	return t
+	tb.high = off
+	return off
 }
 
-// raise makes t the mark if it is later.
-func (m *mark) raise(t int64) { m.high = max(m.high, t) }
+// raise makes off the latest offset used if it is later (a restore).
+func (tb *timebase) raise(off int64) { tb.high = max(tb.high, off) }
+
+// wall returns the time of an offset.
+func (tb *timebase) wall(off int64) time.Time { return tb.base.Add(time.Duration(off)) }
 
 // age returns how long before now the offset t lies, at least zero, as an
 // unsigned number so that offsets at the far ends of int64 never overflow.
@@ -136,4 +74,23 @@ func age(now, t int64) uint64 {
 // its age is at most span (an event exactly span old still counts).
 func within(now, t int64, span time.Duration) bool {
 	return age(now, t) <= uint64(span)
+}
+
+// formatDuration writes d the way an operator writes it in a config file or
+// reads it in a log line: "500ms", "60s", "20m", "1h". Durations that are not
+// a whole number of such units fall back to time.Duration.String.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0s"
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d%time.Minute == 0 && d >= 10*time.Minute:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	case d%time.Millisecond == 0 && d < time.Second:
+		return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
+	}
+	return d.String()
 }

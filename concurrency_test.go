@@ -252,7 +252,7 @@ func TestConcurrentManyKeys(t *testing.T) {
 	assert.Empty(t, d.NeedsHuman())
 	want := []EventKind{}
 	for r := 0; r < rounds; r++ {
-		want = append(want, EventRespawnScheduled, EventRespawnScheduled, EventRespawnScheduled, EventStartupExhausted, EventResumed, EventChainEscalated)
+		want = append(want, EventRespawnScheduled, EventRespawnScheduled, EventRespawnScheduled, EventStartupExhausted, EventResumed, EventChainEscalated, EventResumed)
 	}
 	require.Len(t, perKey, workers)
 	for key, kinds := range perKey {

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const defaultConfigJSON = `{"budget":{"initial_backoff":"500ms","max_backoff":"5s","max_respawns":3,"window":"60s"},` +
+const defaultConfigJSON = `{"budget":{"max_respawns":3,"window":"60s","initial_backoff":"500ms","max_backoff":"5s"},` +
 	`"healthy_after":"10s","backoff":null,"chain":{"max_chain":3,"reset_gap":"20m"},` +
-	`"fleet":{"cooldown":"120s","failing_fraction":0.5,"min_failing":2,"restarts_per_hour":40},` +
+	`"fleet":{"restarts_per_hour":40,"failing_fraction":0.5,"min_failing":2,"cooldown":"120s"},` +
 	`"guard":null,"hourly_cap":0,"restart_on_clean_exit":false}`
 
 func TestConfigJSONDefault(t *testing.T) {
@@ -82,11 +82,11 @@ func TestConfigJSONCurves(t *testing.T) {
 		curve crashloop.Backoff
 		json  string // the backoff as written
 	}{
-		{"linear", crashloop.Linear(time.Second, 4*time.Second), `{"initial":"1s","kind":"linear","max":"4s"}`},
-		{"exponential", crashloop.Exponential(time.Second, 2, 4*time.Second), `{"factor":2,"initial":"1s","kind":"exponential","max":"4s"}`},
-		{"full jitter", crashloop.FullJitter(crashloop.Exponential(time.Second, 2, 4*time.Second), nil), `{"factor":2,"initial":"1s","jitter":"full","kind":"exponential","max":"4s"}`},
-		{"equal jitter", crashloop.EqualJitter(crashloop.Linear(time.Second, 4*time.Second), nil), `{"initial":"1s","jitter":"equal","kind":"linear","max":"4s"}`},
-		{"decorrelated", crashloop.DecorrelatedJitter(100*time.Millisecond, 4*time.Second, nil), `{"initial":"100ms","jitter":"decorrelated","kind":"exponential","max":"4s"}`},
+		{"linear", crashloop.Linear(time.Second, 4*time.Second), `{"kind":"linear","initial":"1s","max":"4s"}`},
+		{"exponential", crashloop.Exponential(time.Second, 2, 4*time.Second), `{"kind":"exponential","initial":"1s","factor":2,"max":"4s"}`},
+		{"full jitter", crashloop.FullJitter(crashloop.Exponential(time.Second, 2, 4*time.Second), nil), `{"kind":"exponential","initial":"1s","factor":2,"max":"4s","jitter":"full"}`},
+		{"equal jitter", crashloop.EqualJitter(crashloop.Linear(time.Second, 4*time.Second), nil), `{"kind":"linear","initial":"1s","max":"4s","jitter":"equal"}`},
+		{"decorrelated", crashloop.DecorrelatedJitter(100*time.Millisecond, 4*time.Second, nil), `{"kind":"exponential","initial":"100ms","max":"4s","jitter":"decorrelated"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := crashloop.DefaultSupervisorConfig()
@@ -256,12 +256,12 @@ func TestConfigJSONPrimitives(t *testing.T) {
 		v    any
 		json string
 	}{
-		{"budget", crashloop.DefaultBudgetConfig(), `{"initial_backoff":"500ms","max_backoff":"5s","max_respawns":3,"window":"60s"}`},
+		{"budget", crashloop.DefaultBudgetConfig(), `{"max_respawns":3,"window":"60s","initial_backoff":"500ms","max_backoff":"5s"}`},
 		{"chain", crashloop.DefaultChainConfig(), `{"max_chain":3,"reset_gap":"20m"}`},
 		{"guard", crashloop.DefaultGuardConfig(), `{"max_restarts":3,"window":"60s"}`},
-		{"fleet", crashloop.DefaultFleetConfig(), `{"cooldown":"120s","failing_fraction":0.5,"min_failing":2,"restarts_per_hour":40}`},
+		{"fleet", crashloop.DefaultFleetConfig(), `{"restarts_per_hour":40,"failing_fraction":0.5,"min_failing":2,"cooldown":"120s"}`},
 		{"odd durations", crashloop.BudgetConfig{MaxRespawns: 1, Window: time.Hour + 30*time.Minute, InitialBackoff: 1500 * time.Microsecond, MaxBackoff: 2*time.Second + time.Nanosecond},
-			`{"initial_backoff":"1.5ms","max_backoff":"2.000000001s","max_respawns":1,"window":"90m"}`},
+			`{"max_respawns":1,"window":"90m","initial_backoff":"1.5ms","max_backoff":"2.000000001s"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := json.Marshal(tc.v)

@@ -268,13 +268,13 @@ func TestConfigHugeValues(t *testing.T) {
 
 	t.Run("backoff formula at the extremes", func(t *testing.T) {
 		c := BudgetConfig{InitialBackoff: maxDur / 2, MaxBackoff: maxDur}
-		assert.Equal(t, maxDur/2, c.backoff(1))
-		assert.Equal(t, maxDur-1, c.backoff(2))
-		assert.Equal(t, maxDur, c.backoff(3))
-		assert.Equal(t, maxDur, c.backoff(math.MaxInt))
+		assert.Equal(t, maxDur/2, newLinear(c.InitialBackoff, c.MaxBackoff).Delay(1, 0))
+		assert.Equal(t, maxDur-1, newLinear(c.InitialBackoff, c.MaxBackoff).Delay(2, 0))
+		assert.Equal(t, maxDur, newLinear(c.InitialBackoff, c.MaxBackoff).Delay(3, 0))
+		assert.Equal(t, maxDur, newLinear(c.InitialBackoff, c.MaxBackoff).Delay(math.MaxInt, 0))
 		c = BudgetConfig{InitialBackoff: 1, MaxBackoff: maxDur}
-		assert.Equal(t, maxDur, c.backoff(math.MaxInt))
-		assert.Equal(t, maxDur-1, c.backoff(math.MaxInt-1))
+		assert.Equal(t, maxDur, newLinear(c.InitialBackoff, c.MaxBackoff).Delay(math.MaxInt, 0))
+		assert.Equal(t, maxDur-1, newLinear(c.InitialBackoff, c.MaxBackoff).Delay(math.MaxInt-1, 0))
 	})
 
 	t.Run("guard chain and fleet", func(t *testing.T) {

@@ -3,6 +3,7 @@ package crashloop
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -19,7 +20,36 @@ var (
 	ErrNeedsHuman = errors.New("crashloop: crash loop needs a human")
 	// ErrInvalidConfig is matched by every *ConfigError.
 	ErrInvalidConfig = errors.New("crashloop: invalid configuration")
+	// ErrInvalidKey is returned for the empty key, which names nothing.
+	ErrInvalidKey = errors.New("crashloop: invalid key")
+	// ErrAlreadyRunning is returned by Supervisor.Run (and Wrap, Process)
+	// for a key that another run in the same Supervisor is already
+	// supervising, and by Supervisor.Forget for a running key.
+	ErrAlreadyRunning = errors.New("crashloop: key is already running")
 )
+
+// Reasons a key is parked, as ParkedError.Reason, KeyStatus.Reason and the
+// Reason of the event that parked it.
+const (
+	// ReasonBudgetExhausted: the respawn budget ran out.
+	ReasonBudgetExhausted = "respawn_budget_exhausted"
+	// ReasonPermanent: the run returned an error marked with Permanent.
+	ReasonPermanent = "permanent_error"
+	// ReasonNeedsHuman: the chain of reactive rescues reached its limit.
+	ReasonNeedsHuman = "needs_human"
+	// ReasonRestartLoopGuard: the per-key fast guard tripped.
+	ReasonRestartLoopGuard = "restart_loop_guard"
+	// ReasonHourlyCap: the per-key hourly cap tripped.
+	ReasonHourlyCap = "hourly_restart_cap"
+)
+
+// checkKey refuses the empty key.
+func checkKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: the key is empty", ErrInvalidKey)
+	}
+	return nil
+}
 
 // ParkedError is the refusal of a parked session: errors.Is(err, ErrParked)
 // holds, and errors.Unwrap gives LastError, the failure that parked it. A
@@ -28,18 +58,47 @@ type ParkedError struct {
 	Key       string    // the parked session's key
 	Reason    string    // why it was parked, e.g. "respawn_budget_exhausted"
 	LastError error     // the failure that parked it
-	Attempts  int       // respawns counted in the window when it was parked
+	Attempts  int       // what the deciding guard counted: respawns, reactive rescues or restarts
 	Since     time.Time // when it was parked (the clock's reading, or the explicit now)
 }
 
-// Error returns a one-line description naming the key, the reason, the
-// attempts and the last error.
+// Error returns a one-line description naming the key, the reason, what was
+// counted, how to recover and the last error, e.g. `crashloop: session
+// "worker-7" is parked (respawn_budget_exhausted after 3 respawns; resume it
+// once the cause is fixed): dial tcp: connection refused`.
 func (e *ParkedError) Error() string {
-	msg := fmt.Sprintf("crashloop: session %q is parked (%s after %d respawns)", e.Key, e.Reason, e.Attempts)
+	what := e.Reason
+	if noun := attemptNoun(e.Reason); noun != "" {
+		what += " after " + plural(e.Attempts, noun)
+	}
+	msg := fmt.Sprintf("crashloop: session %q is parked (%s; resume it once the cause is fixed)", e.Key, what)
 	if e.LastError != nil {
 		msg += ": " + e.LastError.Error()
 	}
 	return msg
+}
+
+// attemptNoun names what the guard behind reason counts ("" when it counts
+// nothing).
+func attemptNoun(reason string) string {
+	switch reason {
+	case ReasonBudgetExhausted:
+		return "respawn"
+	case ReasonNeedsHuman:
+		return "reactive rescue"
+	case ReasonRestartLoopGuard, ReasonHourlyCap:
+		return "restart"
+	}
+	return ""
+}
+
+// plural writes n and noun, adding an s unless n is 1: "1 respawn", "3
+// respawns".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // Is reports whether target is ErrParked.
@@ -47,6 +106,33 @@ func (e *ParkedError) Is(target error) bool { return target == ErrParked }
 
 // Unwrap returns LastError.
 func (e *ParkedError) Unwrap() error { return e.LastError }
+
+// needsHumanError matches ErrNeedsHuman and says which key and chain: the
+// refusal of a ChainDetector, and the LastError of a Supervisor's
+// needs_human park (with the crash that found the chain full as cause).
+type needsHumanError struct {
+	key, incarnation string
+	chain            int
+	cause            error
+}
+
+func (e *needsHumanError) Error() string {
+	msg := fmt.Sprintf("crashloop: %q needs a human: %s", e.key, chainReason(e.chain))
+	if e.cause != nil {
+		msg += ": " + e.cause.Error()
+	}
+	return msg
+}
+
+func (e *needsHumanError) Is(target error) bool { return target == ErrNeedsHuman }
+
+func (e *needsHumanError) Unwrap() error { return e.cause }
+
+// chainReason is the reason of EventChainEscalated, in the words of the
+// rescue daemon that first built this guard.
+func chainReason(n int) string {
+	return "crash-loop: gave up after " + plural(n, "reactive rescue")
+}
 
 // ConfigError is a rejected setting: errors.Is(err, ErrInvalidConfig) holds.
 // Field names the setting in snake_case as a user writes it in a config file

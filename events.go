@@ -1,6 +1,9 @@
 package crashloop
 
 import (
+	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"time"
 )
@@ -12,22 +15,29 @@ type EventKind int
 
 // The kinds of Event, with the dotted name String returns.
 const (
-	// EventRespawnScheduled ("agent.respawn_scheduled"): a RespawnBudget
-	// consumed one respawn; Event.Backoff is the wait before it.
+	// EventRespawnScheduled ("agent.respawn_scheduled"): a respawn budget
+	// granted a respawn after a failed start; Event.Backoff is the wait
+	// before it.
 	EventRespawnScheduled EventKind = iota + 1
-	// EventStartupExhausted ("agent.startup_exhausted"): a session is parked.
+	// EventStartupExhausted ("agent.startup_exhausted"): a session is
+	// parked. From a RespawnBudget the reason is always
+	// "respawn_budget_exhausted"; a Supervisor also parks with
+	// "permanent_error".
 	EventStartupExhausted
-	// EventResumed ("agent.resumed"): an operator resumed a parked session.
+	// EventResumed ("agent.resumed"): an operator resumed a parked session,
+	// or cleared a key that needed a human.
 	EventResumed
 	// EventChainEscalated ("rescue.needs_human"): a chain of reactive
 	// rescues reached MaxChain; the key needs a human.
 	EventChainEscalated
 	// EventGuardTripped ("channel.crash_loop_tripped"): a RestartLoopGuard
-	// went from not tripped to tripped.
+	// went from not tripped to tripped; in a Supervisor, its per-key guard
+	// or hourly cap parked the key.
 	EventGuardTripped
 	// EventFleetTripped ("fleet.breaker_tripped"): the fleet breaker tripped.
-	// Its Reason is "channel crash-loop: N/M channels failing" with the
-	// fleet state last noted, or "channel crash-loop" if none was noted.
+	// Its Reason is "channel crash-loop: N/M channels failing" for a trip on
+	// the failing fraction, and "channel crash-loop: N restarts in 1h" for a
+	// trip on the restart rate.
 	EventFleetTripped
 	// EventFleetRearmed ("fleet.breaker_rearmed"): the fleet breaker re-armed
 	// after its cooldown.
@@ -67,6 +77,21 @@ func (k EventKind) String() string {
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
 
+// Stops reports whether an event of kind k announces that a key stopped
+// being restarted, whatever guard decided it: a park
+// (EventStartupExhausted), an escalation to a human (EventChainEscalated)
+// or a tripped per-key guard (EventGuardTripped). The fleet breaker holds
+// restarts without stopping any key, so EventFleetTripped does not stop
+// one.
+func (k EventKind) Stops() bool {
+	return k == EventStartupExhausted || k == EventChainEscalated || k == EventGuardTripped
+}
+
+// Resumes reports whether an event of kind k announces that a stopped key
+// may be restarted again: EventResumed, published by every Resume and by
+// ChainDetector.Clear of a key that needed a human.
+func (k EventKind) Resumes() bool { return k == EventResumed }
+
 // Event describes one state change. Fields that do not apply to a kind are
 // zero. Events are values: a handler may keep them. A zero Event (Kind 0) is
 // never delivered.
@@ -80,7 +105,8 @@ type Event struct {
 	Attempts    int           // respawns / restarts / chain length counted
 	Limit       int           // max_respawns / max_restarts / max chain / fleet rate
 	Window      time.Duration // window, reset gap or cooldown in force
-	Backoff     time.Duration // EventRespawnScheduled only
+	Backoff     time.Duration // EventRespawnScheduled, EventRestartScheduled: the wait before the restart
+	Held        bool          // EventRespawnScheduled, EventRestartScheduled: the fleet breaker holds the restart; Backoff is the wait until it re-arms
 	Failing     int           // fleet events: failing members last noted
 	Total       int           // fleet events: members last noted
 }
@@ -89,8 +115,11 @@ type Event struct {
 // Supervisor. HandleEvent runs synchronously on the goroutine that caused the
 // change, after the change is committed and with no lock of this package
 // held, so it may call back into the object that called it. Each state change
-// is delivered exactly once. A handler shared by several objects, or by a
-// Supervisor running many keys, must be safe for concurrent use. A nil
+// is delivered exactly once. A handler that panics does not undo or hide the
+// decision it was told of: the panic is recovered, logged to slog.Default at
+// level ERROR with the event and the stack, and the call that published the
+// event returns its result as usual. A handler shared by several objects, or
+// by a Supervisor running many keys, must be safe for concurrent use. A nil
 // EventHandler means no handler.
 type EventHandler interface {
 	HandleEvent(Event)
@@ -105,5 +134,51 @@ type EventHandlerFunc func(Event)
 func (f EventHandlerFunc) HandleEvent(ev Event) {
 	if f != nil {
 		f(ev)
+	}
+}
+
+// MultiHandler returns an EventHandler that passes each event to every
+// handler of hs in order, skipping nil ones. It is as safe for concurrent
+// use as the handlers it calls.
+func MultiHandler(hs ...EventHandler) EventHandler {
+	list := make([]EventHandler, 0, len(hs))
+	for _, h := range hs {
+		if h != nil {
+			list = append(list, h)
+		}
+	}
+	return multiHandler(list)
+}
+
+type multiHandler []EventHandler
+
+func (m multiHandler) HandleEvent(ev Event) {
+	for _, h := range m {
+		h.HandleEvent(ev)
+	}
+}
+
+// emit delivers ev to h when there is a handler and ev is an event (a zero
+// Event means nothing happened). A panic in h is recovered and logged (see
+// EventHandler), so that the caller's decision stands. Callers must hold no
+// lock.
+func emit(h EventHandler, ev Event) {
+	if h == nil || ev.Kind == 0 {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			slog.Default().Error("crashloop: event handler panicked; the decision stands",
+				slog.String("event", ev.Kind.String()), slog.String("key", ev.Key),
+				slog.String("panic", fmt.Sprint(r)), slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	h.HandleEvent(ev)
+}
+
+// emitAll delivers evs in order (see emit).
+func emitAll(h EventHandler, evs []Event) {
+	for _, ev := range evs {
+		emit(h, ev)
 	}
 }

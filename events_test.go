@@ -21,8 +21,11 @@ func TestEventKindString(t *testing.T) {
 		EventGuardTripped:     "channel.crash_loop_tripped",
 		EventFleetTripped:     "fleet.breaker_tripped",
 		EventFleetRearmed:     "fleet.breaker_rearmed",
+		EventRestartScheduled: "agent.restart_scheduled",
+		EventStoreUnavailable: "store.unavailable",
+		EventStoreRecovered:   "store.recovered",
 		0:                     "EventKind(0)",
-		8:                     "EventKind(8)",
+		11:                    "EventKind(11)",
 		-1:                    "EventKind(-1)",
 		math.MaxInt:           "EventKind(9223372036854775807)",
 		math.MinInt:           "EventKind(-9223372036854775808)",
@@ -30,15 +33,33 @@ func TestEventKindString(t *testing.T) {
 		assert.Equal(t, want, kind.String())
 		assert.Equal(t, want, fmt.Sprint(kind))
 	}
-	// The kinds are numbered from 1, in the order of the contract.
-	assert.Equal(t, []EventKind{1, 2, 3, 4, 5, 6, 7}, []EventKind{EventRespawnScheduled, EventStartupExhausted, EventResumed,
-		EventChainEscalated, EventGuardTripped, EventFleetTripped, EventFleetRearmed})
+	// The kinds are numbered from 1, in the order of the contract; new
+	// kinds come after the old ones, so no value changes meaning.
+	assert.Equal(t, []EventKind{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, []EventKind{EventRespawnScheduled, EventStartupExhausted, EventResumed,
+		EventChainEscalated, EventGuardTripped, EventFleetTripped, EventFleetRearmed,
+		EventRestartScheduled, EventStoreUnavailable, EventStoreRecovered})
+}
+
+// One question tells whether an event stopped a key, whatever guard
+// decided; another whether it resumed one.
+func TestEventKindStopsAndResumes(t *testing.T) {
+	var stops, resumes []EventKind
+	for k := EventKind(0); k <= EventStoreRecovered+1; k++ {
+		if k.Stops() {
+			stops = append(stops, k)
+		}
+		if k.Resumes() {
+			resumes = append(resumes, k)
+		}
+	}
+	assert.Equal(t, []EventKind{EventStartupExhausted, EventChainEscalated, EventGuardTripped}, stops)
+	assert.Equal(t, []EventKind{EventResumed}, resumes)
 }
 
 func TestParkedErrorText(t *testing.T) {
 	cause := errors.New("adapter binary not found")
 	pe := &ParkedError{Key: "sess-1", Reason: ReasonBudgetExhausted, LastError: cause, Attempts: 3, Since: coreT0}
-	assert.Equal(t, `crashloop: session "sess-1" is parked (respawn_budget_exhausted after 3 respawns): adapter binary not found`, pe.Error())
+	assert.Equal(t, `crashloop: session "sess-1" is parked (respawn_budget_exhausted after 3 respawns; resume it once the cause is fixed): adapter binary not found`, pe.Error())
 	assert.ErrorIs(t, pe, ErrParked)
 	assert.ErrorIs(t, pe, cause)
 	assert.NotErrorIs(t, pe, ErrNotParked)
@@ -46,9 +67,26 @@ func TestParkedErrorText(t *testing.T) {
 	assert.Same(t, cause, errors.Unwrap(pe))
 
 	bare := &ParkedError{Key: "sess-2", Reason: ReasonBudgetExhausted}
-	assert.Equal(t, `crashloop: session "sess-2" is parked (respawn_budget_exhausted after 0 respawns)`, bare.Error())
+	assert.Equal(t, `crashloop: session "sess-2" is parked (respawn_budget_exhausted after 0 respawns; resume it once the cause is fixed)`, bare.Error())
 	assert.ErrorIs(t, bare, ErrParked)
 	assert.Nil(t, errors.Unwrap(bare))
+
+	// Each reason names what its guard counted, in the right number.
+	for _, tc := range []struct {
+		reason string
+		n      int
+		want   string
+	}{
+		{ReasonBudgetExhausted, 1, "respawn_budget_exhausted after 1 respawn"},
+		{ReasonNeedsHuman, 3, "needs_human after 3 reactive rescues"},
+		{ReasonNeedsHuman, 1, "needs_human after 1 reactive rescue"},
+		{ReasonRestartLoopGuard, 3, "restart_loop_guard after 3 restarts"},
+		{ReasonHourlyCap, 10, "hourly_restart_cap after 10 restarts"},
+		{ReasonPermanent, 2, "permanent_error"},
+	} {
+		pe := &ParkedError{Key: "k", Reason: tc.reason, Attempts: tc.n}
+		assert.Equal(t, `crashloop: session "k" is parked (`+tc.want+`; resume it once the cause is fixed)`, pe.Error())
+	}
 
 	// Wrapped further by a caller, it is still found.
 	wrapped := fmt.Errorf("supervisor: %w", pe)
@@ -64,7 +102,7 @@ func TestParkedWithNilCause(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.Failed("s", nil)
 	require.ErrorIs(t, err, ErrParked)
-	assert.EqualError(t, err, `crashloop: session "s" is parked (respawn_budget_exhausted after 0 respawns)`)
+	assert.EqualError(t, err, `crashloop: session "s" is parked (respawn_budget_exhausted after 0 respawns; resume it once the cause is fixed)`)
 	assert.Nil(t, errors.Unwrap(err))
 }
 

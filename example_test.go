@@ -58,7 +58,7 @@ func ExampleRespawnBudget() {
 	// respawn in 1.5s
 	// event agent.startup_exhausted: key=session-42 reason=respawn_budget_exhausted
 	// parked: true
-	// spawn refused: crashloop: session "session-42" is parked (respawn_budget_exhausted after 3 respawns): adapter binary not found
+	// spawn refused: crashloop: session "session-42" is parked (respawn_budget_exhausted after 3 respawns; resume it once the cause is fixed): adapter binary not found
 	// parked sessions: [session-42]
 	// event agent.resumed: key=session-42 reason=respawn_budget_exhausted
 	// after resume, respawn in 500ms
@@ -124,6 +124,7 @@ func ExampleChainDetector() {
 	// event rescue.needs_human: seat-7 (crash-loop: gave up after 3 reactive rescues)
 	// 09:48 gave up: crashloop: "seat-7" needs a human: crash-loop: gave up after 3 reactive rescues
 	// needs a human: [seat-7]
+	// event agent.resumed: seat-7 (needs_human)
 	// new incarnation, chain 1
 }
 

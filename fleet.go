@@ -7,23 +7,26 @@ import (
 	"time"
 )
 
-// FleetConfig configures a FleetSupervisionPolicy. The zero value is not
-// valid; start from DefaultFleetConfig.
+// FleetConfig configures a FleetSupervisionPolicy, and the fleet breaker of
+// a Supervisor (config key "fleet"). The zero value is not valid; start
+// from DefaultFleetConfig.
 type FleetConfig struct {
 	// RestartsPerHour is the number of restarts across the fleet inside a
-	// rolling hour that trips the breaker. Default 40; >= 1.
-	RestartsPerHour int `json:"restarts_per_hour"`
+	// rolling hour that trips the breaker. Config key "restarts_per_hour".
+	// Default 40; >= 1.
+	RestartsPerHour int
 	// FailingFraction trips the breaker when failing/total reaches it.
-	// Default 0.5; 0 < x <= 1 (NaN rejected).
-	FailingFraction float64 `json:"failing_fraction"`
+	// Config key "failing_fraction". Default 0.5; 0 < x <= 1 (NaN
+	// rejected).
+	FailingFraction float64
 	// MinFailing is the fewest failing members that may trip the breaker on
 	// the fraction: one bad channel is the per-channel guards' job, so a
-	// 1-channel fleet never false-trips. Default 2; >= 1 (1 opts into
-	// single-member trips).
-	MinFailing int `json:"min_failing"`
+	// 1-channel fleet never false-trips. Config key "min_failing". Default
+	// 2; >= 1 (1 opts into single-member trips).
+	MinFailing int
 	// Cooldown is how long the breaker holds restarts once tripped; at trip
-	// time + Cooldown it re-arms. Default 120s; >= 0.
-	Cooldown time.Duration `json:"cooldown"`
+	// time + Cooldown it re-arms. Config key "cooldown". Default 120s; >= 0.
+	Cooldown time.Duration
 }
 
 // DefaultFleetConfig returns the defaults: trip on 40 restarts in an hour or
@@ -32,25 +35,108 @@ func DefaultFleetConfig() FleetConfig {
 	return FleetConfig{RestartsPerHour: 40, FailingFraction: 0.5, MinFailing: 2, Cooldown: 120 * time.Second}
 }
 
-func (c FleetConfig) validate() error {
-	switch {
-	case c.RestartsPerHour < 1:
-		return &ConfigError{Field: "restarts_per_hour", Value: c.RestartsPerHour, Rule: ">= 1"}
-	case math.IsNaN(c.FailingFraction) || c.FailingFraction <= 0 || c.FailingFraction > 1:
-		return &ConfigError{Field: "failing_fraction", Value: c.FailingFraction, Rule: "> 0 and <= 1"}
-	case c.MinFailing < 1:
-		return &ConfigError{Field: "min_failing", Value: c.MinFailing, Rule: ">= 1"}
-	case c.Cooldown < 0:
-		return &ConfigError{Field: "cooldown", Value: c.Cooldown, Rule: ">= 0"}
+func (c *FleetConfig) settings() []setting {
+	f := c.FailingFraction
+	return []setting{
+		{"restarts_per_hour", intValue{&c.RestartsPerHour}, func() string { return must(c.RestartsPerHour >= 1, ">= 1") }},
+		{"failing_fraction", floatValue{&c.FailingFraction}, func() string {
+			return must(!math.IsNaN(f) && f > 0 && f <= 1, "> 0 and <= 1")
+		}},
+		{"min_failing", intValue{&c.MinFailing}, func() string { return must(c.MinFailing >= 1, ">= 1") }},
+		{"cooldown", durationValue{&c.Cooldown}, func() string { return must(c.Cooldown >= 0, ">= 0") }},
 	}
-	return nil
 }
+
+func (c FleetConfig) validate() error { return checkSettings(c.settings()) }
+
+// MarshalJSON writes the fleet settings with their config keys, durations
+// as strings.
+func (c FleetConfig) MarshalJSON() ([]byte, error) { return marshalSettings(c.settings()) }
+
+// UnmarshalJSON reads fleet settings; omitted keys keep their values.
+func (c *FleetConfig) UnmarshalJSON(data []byte) error { return decodeSettings(data, "", c.settings()) }
 
 // fleetHour is the fleet's rolling window.
 const fleetHour = time.Hour
 
-// FleetStatus is a snapshot of a FleetSupervisionPolicy for health endpoints.
-// Its JSON keys are breaker_tripped, fleet_restarts_per_hour (the configured
+// fleetState is the state of a fleet breaker: the restarts of the rolling
+// hour, the trip, and the fleet state last noted.
+type fleetState struct {
+	hour           window
+	tripped        bool
+	since          int64  // offset of the trip, or of the latest extension
+	reason         string // why it tripped
+	failing, total int    // as last noted
+}
+
+// rearm re-arms a tripped breaker whose cooldown has ended at t, clearing
+// the hour so that pre-trip restarts cannot trip it again at once, and
+// reports whether it did.
+func (c FleetConfig) rearm(f *fleetState, t int64) bool {
+	if !f.tripped || age(t, f.since) < uint64(c.Cooldown) {
+		return false
+	}
+	f.tripped = false
+	f.hour.clear()
+	return true
+}
+
+// noteRestart records a restart at t into the rolling hour and reports
+// whether the breaker is tripped, and whether this restart tripped it.
+// While tripped it records nothing: held restarts must not renew the
+// window. Call rearm first.
+func (c FleetConfig) noteRestart(f *fleetState, t int64) (tripped, now bool) {
+	if f.tripped {
+		return true, false
+	}
+	f.hour.prune(t, fleetHour)
+	f.hour.push(t, c.RestartsPerHour)
+	if n := f.hour.len(); n >= c.RestartsPerHour {
+		f.trip(t, fmt.Sprintf("channel crash-loop: %d restarts in %s", n, formatDuration(fleetHour)))
+		return true, true
+	}
+	return false, false
+}
+
+// noteState notes that failing of total members are failing at t and
+// reports whether the breaker is tripped, and whether this note tripped it.
+// It trips, or while tripped extends the hold to Cooldown from t, when
+// failing >= MinFailing and failing/total >= FailingFraction. Negative
+// counts are read as 0 and failing is capped at total. Call rearm first.
+func (c FleetConfig) noteState(f *fleetState, failing, total int, t int64) (tripped, now bool) {
+	total = max(total, 0)
+	failing = min(max(failing, 0), total)
+	f.failing, f.total = failing, total
+	if failing < c.MinFailing || float64(failing)/float64(total) < c.FailingFraction {
+		return f.tripped, false
+	}
+	if f.tripped {
+		f.since = t // extend the hold
+		return true, false
+	}
+	f.hour.prune(t, fleetHour)
+	f.trip(t, fmt.Sprintf("channel crash-loop: %d/%d channels failing", failing, total))
+	return true, true
+}
+
+func (f *fleetState) trip(t int64, reason string) {
+	f.tripped, f.since, f.reason = true, t, reason
+}
+
+// change is the FleetChange of the breaker as it stands.
+func (f *fleetState) change() *FleetChange {
+	return &FleetChange{Reason: f.reason, Restarts: f.hour.len(), Failing: f.failing, Total: f.total}
+}
+
+// event is the fleet event of kind announcing ch for the breaker called
+// name.
+func (c FleetConfig) event(kind EventKind, name string, now time.Time, ch *FleetChange) Event {
+	return Event{Kind: kind, Key: name, Time: now, Reason: ch.Reason, Attempts: ch.Restarts,
+		Limit: c.RestartsPerHour, Window: c.Cooldown, Failing: ch.Failing, Total: ch.Total}
+}
+
+// FleetStatus is a snapshot of a fleet breaker for health endpoints. Its
+// JSON keys are breaker_tripped, fleet_restarts_per_hour (the configured
 // limit), failing_channels and total_channels (as last noted), plus
 // restarts_in_hour and, while tripped, rearm_at.
 type FleetStatus struct {
@@ -62,6 +148,19 @@ type FleetStatus struct {
 	RearmAt              *time.Time `json:"rearm_at,omitempty"`      // when it re-arms; nil unless tripped
 }
 
+// status returns the status of f at t (after rearm); tb turns the trip
+// into a clock reading.
+func (c FleetConfig) status(f *fleetState, t int64, tb *timebase) FleetStatus {
+	f.hour.prune(t, fleetHour)
+	st := FleetStatus{BreakerTripped: f.tripped, FleetRestartsPerHour: c.RestartsPerHour,
+		FailingChannels: f.failing, TotalChannels: f.total, RestartsInHour: f.hour.len()}
+	if f.tripped {
+		at := tb.wall(f.since).Add(c.Cooldown)
+		st.RearmAt = &at
+	}
+	return st
+}
+
 // FleetSupervisionPolicy is a fleet-wide breaker for systemic faults (a bad
 // shared provider, an expired org-wide token) that restart every member at
 // once. It trips on RestartsPerHour restarts in a rolling hour, or on a
@@ -69,19 +168,15 @@ type FleetStatus struct {
 // Cooldown it re-arms with a clean hour.
 //
 // A FleetSupervisionPolicy is safe for concurrent use. The zero value is not
-// usable: create one with NewFleetSupervisionPolicy.
+// usable: create one with NewFleetSupervisionPolicy. Time never runs
+// backwards for a policy: a reading earlier than one it already used is read
+// as that later one.
 type FleetSupervisionPolicy struct {
-	cfg     FleetConfig
-	o       options
-	tl      timeline
-	mu      sync.Mutex
-	mark    mark // latest time seen; mu guards it
-	hour    window
-	tripped bool
-	since   int64     // offset of the trip, or of the latest extension
-	sinceAt time.Time // the same as a time, for Status
-	failing int       // as last noted
-	total   int
+	cfg FleetConfig
+	o   options
+	mu  sync.Mutex
+	tb  timebase // mu guards its latest time
+	f   fleetState
 }
 
 // NewFleetSupervisionPolicy returns a FleetSupervisionPolicy, or a
@@ -92,37 +187,30 @@ func NewFleetSupervisionPolicy(cfg FleetConfig, opts ...Option) (*FleetSupervisi
 		return nil, err
 	}
 	p := &FleetSupervisionPolicy{cfg: cfg, o: buildOptions(opts)}
-	p.tl, p.mark = newTimeline(p.o.clock), newMark()
+	p.tb = newTimebase(p.o.clock)
 	return p, nil
 }
 
 // Config returns the configuration the policy was created with.
 func (p *FleetSupervisionPolicy) Config() FleetConfig { return p.cfg }
 
-// rearm re-arms a tripped breaker whose cooldown has ended at t, clearing the
-// hour, and returns the EventFleetRearmed to publish once p.mu is released
-// (a zero Event if it did not re-arm). p.mu must be held.
-func (p *FleetSupervisionPolicy) rearm(t int64, now time.Time) Event {
-	if !p.tripped || age(t, p.since) < uint64(p.cfg.Cooldown) {
-		return Event{}
+// lockAt locks the policy, re-arms the breaker if its cooldown has ended at
+// now, and returns the time the call uses with the EventFleetRearmed to
+// publish once the lock is released (a zero Event if it did not re-arm).
+func (p *FleetSupervisionPolicy) lockAt(now time.Time) (int64, Event) {
+	off := p.tb.off(now)
+	p.mu.Lock()
+	t := p.tb.at(off)
+	if p.cfg.rearm(&p.f, t) {
+		return t, p.cfg.event(EventFleetRearmed, p.o.name, now, p.f.change())
 	}
-	p.tripped = false
-	p.hour.clear()
-	return p.event(EventFleetRearmed, now, 0)
+	return t, Event{}
 }
 
-func (p *FleetSupervisionPolicy) event(kind EventKind, now time.Time, restarts int) Event {
-	return Event{Kind: kind, Key: p.o.name, Time: now, Reason: fleetReason(p.failing, p.total),
-		Attempts: restarts, Limit: p.cfg.RestartsPerHour, Window: p.cfg.Cooldown, Failing: p.failing, Total: p.total}
-}
-
-// fleetReason is the trip reason: "channel crash-loop: N/M channels failing",
-// or "channel crash-loop" when no fleet state was noted.
-func fleetReason(failing, total int) string {
-	if total == 0 {
-		return "channel crash-loop"
-	}
-	return fmt.Sprintf("channel crash-loop: %d/%d channels failing", failing, total)
+// unlock releases the lock and publishes the events of the call.
+func (p *FleetSupervisionPolicy) unlock(evs ...Event) {
+	p.mu.Unlock()
+	emitAll(p.o.handler, evs)
 }
 
 // NoteRestart is shorthand for NoteRestartAt(clock.Now()).
@@ -131,43 +219,21 @@ func (p *FleetSupervisionPolicy) NoteRestart() bool { return p.NoteRestartAt(p.o
 // NoteRestartAt records a restart of any member at now into the rolling hour
 // and reports whether the breaker is tripped (tripped now, or still cooling
 // down). It trips when the hour holds RestartsPerHour restarts, publishing
-// EventFleetTripped. While tripped it records nothing: held restarts must not
-// renew the window.
+// EventFleetTripped (Reason "channel crash-loop: N restarts in 1h"). While
+// tripped it records nothing: held restarts must not renew the window.
 func (p *FleetSupervisionPolicy) NoteRestartAt(now time.Time) bool {
-	off := p.tl.off(now)
-	p.mu.Lock()
-	t := p.mark.at(off)
-	if !p.tripped { // the hot path: armed, and this restart does not trip it
-		p.hour.prune(t, fleetHour)
-		if p.hour.len()+1 < p.cfg.RestartsPerHour {
-			p.hour.push(t, p.cfg.RestartsPerHour)
-			p.mu.Unlock()
-			return false
-		}
+	t, rearmed := p.lockAt(now)
+	tripped, trippedNow := p.cfg.noteRestart(&p.f, t)
+	if !trippedNow && rearmed.Kind == 0 { // the hot path: nothing to announce
+		p.mu.Unlock()
+		return tripped
 	}
-	rearmEv := p.rearm(t, now)
-	var tripEv Event
-	tripped := p.tripped
-	if !tripped {
-		p.hour.prune(t, fleetHour)
-		p.hour.push(t, p.cfg.RestartsPerHour)
-		if n := p.hour.len(); n >= p.cfg.RestartsPerHour {
-			p.trip(t)
-			tripped = true
-			tripEv = p.event(EventFleetTripped, now, n)
-		}
+	var trip Event
+	if trippedNow {
+		trip = p.cfg.event(EventFleetTripped, p.o.name, now, p.f.change())
 	}
-	p.mu.Unlock()
-	emit(p.o.handler, rearmEv)
-	emit(p.o.handler, tripEv)
+	p.unlock(rearmed, trip)
 	return tripped
-}
-
-func (p *FleetSupervisionPolicy) trip(t int64) {
-	// sinceAt is the trip as the policy reads it (never before a time it
-	// has seen), so Status's rearm_at is when the re-arm really happens,
-	// also after the clock was set back.
-	p.tripped, p.since, p.sinceAt = true, t, p.tl.base.Add(time.Duration(t))
 }
 
 // NoteFleetState is shorthand for NoteFleetStateAt(failing, total, clock.Now()).
@@ -177,30 +243,19 @@ func (p *FleetSupervisionPolicy) NoteFleetState(failing, total int) bool {
 
 // NoteFleetStateAt notes that failing of total members are failing (parked,
 // needing a human, out of budget) at now, and reports whether the breaker is
-// tripped. It trips (publishing EventFleetTripped), or while tripped extends
-// the hold to Cooldown from now, when failing >= MinFailing and
-// failing/total >= FailingFraction. It records no restart. Negative counts
-// are read as 0 and failing is capped at total.
+// tripped. It trips (publishing EventFleetTripped with Reason "channel
+// crash-loop: N/M channels failing"), or while tripped extends the hold to
+// Cooldown from now, when failing >= MinFailing and failing/total >=
+// FailingFraction. It records no restart. Negative counts are read as 0 and
+// failing is capped at total.
 func (p *FleetSupervisionPolicy) NoteFleetStateAt(failing, total int, now time.Time) bool {
-	total = max(total, 0)
-	failing = min(max(failing, 0), total)
-	off := p.tl.off(now)
-	p.mu.Lock()
-	t := p.mark.at(off)
-	rearmEv := p.rearm(t, now)
-	var tripEv Event
-	p.failing, p.total = failing, total
-	if failing >= p.cfg.MinFailing && float64(failing)/float64(total) >= p.cfg.FailingFraction {
-		if !p.tripped {
-			p.hour.prune(t, fleetHour)
-			tripEv = p.event(EventFleetTripped, now, p.hour.len())
-		}
-		p.trip(t)
+	t, rearmed := p.lockAt(now)
+	tripped, trippedNow := p.cfg.noteState(&p.f, failing, total, t)
+	var trip Event
+	if trippedNow {
+		trip = p.cfg.event(EventFleetTripped, p.o.name, now, p.f.change())
 	}
-	tripped := p.tripped
-	p.mu.Unlock()
-	emit(p.o.handler, rearmEv)
-	emit(p.o.handler, tripEv)
+	p.unlock(rearmed, trip)
 	return tripped
 }
 
@@ -211,13 +266,9 @@ func (p *FleetSupervisionPolicy) Tripped() bool { return p.TrippedAt(p.o.clock.N
 // nothing, but a breaker whose cooldown has ended re-arms here (clearing the
 // hour and publishing EventFleetRearmed), as it does in every other call.
 func (p *FleetSupervisionPolicy) TrippedAt(now time.Time) bool {
-	off := p.tl.off(now)
-	p.mu.Lock()
-	t := p.mark.at(off)
-	ev := p.rearm(t, now)
-	tripped := p.tripped
-	p.mu.Unlock()
-	emit(p.o.handler, ev)
+	_, rearmed := p.lockAt(now)
+	tripped := p.f.tripped
+	p.unlock(rearmed)
 	return tripped
 }
 
@@ -227,19 +278,9 @@ func (p *FleetSupervisionPolicy) Status() FleetStatus { return p.StatusAt(p.o.cl
 // StatusAt returns a snapshot of the breaker at now, re-arming it first if
 // its cooldown has ended.
 func (p *FleetSupervisionPolicy) StatusAt(now time.Time) FleetStatus {
-	off := p.tl.off(now)
-	p.mu.Lock()
-	t := p.mark.at(off)
-	ev := p.rearm(t, now)
-	p.hour.prune(t, fleetHour)
-	st := FleetStatus{BreakerTripped: p.tripped, FleetRestartsPerHour: p.cfg.RestartsPerHour,
-		FailingChannels: p.failing, TotalChannels: p.total, RestartsInHour: p.hour.len()}
-	if p.tripped {
-		at := p.sinceAt.Add(p.cfg.Cooldown)
-		st.RearmAt = &at
-	}
-	p.mu.Unlock()
-	emit(p.o.handler, ev)
+	t, rearmed := p.lockAt(now)
+	st := p.cfg.status(&p.f, t, &p.tb)
+	p.unlock(rearmed)
 	return st
 }
 
@@ -247,7 +288,131 @@ func (p *FleetSupervisionPolicy) StatusAt(now time.Time) FleetStatus {
 // event.
 func (p *FleetSupervisionPolicy) Reset() {
 	p.mu.Lock()
-	p.hour.clear()
-	p.tripped, p.failing, p.total = false, 0, 0
+	p.f = fleetState{hour: p.f.hour}
+	p.f.hour.clear()
 	p.mu.Unlock()
+}
+
+// fleetDoc is the snapshot document of a FleetSupervisionPolicy, and the
+// fleet part of a Supervisor's (see docs/snapshot.md).
+type fleetDoc struct {
+	Version    int      `json:"version"`
+	Kind       string   `json:"kind"`
+	Latest     string   `json:"latest,omitempty"`
+	Restarts   []string `json:"restarts"`
+	Tripped    bool     `json:"tripped"`
+	Since      string   `json:"since,omitempty"`
+	SinceClock string   `json:"since_clock,omitempty"` // read for older documents; no longer written
+	Reason     string   `json:"reason,omitempty"`
+	Failing    int      `json:"failing"`
+	Total      int      `json:"total"`
+}
+
+// fleet writes a fleet state as a document.
+func (w *writer) fleet(f *fleetState) *fleetDoc {
+	doc := &fleetDoc{Version: SnapshotVersion, Kind: kindFleet, Restarts: w.times(&f.hour), Tripped: f.tripped,
+		Failing: f.failing, Total: f.total}
+	if f.tripped {
+		doc.Since, doc.Reason = w.at(f.since), f.reason
+	}
+	doc.Latest = w.latest()
+	return doc
+}
+
+// copyFleet returns a copy of f that shares no memory with it.
+func copyFleet(f *fleetState) fleetState {
+	c := *f
+	c.hour = window{buf: f.hour.appendTo(nil), n: f.hour.n}
+	return c
+}
+
+// readFleet checks a fleet document against limit and returns its state
+// and latest time, read on tb (nil: a document that is only checked).
+func readFleet(doc *fleetDoc, tb *timebase, limit int, now time.Time, path string) (fleetState, int64, error) {
+	var f fleetState
+	if err := checkHeader(doc.Version, doc.Kind, kindFleet, path); err != nil {
+		return f, 0, err
+	}
+	r, err := newReader(tb, now, doc.Latest, path)
+	if err != nil {
+		return f, 0, err
+	}
+	if f.hour, err = r.window(doc.Restarts, limit, path+".restarts"); err != nil {
+		return f, 0, err
+	}
+	if err := count(doc.Failing, path+".failing"); err != nil {
+		return f, 0, err
+	}
+	if err := count(doc.Total, path+".total"); err != nil {
+		return f, 0, err
+	}
+	if doc.Failing > doc.Total {
+		return f, 0, badSnapshot("%s.failing: %d failing members of %d", path, doc.Failing, doc.Total)
+	}
+	f.failing, f.total, f.tripped, f.reason = doc.Failing, doc.Total, doc.Tripped, doc.Reason
+	if doc.Tripped || doc.Since != "" {
+		since, err := r.event(doc.Since, path+".since")
+		if err != nil {
+			return f, 0, err
+		}
+		f.since = r.off(since)
+		if doc.SinceClock != "" {
+			if _, err := r.time(doc.SinceClock, path+".since_clock"); err != nil {
+				return f, 0, err
+			}
+		}
+		if f.reason == "" { // a document from before reasons were kept
+			f.reason = fmt.Sprintf("channel crash-loop: %d/%d channels failing", f.failing, f.total)
+		}
+	}
+	return f, r.latestOff, nil
+}
+
+// Snapshot returns the whole state of the breaker (the restarts in its
+// rolling hour, the trip, its time and reason, the fleet state last noted)
+// as a JSON document of kind "fleet_supervision_policy" (see
+// SnapshotVersion for the format). It changes nothing (a breaker due to
+// re-arm re-arms at the next call, after a restore as before) and fails
+// only for a time that cannot be written and read back. It is safe for
+// concurrent use.
+func (p *FleetSupervisionPolicy) Snapshot() ([]byte, error) {
+	p.mu.Lock()
+	f := copyFleet(&p.f)
+	w := &writer{tb: p.tb}
+	p.mu.Unlock()
+	doc := w.fleet(&f)
+	if w.err != nil {
+		return nil, w.err
+	}
+	return encodeSnapshot(doc)
+}
+
+// Restore is shorthand for RestoreAt(data, clock.Now()).
+func (p *FleetSupervisionPolicy) Restore(data []byte) error {
+	return p.RestoreAt(data, p.o.clock.Now())
+}
+
+// RestoreAt replaces the whole state of the breaker with the snapshot in
+// data (a document of kind "fleet_supervision_policy", see
+// SnapshotVersion), read at now: a trip whose cooldown has ended by now
+// re-arms (with EventFleetRearmed) at the next call. A document it cannot
+// restore returns an error matching ErrBadSnapshot and leaves the breaker
+// unchanged. It publishes no event and is safe for concurrent use.
+func (p *FleetSupervisionPolicy) RestoreAt(data []byte, now time.Time) error {
+	var doc fleetDoc
+	if err := decodeSnapshot(data, kindFleet, &doc); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	tb := p.tb
+	p.mu.Unlock()
+	f, latest, err := readFleet(&doc, &tb, p.cfg.RestartsPerHour, now, kindFleet)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.tb.raise(latest)
+	p.f = f
+	p.mu.Unlock()
+	return nil
 }

@@ -2,6 +2,7 @@ package crashloop
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -33,8 +34,11 @@ func coreTripFleetAt(t *testing.T, p *FleetSupervisionPolicy, now time.Time) {
 	require.True(t, p.NoteRestartAt(now))
 }
 
-func coreFleetEvent(kind EventKind, at time.Time, attempts, failing, total int) Event {
-	return Event{Kind: kind, Key: "fleet", Time: at, Reason: fleetReason(failing, total), Attempts: attempts,
+// coreRateReason is the reason of a trip on the default rate.
+const coreRateReason = "channel crash-loop: 40 restarts in 1h"
+
+func coreFleetEvent(kind EventKind, at time.Time, reason string, attempts, failing, total int) Event {
+	return Event{Kind: kind, Key: "fleet", Time: at, Reason: reason, Attempts: attempts,
 		Limit: 40, Window: 120 * time.Second, Failing: failing, Total: total}
 }
 
@@ -52,7 +56,7 @@ func TestFleetTripsOnFortiethRestart(t *testing.T) {
 	tripAt := coreT0.Add(39 * time.Minute)
 	assert.True(t, p.NoteRestartAt(tripAt), "restart 40")
 	assert.True(t, p.TrippedAt(tripAt))
-	assert.Equal(t, []Event{{Kind: EventFleetTripped, Key: "fleet", Time: tripAt, Reason: "channel crash-loop",
+	assert.Equal(t, []Event{{Kind: EventFleetTripped, Key: "fleet", Time: tripAt, Reason: coreRateReason,
 		Attempts: 40, Limit: 40, Window: 120 * time.Second}}, rec.all())
 }
 
@@ -84,7 +88,7 @@ func TestFleetHeldRestartsAndRearm(t *testing.T) {
 	p, rec := coreFleet(t, DefaultFleetConfig())
 	tripAt := coreT0
 	coreTripFleetAt(t, p, tripAt)
-	assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, tripAt, 40, 0, 0)}, rec.take())
+	assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, tripAt, coreRateReason, 40, 0, 0)}, rec.take())
 
 	for s := 1; s < 120; s++ {
 		now := tripAt.Add(time.Duration(s) * time.Second)
@@ -96,7 +100,7 @@ func TestFleetHeldRestartsAndRearm(t *testing.T) {
 
 	rearmAt := tripAt.Add(120 * time.Second)
 	assert.False(t, p.TrippedAt(rearmAt))
-	assert.Equal(t, []Event{coreFleetEvent(EventFleetRearmed, rearmAt, 0, 0, 0)}, rec.take())
+	assert.Equal(t, []Event{coreFleetEvent(EventFleetRearmed, rearmAt, coreRateReason, 0, 0, 0)}, rec.take())
 	assert.Equal(t, 0, p.StatusAt(rearmAt).RestartsInHour, "re-arm clears the hour")
 	assert.False(t, p.TrippedAt(rearmAt))
 	assert.Empty(t, rec.all(), "re-armed once")
@@ -106,7 +110,7 @@ func TestFleetHeldRestartsAndRearm(t *testing.T) {
 		require.False(t, p.NoteRestartAt(rearmAt), "restart %d after re-arm", i+1)
 	}
 	assert.True(t, p.NoteRestartAt(rearmAt))
-	assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, rearmAt, 40, 0, 0)}, rec.all())
+	assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, rearmAt, coreRateReason, 40, 0, 0)}, rec.all())
 }
 
 // The re-arm happens on whichever call first sees trip + Cooldown.
@@ -132,7 +136,7 @@ func TestFleetRearmsOnAnyCall(t *testing.T) {
 			assert.Equal(t, 1, len(rec.all()))
 
 			assert.False(t, tc.call(p, rearmAt))
-			assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, tripAt, 40, 0, 0), coreFleetEvent(EventFleetRearmed, rearmAt, 0, 0, tc.total)}, rec.all())
+			assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, tripAt, coreRateReason, 40, 0, 0), coreFleetEvent(EventFleetRearmed, rearmAt, coreRateReason, 0, 0, tc.total)}, rec.all())
 			assert.Equal(t, tc.after, p.StatusAt(rearmAt).RestartsInHour)
 			assert.False(t, p.TrippedAt(rearmAt))
 			assert.Len(t, rec.all(), 2, "re-armed exactly once")
@@ -186,7 +190,7 @@ func TestFleetFailingFraction(t *testing.T) {
 		assert.Equal(t, tc.trip, p.NoteFleetStateAt(tc.failing, tc.total, coreT0), "%d/%d, min_failing %d", tc.failing, tc.total, tc.minFailing)
 		assert.Equal(t, tc.trip, p.TrippedAt(coreT0))
 		if tc.trip {
-			assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, coreT0, 0, tc.failing, tc.total)}, rec.all())
+			assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, coreT0, fmt.Sprintf("channel crash-loop: %d/%d channels failing", tc.failing, tc.total), 0, tc.failing, tc.total)}, rec.all())
 		} else {
 			assert.Empty(t, rec.all(), "%d/%d, min_failing %d", tc.failing, tc.total, tc.minFailing)
 		}
@@ -203,12 +207,13 @@ func TestFleetTripEventPayload(t *testing.T) {
 		Failing: 2, Total: 4}}, rec.all())
 }
 
-// A trip by rate carries the fleet state last noted.
-func TestFleetRateTripCarriesLastState(t *testing.T) {
+// A trip by rate gives the rate as its reason, and carries the fleet state
+// last noted.
+func TestFleetRateTripReportsTheRate(t *testing.T) {
 	p, rec := coreFleet(t, DefaultFleetConfig())
 	require.False(t, p.NoteFleetStateAt(1, 4, coreT0))
 	coreTripFleetAt(t, p, coreT0)
-	assert.Equal(t, []Event{{Kind: EventFleetTripped, Key: "fleet", Time: coreT0, Reason: "channel crash-loop: 1/4 channels failing",
+	assert.Equal(t, []Event{{Kind: EventFleetTripped, Key: "fleet", Time: coreT0, Reason: coreRateReason,
 		Attempts: 40, Limit: 40, Window: 120 * time.Second, Failing: 1, Total: 4}}, rec.all())
 }
 
@@ -226,8 +231,9 @@ func TestFleetStateExtendsHold(t *testing.T) {
 		assert.True(t, p.TrippedAt(extendedAt.Add(120*time.Second-time.Nanosecond)))
 		assert.False(t, p.TrippedAt(extendedAt.Add(120*time.Second)))
 		assert.Equal(t, []Event{
-			coreFleetEvent(EventFleetTripped, coreT0, 0, 2, 4),
-			coreFleetEvent(EventFleetRearmed, extendedAt.Add(120*time.Second), 0, 3, 4),
+			coreFleetEvent(EventFleetTripped, coreT0, "channel crash-loop: 2/4 channels failing", 0, 2, 4),
+			// The re-arm says why the breaker had tripped, and the state noted last.
+			coreFleetEvent(EventFleetRearmed, extendedAt.Add(120*time.Second), "channel crash-loop: 2/4 channels failing", 0, 3, 4),
 		}, rec.all())
 	})
 

@@ -322,9 +322,9 @@ func fuzzBudget(t *testing.T, data []byte) {
 	mock := clock.NewMock()
 	b, err := crashloop.NewRespawnBudget(cfg, crashloop.WithClock(mock), crashloop.WithEventHandler(r))
 	if err != nil {
-		r.fail("NewRespawnBudget(%+v) = %v; DESIGN.md accepts it", cfg, err)
+		r.fail("NewRespawnBudget(%+v) = %v; the documented rules accept it", cfg, err)
 	}
-	m := newModelBudget(cfg, mock.Now(), func(key string) int { return crashloop.BudgetShard(b, key) })
+	m := newModelBudget(cfg, mock.Now())
 	r.start = fuzzPick(r, fuzzStarts)
 	r.now, r.latest = r.start, r.start
 	if mock.Now().After(r.latest) {
@@ -357,8 +357,14 @@ func fuzzBudget(t *testing.T, data []byte) {
 			} else {
 				d, err = b.FailedAt(key, cause, now)
 			}
-			wd, wpe, wevs := m.FailedAt(key, cause, now)
 			r.logf("%s = %v, %v", what, d, err)
+			if key == "" {
+				if d != 0 || !errors.Is(err, crashloop.ErrInvalidKey) {
+					r.fail("%s = %v, %v; want the empty key refused", what, d, err)
+				}
+				continue
+			}
+			wd, wpe, wevs := m.FailedAt(key, cause, now)
 			if d != wd {
 				r.fail("%s backoff %v, the model %v", what, d, wd)
 			}
@@ -368,6 +374,12 @@ func fuzzBudget(t *testing.T, data []byte) {
 			key := fuzzPick(r, fuzzKeys)
 			err := b.Spawn(key)
 			r.logf("Spawn(%q) = %v", key, err)
+			if key == "" {
+				if !errors.Is(err, crashloop.ErrInvalidKey) {
+					r.fail("Spawn(\"\") = %v; want the empty key refused", err)
+				}
+				continue
+			}
 			samePark("Spawn", key, r.parked(fmt.Sprintf("Spawn(%q)", key), err, m.Spawn(key)))
 		case op == bgIsParked:
 			key := fuzzPick(r, fuzzKeys)
@@ -415,7 +427,6 @@ func fuzzBudget(t *testing.T, data []byte) {
 			r.logf("Forget(%q)", key)
 		case op == bgSnapshot:
 			b = fuzzRestoreBudget(r, b, cfg)
-			m.clk.restored(func(key string) int { return crashloop.BudgetShard(b, key) })
 			clear(parks) // a restored park is a new *ParkedError
 		default:
 			r.move(cfg.Window)
@@ -483,7 +494,7 @@ func fuzzChain(t *testing.T, data []byte) {
 	if err != nil {
 		r.fail("NewChainDetector(%+v) = %v", cfg, err)
 	}
-	m := newModelChain(cfg, mock.Now(), func(key string) int { return crashloop.ChainShard(d, key) })
+	m := newModelChain(cfg, mock.Now())
 	r.start = fuzzPick(r, fuzzStarts)
 	r.now, r.latest = r.start, r.start
 	if mock.Now().After(r.latest) {
@@ -505,8 +516,14 @@ func fuzzChain(t *testing.T, data []byte) {
 			} else {
 				n, err = d.RescueAt(key, inc, reactive, now)
 			}
-			wn, wesc, wevs := m.RescueAt(key, inc, reactive, now)
 			r.logf("%s = %d, %v", what, n, err)
+			if key == "" {
+				if n != 0 || !errors.Is(err, crashloop.ErrInvalidKey) {
+					r.fail("%s = %d, %v; want the empty key refused", what, n, err)
+				}
+				continue
+			}
+			wn, wesc, wevs := m.RescueAt(key, inc, reactive, now)
 			if n != wn || errors.Is(err, crashloop.ErrNeedsHuman) != wesc || (err != nil) != wesc {
 				r.fail("%s = %d, %v; the model: %d, needs human = %v", what, n, err, wn, wesc)
 			}
@@ -542,11 +559,10 @@ func fuzzChain(t *testing.T, data []byte) {
 		case op == chClear:
 			key := fuzzPick(r, fuzzKeys)
 			d.Clear(key)
-			m.Clear(key)
+			r.events(m.Clear(key, mock.Now()))
 			r.logf("Clear(%q)", key)
 		case op == chSnapshot:
 			d = fuzzRestoreChain(r, d, cfg)
-			m.clk.restored(func(key string) int { return crashloop.ChainShard(d, key) })
 		default:
 			r.move(cfg.ResetGap)
 		}
@@ -876,7 +892,7 @@ func (r *fuzzRun) rejected(what string, err error, want string) {
 		}
 	}
 	if want != "" && ce.Field != want {
-		r.fail("%s: Field %q, DESIGN.md's first broken rule is %q (%v)", what, ce.Field, want, err)
+		r.fail("%s: Field %q, the documented first broken rule is %q (%v)", what, ce.Field, want, err)
 	}
 	if ce.Rule == "" || err.Error() == "" {
 		r.fail("%s: %#v says no rule", what, *ce)
@@ -977,7 +993,7 @@ func FuzzConfig(f *testing.F) {
 }
 
 // fuzzConfig builds every config from random settings: no constructor
-// panics, every rejection names DESIGN.md's first broken rule, and every
+// panics, every rejection names the documented first broken rule, and every
 // accepted config works.
 func fuzzConfig(t *testing.T, data []byte) {
 	r := newFuzzRun(t, data)
@@ -994,14 +1010,14 @@ func fuzzConfig(t *testing.T, data []byte) {
 	if b, err := crashloop.NewRespawnBudget(budget); fuzzBudgetField(budget) != "" {
 		r.rejected("NewRespawnBudget", err, fuzzBudgetField(budget))
 	} else if err != nil {
-		r.fail("NewRespawnBudget = %v, DESIGN.md accepts it", err)
+		r.fail("NewRespawnBudget = %v, the documented rules accept it", err)
 	} else {
 		fuzzBudgetWorks(r, b, budget)
 	}
 	if d, err := crashloop.NewChainDetector(chain); fuzzChainField(chain) != "" {
 		r.rejected("NewChainDetector", err, fuzzChainField(chain))
 	} else if err != nil {
-		r.fail("NewChainDetector = %v, DESIGN.md accepts it", err)
+		r.fail("NewChainDetector = %v, the documented rules accept it", err)
 	} else if chain.MaxChain <= 1000 {
 		for i := 1; i <= chain.MaxChain; i++ {
 			if n, err := d.RescueAt("k", "i", true, r.start); n != i || err != nil {
@@ -1015,7 +1031,7 @@ func fuzzConfig(t *testing.T, data []byte) {
 	if g, err := crashloop.NewRestartLoopGuard(guard.MaxRestarts, guard.Window); fuzzGuardField(guard) != "" {
 		r.rejected("NewRestartLoopGuard", err, fuzzGuardField(guard))
 	} else if err != nil {
-		r.fail("NewRestartLoopGuard = %v, DESIGN.md accepts it", err)
+		r.fail("NewRestartLoopGuard = %v, the documented rules accept it", err)
 	} else if guard.MaxRestarts <= 1000 {
 		for i := 1; i <= guard.MaxRestarts; i++ {
 			if got := g.RecordAt(r.start); got != (i == guard.MaxRestarts) {
@@ -1026,7 +1042,7 @@ func fuzzConfig(t *testing.T, data []byte) {
 	if p, err := crashloop.NewFleetSupervisionPolicy(fleet); fuzzFleetField(fleet) != "" {
 		r.rejected("NewFleetSupervisionPolicy", err, fuzzFleetField(fleet))
 	} else if err != nil {
-		r.fail("NewFleetSupervisionPolicy = %v, DESIGN.md accepts it", err)
+		r.fail("NewFleetSupervisionPolicy = %v, the documented rules accept it", err)
 	} else {
 		p.NoteFleetStateAt(fleet.MinFailing, fleet.MinFailing, r.start)
 		if !p.TrippedAt(r.start) && fleet.Cooldown > 0 {
@@ -1066,7 +1082,7 @@ func fuzzConfig(t *testing.T, data []byte) {
 			r.fail("NewSupervisor: Field %q names no setting of a SupervisorConfig", ce.Field)
 		}
 		if want := fuzzSupervisorField(cfg); want != "" && want != ce.Field {
-			r.fail("NewSupervisor: Field %q, DESIGN.md's first broken rule is %q (%v)", ce.Field, want, err)
+			r.fail("NewSupervisor: Field %q, the documented first broken rule is %q (%v)", ce.Field, want, err)
 		}
 		return
 	}
@@ -1101,7 +1117,7 @@ var fuzzSupervisorFields = map[string]bool{
 }
 
 // fuzzSupervisorField is the first broken rule of a SupervisorConfig whose
-// answer DESIGN.md fixes without knowing how a curve is checked: "" when a
+// answer the documented rules fix without knowing how a curve is checked: "" when a
 // curve is in play and nothing else is broken.
 func fuzzSupervisorField(c crashloop.SupervisorConfig) string {
 	if f := fuzzBudgetField(c.Budget); f != "" && f != "window" || c.Budget.Window <= 0 {
@@ -1181,7 +1197,7 @@ func (c *fuzzCountingClock) After(d time.Duration) <-chan time.Time {
 	return time.After(d)
 }
 
-// fuzzKnownHoldForever reports the settings known to make Supervisor.hold
+// fuzzKnownHoldForever reports the settings known to make a held restart
 // wait without end: once the Supervisor's time passes the far end of its
 // timeline (about 292 years after its creation: a huge cooldown, backoff or
 // curve of the user's own), offsets saturate and the fleet breaker never
@@ -1208,7 +1224,7 @@ func fuzzSupervisorWorks(r *fuzzRun, s *crashloop.Supervisor, cfg crashloop.Supe
 		var backoffs []time.Duration
 		s, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(clk),
 			crashloop.WithEventHandler(crashloop.EventHandlerFunc(func(ev crashloop.Event) {
-				if ev.Kind == crashloop.EventRespawnScheduled {
+				if ev.Kind == crashloop.EventRespawnScheduled && !ev.Held { // a held respawn waits for the breaker
 					mu.Lock()
 					backoffs = append(backoffs, ev.Backoff)
 					mu.Unlock()

@@ -6,16 +6,16 @@ import (
 	"time"
 )
 
-// GuardConfig holds the settings of a RestartLoopGuard, as a config file
-// writes them (lifecycle.restart_loop_guard). The zero value is not valid;
-// start from DefaultGuardConfig.
+// GuardConfig holds the settings of a RestartLoopGuard, and of a
+// Supervisor's per-key fast guard (config key "guard"). The zero value is
+// not valid; start from DefaultGuardConfig.
 type GuardConfig struct {
 	// MaxRestarts is the number of restarts inside Window that trips the
-	// guard. Default 3; >= 1.
-	MaxRestarts int `json:"max_restarts"`
+	// guard. Config key "max_restarts". Default 3; >= 1.
+	MaxRestarts int
 	// Window is the trailing window. A restart exactly Window old still
-	// counts. Default 60s; > 0.
-	Window time.Duration `json:"window"`
+	// counts. Config key "window". Default 60s; > 0.
+	Window time.Duration
 }
 
 // DefaultGuardConfig returns the defaults: trip on 3 restarts within 60s.
@@ -23,14 +23,39 @@ func DefaultGuardConfig() GuardConfig {
 	return GuardConfig{MaxRestarts: 3, Window: 60 * time.Second}
 }
 
-func (c GuardConfig) validate() error {
-	switch {
-	case c.MaxRestarts < 1:
-		return &ConfigError{Field: "max_restarts", Value: c.MaxRestarts, Rule: ">= 1"}
-	case c.Window <= 0:
-		return &ConfigError{Field: "window", Value: c.Window, Rule: "> 0"}
+func (c *GuardConfig) settings() []setting {
+	return []setting{
+		{"max_restarts", intValue{&c.MaxRestarts}, func() string { return must(c.MaxRestarts >= 1, ">= 1") }},
+		{"window", durationValue{&c.Window}, func() string { return must(c.Window > 0, "> 0") }},
 	}
-	return nil
+}
+
+func (c GuardConfig) validate() error { return checkSettings(c.settings()) }
+
+// MarshalJSON writes the guard settings with their config keys, durations
+// as strings.
+func (c GuardConfig) MarshalJSON() ([]byte, error) { return marshalSettings(c.settings()) }
+
+// UnmarshalJSON reads guard settings; omitted keys keep their values.
+func (c *GuardConfig) UnmarshalJSON(data []byte) error { return decodeSettings(data, "", c.settings()) }
+
+// count drops the restarts older than Window from w at t and returns the
+// restarts left.
+func (c GuardConfig) count(w *window, t int64) int {
+	w.prune(t, c.Window)
+	return w.len()
+}
+
+// reason is the Reason of EventGuardTripped, in the words of the gateway's
+// log line: "crash-loop breaker tripped (>= 3 restarts in 60s)".
+func (c GuardConfig) reason() string {
+	return fmt.Sprintf("crash-loop breaker tripped (>= %d restarts in %s)", c.MaxRestarts, formatDuration(c.Window))
+}
+
+// trippedEvent is the EventGuardTripped of name after n restarts.
+func (c GuardConfig) trippedEvent(name string, now time.Time, n int, cause error) Event {
+	return Event{Kind: EventGuardTripped, Key: name, Time: now, Reason: c.reason(), LastError: cause,
+		Attempts: n, Limit: c.MaxRestarts, Window: c.Window}
 }
 
 // RestartLoopGuard is a rolling-window breaker for a tight crash-on-resume
@@ -40,14 +65,15 @@ func (c GuardConfig) validate() error {
 //
 // Each call costs O(1) whatever MaxRestarts is, and memory is bounded by
 // MaxRestarts. A RestartLoopGuard is safe for concurrent use. The zero value
-// is not usable: create one with NewRestartLoopGuard.
+// is not usable: create one with NewRestartLoopGuard. Time never runs
+// backwards for a guard: a reading earlier than one it already used is read
+// as that later one.
 type RestartLoopGuard struct {
-	cfg  GuardConfig
-	o    options
-	tl   timeline
-	mu   sync.Mutex
-	mark mark // latest time seen; mu guards it
-	win  window
+	cfg GuardConfig
+	o   options
+	mu  sync.Mutex
+	tb  timebase // mu guards its latest time
+	win window
 }
 
 // NewRestartLoopGuard returns a guard that trips on maxRestarts restarts
@@ -59,12 +85,19 @@ func NewRestartLoopGuard(maxRestarts int, window time.Duration, opts ...Option) 
 		return nil, err
 	}
 	g := &RestartLoopGuard{cfg: cfg, o: buildOptions(opts)}
-	g.tl, g.mark = newTimeline(g.o.clock), newMark()
+	g.tb = newTimebase(g.o.clock)
 	return g, nil
 }
 
 // Config returns the guard's settings.
 func (g *RestartLoopGuard) Config() GuardConfig { return g.cfg }
+
+// lockAt locks the guard and returns the time the call uses for now.
+func (g *RestartLoopGuard) lockAt(now time.Time) int64 {
+	off := g.tb.off(now)
+	g.mu.Lock()
+	return g.tb.at(off)
+}
 
 // Record is shorthand for RecordAt(clock.Now()).
 func (g *RestartLoopGuard) Record() bool { return g.RecordAt(g.o.clock.Now()) }
@@ -76,25 +109,16 @@ func (g *RestartLoopGuard) Record() bool { return g.RecordAt(g.o.clock.Now()) }
 // before is read from the window itself, so a TrippedAt in between, or
 // none, makes no difference.
 func (g *RestartLoopGuard) RecordAt(now time.Time) bool {
-	off := g.tl.off(now)
-	g.mu.Lock()
-	t := g.mark.at(off)
-	g.win.prune(t, g.cfg.Window)
-	was := g.win.len() >= g.cfg.MaxRestarts // tripped just before this restart
+	t := g.lockAt(now)
+	was := g.cfg.count(&g.win, t) >= g.cfg.MaxRestarts
 	g.win.push(t, g.cfg.MaxRestarts)
 	n := g.win.len()
 	trip := n >= g.cfg.MaxRestarts
-	announce := trip && !was
 	g.mu.Unlock()
-	if announce && g.o.handler != nil { // the reason is formatted: build the event only for a listener
-		emit(g.o.handler, Event{Kind: EventGuardTripped, Key: g.o.name, Time: now, Reason: guardReason(g.cfg),
-			Attempts: n, Limit: g.cfg.MaxRestarts, Window: g.cfg.Window})
+	if trip && !was && g.o.handler != nil { // the reason is formatted: build the event only for a listener
+		emit(g.o.handler, g.cfg.trippedEvent(g.o.name, now, n, nil))
 	}
 	return trip
-}
-
-func guardReason(c GuardConfig) string {
-	return fmt.Sprintf("crash-loop breaker tripped (>= %d restarts in %s)", c.MaxRestarts, formatDuration(c.Window))
 }
 
 // Tripped is shorthand for TrippedAt(clock.Now()).
@@ -103,13 +127,7 @@ func (g *RestartLoopGuard) Tripped() bool { return g.TrippedAt(g.o.clock.Now()) 
 // TrippedAt reports whether the window at now holds MaxRestarts restarts or
 // more. It records nothing.
 func (g *RestartLoopGuard) TrippedAt(now time.Time) bool {
-	off := g.tl.off(now)
-	g.mu.Lock()
-	t := g.mark.at(off)
-	g.win.prune(t, g.cfg.Window)
-	trip := g.win.len() >= g.cfg.MaxRestarts
-	g.mu.Unlock()
-	return trip
+	return g.RestartsAt(now) >= g.cfg.MaxRestarts
 }
 
 // Restarts is shorthand for RestartsAt(clock.Now()).
@@ -118,13 +136,9 @@ func (g *RestartLoopGuard) Restarts() int { return g.RestartsAt(g.o.clock.Now())
 // RestartsAt returns the number of restarts inside the window at now (at
 // most MaxRestarts: older ones beyond that are not kept). It records nothing.
 func (g *RestartLoopGuard) RestartsAt(now time.Time) int {
-	off := g.tl.off(now)
-	g.mu.Lock()
-	t := g.mark.at(off)
-	g.win.prune(t, g.cfg.Window)
-	n := g.win.len()
-	g.mu.Unlock()
-	return n
+	t := g.lockAt(now)
+	defer g.mu.Unlock()
+	return g.cfg.count(&g.win, t)
 }
 
 // Reset clears the history, as after a clean run.
@@ -132,4 +146,80 @@ func (g *RestartLoopGuard) Reset() {
 	g.mu.Lock()
 	g.win.clear()
 	g.mu.Unlock()
+}
+
+// guardDoc is the snapshot document of a RestartLoopGuard, and of the
+// per-key guard and hourly cap of a Supervisor's key (see docs/snapshot.md).
+// Its "tripped" is informative only: the guard derives it from the window.
+type guardDoc struct {
+	Version  int      `json:"version"`
+	Kind     string   `json:"kind"`
+	Latest   string   `json:"latest,omitempty"`
+	Restarts []string `json:"restarts"`
+	Tripped  bool     `json:"tripped"`
+}
+
+// guardDocOf writes a guard window of limit as a document.
+func (w *writer) guard(win *window, limit int) *guardDoc {
+	doc := &guardDoc{Version: SnapshotVersion, Kind: kindGuard, Restarts: w.times(win), Tripped: win.len() >= limit}
+	doc.Latest = w.latest()
+	return doc
+}
+
+// readGuard checks a guard document against limit and returns its window
+// and its latest time, read on tb (nil: a document that is only checked).
+func readGuard(doc *guardDoc, tb *timebase, limit int, now time.Time, path string) (window, int64, error) {
+	if err := checkHeader(doc.Version, doc.Kind, kindGuard, path); err != nil {
+		return window{}, 0, err
+	}
+	r, err := newReader(tb, now, doc.Latest, path)
+	if err != nil {
+		return window{}, 0, err
+	}
+	win, err := r.window(doc.Restarts, limit, path+".restarts")
+	return win, r.latestOff, err
+}
+
+// Snapshot returns the whole state of the guard (the restarts in its window,
+// and for readers whether they trip it at the latest time seen) as a JSON
+// document of kind "restart_loop_guard" (see SnapshotVersion for the
+// format). It changes nothing and fails only for a time that cannot be
+// written and read back. It is safe for concurrent use.
+func (g *RestartLoopGuard) Snapshot() ([]byte, error) {
+	g.mu.Lock()
+	win := window{buf: g.win.appendTo(nil), n: g.win.n}
+	w := &writer{tb: g.tb}
+	g.mu.Unlock()
+	doc := w.guard(&win, g.cfg.MaxRestarts)
+	if w.err != nil {
+		return nil, w.err
+	}
+	return encodeSnapshot(doc)
+}
+
+// Restore is shorthand for RestoreAt(data, clock.Now()).
+func (g *RestartLoopGuard) Restore(data []byte) error { return g.RestoreAt(data, g.o.clock.Now()) }
+
+// RestoreAt replaces the whole state of the guard with the snapshot in data
+// (a document of kind "restart_loop_guard", see SnapshotVersion), read at
+// now: restarts older than the window at now no longer count. A document it
+// cannot restore returns an error matching ErrBadSnapshot and leaves the
+// guard unchanged. It publishes no event and is safe for concurrent use.
+func (g *RestartLoopGuard) RestoreAt(data []byte, now time.Time) error {
+	var doc guardDoc
+	if err := decodeSnapshot(data, kindGuard, &doc); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	tb := g.tb
+	g.mu.Unlock()
+	win, latest, err := readGuard(&doc, &tb, g.cfg.MaxRestarts, now, kindGuard)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.tb.raise(latest)
+	g.win = win
+	g.mu.Unlock()
+	return nil
 }

@@ -114,6 +114,9 @@ func TestReentrantChainHandler(t *testing.T) {
 	var seen []string
 	var marked bool
 	h := EventHandlerFunc(func(ev Event) {
+		if ev.Kind != EventChainEscalated {
+			return
+		}
 		seen = d.NeedsHuman()
 		marked = d.IsNeedsHuman(ev.Key)
 		d.Clear(ev.Key) // a handler that hands the key to a human and forgets it
@@ -132,80 +135,6 @@ func TestReentrantChainHandler(t *testing.T) {
 	assert.True(t, marked)
 	assert.Empty(t, d.NeedsHuman(), "cleared from inside the handler")
 	n, err := d.Rescue("seat", "i", true)
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
-}
-
-// A panicking handler unwinds through the caller, but the state change it
-// announced is committed and no lock is left held: the next call works.
-
-func coreExplode(ev Event) { panic("handler exploded on " + ev.Kind.String()) }
-
-func TestPanickingHandlerBudget(t *testing.T) {
-	b, err := NewRespawnBudget(BudgetConfig{MaxRespawns: 1, Window: time.Minute, InitialBackoff: time.Second, MaxBackoff: time.Second},
-		WithClock(coreMock()), WithEventHandler(EventHandlerFunc(coreExplode)))
-	require.NoError(t, err)
-
-	r := coreCallRecovering(func() { _, _ = b.Failed("s", errors.New("boom")) })
-	assert.Equal(t, "handler exploded on agent.respawn_scheduled", r)
-	assert.Equal(t, 1, b.Respawns("s"), "the respawn was recorded")
-
-	r = coreCallRecovering(func() { _, _ = b.Failed("s", errors.New("boom")) })
-	assert.Equal(t, "handler exploded on agent.startup_exhausted", r)
-	assert.True(t, b.IsParked("s"))
-	assert.Equal(t, []string{"s"}, b.Parked())
-
-	// Refusals announce nothing, so they do not panic.
-	require.ErrorIs(t, b.Spawn("s"), ErrParked)
-	_, err = b.Failed("s", errors.New("boom"))
-	require.ErrorIs(t, err, ErrParked)
-
-	r = coreCallRecovering(func() { _ = b.Resume("s") })
-	assert.Equal(t, "handler exploded on agent.resumed", r)
-	assert.False(t, b.IsParked("s"))
-	require.NoError(t, b.Spawn("s"))
-}
-
-func TestPanickingHandlerGuard(t *testing.T) {
-	g, err := NewRestartLoopGuard(2, time.Minute, WithClock(coreMock()), WithEventHandler(EventHandlerFunc(coreExplode)))
-	require.NoError(t, err)
-	require.False(t, g.Record())
-	r := coreCallRecovering(func() { g.Record() })
-	assert.Equal(t, "handler exploded on channel.crash_loop_tripped", r)
-	assert.True(t, g.Tripped())
-	assert.True(t, g.Record(), "still tripped, no new transition, no panic")
-	g.Reset()
-	assert.False(t, g.Tripped())
-}
-
-func TestPanickingHandlerFleet(t *testing.T) {
-	m := coreMock()
-	p, err := NewFleetSupervisionPolicy(DefaultFleetConfig(), WithClock(m), WithEventHandler(EventHandlerFunc(coreExplode)))
-	require.NoError(t, err)
-	r := coreCallRecovering(func() { p.NoteFleetState(2, 4) })
-	assert.Equal(t, "handler exploded on fleet.breaker_tripped", r)
-	assert.True(t, p.Tripped())
-	assert.True(t, p.Status().BreakerTripped)
-
-	m.Add(120 * time.Second)
-	r = coreCallRecovering(func() { p.Tripped() })
-	assert.Equal(t, "handler exploded on fleet.breaker_rearmed", r)
-	assert.False(t, p.Tripped(), "re-armed, and only once")
-	assert.False(t, p.NoteRestart())
-}
-
-func TestPanickingHandlerChain(t *testing.T) {
-	d, err := NewChainDetector(ChainConfig{MaxChain: 1, ResetGap: time.Minute}, WithClock(coreMock()), WithEventHandler(EventHandlerFunc(coreExplode)))
-	require.NoError(t, err)
-	_, err = d.Rescue("k", "i", true)
-	require.NoError(t, err)
-	r := coreCallRecovering(func() { _, _ = d.Rescue("k", "i", true) })
-	assert.Equal(t, "handler exploded on rescue.needs_human", r)
-	assert.True(t, d.IsNeedsHuman("k"))
-	_, err = d.Rescue("k", "i", true)
-	require.ErrorIs(t, err, ErrNeedsHuman)
-	d.Clear("k")
-	n, err := d.Rescue("k", "i", true)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 }

@@ -8,12 +8,13 @@ import (
 
 // LogEvents returns an EventHandler that writes each event to l as one
 // structured line: at ERROR for parks, trips and escalations, WARN for
-// scheduled respawns, INFO for resumes and re-arms. Each line carries the
+// scheduled respawns and restarts and for an unreachable shared store, INFO
+// for resumes, re-arms and a recovered store. Each line carries the
 // attributes event (the kind's dotted name), key, and those of reason,
-// attempts, limit, window, backoff, failing, total, incarnation and
-// last_error that apply. A nil l means slog.Default(). The handler is safe
-// for concurrent use if l's handler is (every slog handler of the standard
-// library is).
+// attempts, limit, window, backoff, held, failing, total, incarnation and
+// last_error that apply. Lines are stamped with the event's time. A nil l
+// means slog.Default(). The handler is safe for concurrent use if l's
+// handler is (every slog handler of the standard library is).
 func LogEvents(l *slog.Logger) EventHandler {
 	if l == nil {
 		l = slog.Default()
@@ -27,23 +28,36 @@ func logEvent(l *slog.Logger, ev Event) {
 	switch ev.Kind {
 	case EventRespawnScheduled:
 		level = slog.LevelWarn
-		msg = fmt.Sprintf("session %q failed; respawn %d/%d in %s", ev.Key, ev.Attempts, ev.Limit, formatDuration(ev.Backoff))
+		msg = fmt.Sprintf("session %q failed; respawn %d/%d %s", ev.Key, ev.Attempts, ev.Limit, when(ev))
+	case EventRestartScheduled:
+		level = slog.LevelWarn
+		msg = fmt.Sprintf("session %q %s; restart %d %s", ev.Key, restartWhy(ev.Reason), ev.Attempts, when(ev))
 	case EventStartupExhausted:
 		level = slog.LevelError
-		msg = fmt.Sprintf("session %q parked (%s, %d respawns in %s); it stays parked until an operator resumes it", ev.Key, ev.Reason, ev.Attempts, w)
+		why := ev.Reason
+		if ev.Reason == ReasonBudgetExhausted {
+			why += ", " + plural(ev.Attempts, "respawn") + " in " + w
+		}
+		msg = fmt.Sprintf("session %q parked (%s); it stays parked until an operator resumes it", ev.Key, why)
 	case EventResumed:
 		msg = fmt.Sprintf("session %q resumed with a full respawn budget", ev.Key)
 	case EventChainEscalated:
 		level = slog.LevelError
-		msg = fmt.Sprintf("%q %s; marked needs-human", ev.Key, ev.Reason)
+		msg = fmt.Sprintf("%q %s; marked needs-human until an operator resumes it", ev.Key, ev.Reason)
 	case EventGuardTripped:
 		level = slog.LevelError
 		msg = fmt.Sprintf("channel %q %s; halting auto-resume", ev.Key, ev.Reason)
 	case EventFleetTripped:
 		level = slog.LevelError
-		msg = fmt.Sprintf("fleet crash-loop breaker TRIPPED: holding restarts (%d/%d failing, %d restarts in the hour, reason=%s); backing off for %s", ev.Failing, ev.Total, ev.Attempts, ev.Reason, w)
+		msg = fmt.Sprintf("fleet crash-loop breaker TRIPPED: holding restarts (%d/%d failing, %s in the hour, reason=%s); backing off for %s",
+			ev.Failing, ev.Total, plural(ev.Attempts, "restart"), ev.Reason, w)
 	case EventFleetRearmed:
-		msg = "fleet crash-loop breaker re-armed after " + w + "; restarts proceed"
+		msg = "fleet crash-loop breaker re-armed after " + w + "; held restarts proceed"
+	case EventStoreUnavailable:
+		level = slog.LevelWarn
+		msg = "shared store unavailable; guarding with this process's own state until it is back"
+	case EventStoreRecovered:
+		msg = fmt.Sprintf("shared store recovered; %s made alone written back", plural(ev.Attempts, "decision"))
 	}
 	if !l.Enabled(context.Background(), level) {
 		return
@@ -54,12 +68,14 @@ func logEvent(l *slog.Logger, ev Event) {
 			attrs = append(attrs, a)
 		}
 	}
+	scheduled := ev.Kind == EventRespawnScheduled || ev.Kind == EventRestartScheduled
 	add(ev.Incarnation != "", slog.String("incarnation", ev.Incarnation))
 	add(ev.Reason != "", slog.String("reason", ev.Reason))
 	add(ev.Attempts != 0, slog.Int("attempts", ev.Attempts))
 	add(ev.Limit != 0, slog.Int("limit", ev.Limit))
 	add(ev.Window != 0, slog.String("window", w))
-	add(ev.Kind == EventRespawnScheduled, slog.String("backoff", formatDuration(ev.Backoff)))
+	add(scheduled, slog.String("backoff", formatDuration(ev.Backoff)))
+	add(ev.Held, slog.Bool("held", true))
 	add(ev.Total != 0, slog.Int("failing", ev.Failing))
 	add(ev.Total != 0, slog.Int("total", ev.Total))
 	add(ev.LastError != nil, slog.Any("last_error", ev.LastError))
@@ -68,23 +84,27 @@ func logEvent(l *slog.Logger, ev Event) {
 	_ = l.Handler().Handle(context.Background(), r)
 }
 
-// MultiHandler returns an EventHandler that passes each event to every
-// handler of hs in order, skipping nil ones. It is as safe for concurrent
-// use as the handlers it calls.
-func MultiHandler(hs ...EventHandler) EventHandler {
-	list := make([]EventHandler, 0, len(hs))
-	for _, h := range hs {
-		if h != nil {
-			list = append(list, h)
-		}
+// when says when a scheduled restart goes: "in 500ms", "now", or "held by
+// the fleet breaker for 2m".
+func when(ev Event) string {
+	switch {
+	case ev.Held:
+		return "held by the fleet breaker for " + formatDuration(ev.Backoff)
+	case ev.Backoff == 0:
+		return "now"
 	}
-	return multiHandler(list)
+	return "in " + formatDuration(ev.Backoff)
 }
 
-type multiHandler []EventHandler
-
-func (m multiHandler) HandleEvent(ev Event) {
-	for _, h := range m {
-		h.HandleEvent(ev)
+// restartWhy says what made a Supervisor restart a key no budget judged.
+func restartWhy(reason string) string {
+	switch reason {
+	case restartCrashed:
+		return "crashed after a healthy run"
+	case restartPlanned:
+		return "asked for a restart"
+	case restartCleanExit:
+		return "exited cleanly"
 	}
+	return reason
 }

@@ -1,6 +1,6 @@
 package crashloop_test
 
-// Memory: DESIGN.md promises that a key that is neither parked nor holds a
+// Memory: the package promises that a key that is neither parked nor holds a
 // respawn inside its window (for the detector: whose chain has ended and
 // that is not marked) does not keep memory forever. These tests fill a
 // RespawnBudget and a ChainDetector with a million such keys, let them go

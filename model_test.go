@@ -2,8 +2,8 @@ package crashloop_test
 
 // Reference models of the four guards, for the fuzz targets in fuzz_test.go.
 //
-// Each model is the naive algorithm of DESIGN.md written as plainly as
-// possible: every event time is kept in a slice, and the slice is filtered
+// Each model is the naive algorithm of the README's rules written as plainly
+// as possible: every event time is kept in a slice, and the slice is filtered
 // again on every call. Nothing here is shared with the implementation; the
 // fuzz targets drive a model and the real guard with the same operations and
 // require the same decision at every step.
@@ -13,10 +13,9 @@ package crashloop_test
 // duration since that base, as time.Time.Sub gives it (Sub saturates at the
 // far ends of a time.Duration, about 292 years away). Time inside an object
 // never runs backwards: the effective now is the latest reading the object
-// has been given, so a reading earlier than that one is read as that one. A
-// RespawnBudget or ChainDetector keeps that latest reading per shard (one
-// lock's part of its keys), see shardClocks. An event counts while
-// now - t <= the window.
+// has been given, for any key, so a reading earlier than that one is read as
+// that one. A restored object keeps the latest reading of the snapshot. An
+// event counts while now - t <= the window.
 
 import (
 	"fmt"
@@ -44,47 +43,6 @@ func (c *modelClock) at(now time.Time) int64 {
 		c.high, c.seen = t, true
 	}
 	return c.high
-}
-
-// shardClocks is the time of a keyed object: one modelClock per shard of
-// the object under test, which says which shard holds a key.
-type shardClocks struct {
-	base  time.Time
-	shard func(key string) int
-	clks  map[int]*modelClock
-}
-
-func newShardClocks(base time.Time, shard func(string) int) shardClocks {
-	return shardClocks{base: base, shard: shard, clks: map[int]*modelClock{}}
-}
-
-// at is modelClock.at on the clock of key's shard.
-func (c *shardClocks) at(key string, now time.Time) int64 {
-	i := c.shard(key)
-	if c.clks[i] == nil {
-		clk := newModelClock(c.base)
-		c.clks[i] = &clk
-	}
-	return c.clks[i].at(now)
-}
-
-// restored follows a snapshot restored into a new object, whose shards are
-// given by shard: every shard of it starts at the latest time any shard of
-// the old one had seen.
-func (c *shardClocks) restored(shard func(string) int) {
-	latest := modelClock{base: c.base}
-	for _, clk := range c.clks {
-		if clk.seen && (!latest.seen || clk.high > latest.high) {
-			latest = *clk
-		}
-	}
-	c.shard, c.clks = shard, map[int]*modelClock{}
-	if latest.seen {
-		for i := range crashloop.ShardCount {
-			clk := latest
-			c.clks[i] = &clk
-		}
-	}
 }
 
 // modelWithin reports whether an event at t still counts at now in a window
@@ -130,7 +88,7 @@ func modelSortedKeys(m map[string]bool) []string {
 
 type modelBudget struct {
 	cfg  crashloop.BudgetConfig
-	clk  shardClocks
+	clk  modelClock
 	keys map[string]*modelBudgetKey
 }
 
@@ -139,8 +97,8 @@ type modelBudgetKey struct {
 	parked   *crashloop.ParkedError // nil unless parked
 }
 
-func newModelBudget(cfg crashloop.BudgetConfig, base time.Time, shard func(string) int) *modelBudget {
-	return &modelBudget{cfg: cfg, clk: newShardClocks(base, shard), keys: map[string]*modelBudgetKey{}}
+func newModelBudget(cfg crashloop.BudgetConfig, base time.Time) *modelBudget {
+	return &modelBudget{cfg: cfg, clk: newModelClock(base), keys: map[string]*modelBudgetKey{}}
 }
 
 func (m *modelBudget) key(k string) *modelBudgetKey {
@@ -150,7 +108,7 @@ func (m *modelBudget) key(k string) *modelBudgetKey {
 	return m.keys[k]
 }
 
-// modelBudgetValid is DESIGN's budget rules: each field's own rule, then
+// modelBudgetValid is the documented budget rules: each field's own rule, then
 // the whole-budget rule that the first MaxRespawns backoffs must not add up
 // to more than Window.
 func modelBudgetValid(cfg crashloop.BudgetConfig) bool {
@@ -190,7 +148,7 @@ func modelLinear(initial, max time.Duration, attempt int) time.Duration {
 // FailedAt: a parked key returns its ParkedError; otherwise drop old
 // respawns, park when MaxRespawns are left, else record one and back off.
 func (m *modelBudget) FailedAt(key string, cause error, now time.Time) (time.Duration, *crashloop.ParkedError, []crashloop.Event) {
-	t := m.clk.at(key, now)
+	t := m.clk.at(now)
 	k := m.key(key)
 	if k.parked != nil {
 		return 0, k.parked, nil
@@ -219,7 +177,7 @@ func (m *modelBudget) Spawn(key string) *crashloop.ParkedError {
 }
 
 func (m *modelBudget) RespawnsAt(key string, now time.Time) int {
-	t := m.clk.at(key, now)
+	t := m.clk.at(now)
 	k := m.keys[key]
 	if k == nil {
 		return 0
@@ -257,7 +215,7 @@ func (m *modelBudget) Forget(key string) { delete(m.keys, key) }
 
 type modelChain struct {
 	cfg  crashloop.ChainConfig
-	clk  shardClocks
+	clk  modelClock
 	keys map[string]*modelChainKey
 }
 
@@ -273,8 +231,8 @@ type modelRescue struct {
 	t           int64
 }
 
-func newModelChain(cfg crashloop.ChainConfig, base time.Time, shard func(string) int) *modelChain {
-	return &modelChain{cfg: cfg, clk: newShardClocks(base, shard), keys: map[string]*modelChainKey{}}
+func newModelChain(cfg crashloop.ChainConfig, base time.Time) *modelChain {
+	return &modelChain{cfg: cfg, clk: newModelClock(base), keys: map[string]*modelChainKey{}}
 }
 
 // chain counts from now backwards over the recorded rescues: it stops at a
@@ -300,7 +258,7 @@ func (m *modelChain) chain(k *modelChainKey, incarnation string, now int64) int 
 // already MaxChain long escalates (one event) and records nothing; anything
 // else is recorded.
 func (m *modelChain) RescueAt(key, incarnation string, reactive bool, now time.Time) (int, bool, []crashloop.Event) {
-	t := m.clk.at(key, now)
+	t := m.clk.at(now)
 	if m.keys[key] == nil {
 		m.keys[key] = &modelChainKey{}
 	}
@@ -323,7 +281,7 @@ func (m *modelChain) RescueAt(key, incarnation string, reactive bool, now time.T
 }
 
 func (m *modelChain) ChainAt(key, incarnation string, now time.Time) int {
-	t := m.clk.at(key, now)
+	t := m.clk.at(now)
 	return m.chain(m.keys[key], incarnation, t)
 }
 
@@ -340,7 +298,20 @@ func (m *modelChain) NeedsHuman() []string {
 	return modelSortedKeys(marked)
 }
 
-func (m *modelChain) Clear(key string) { delete(m.keys, key) }
+// Clear forgets the key; a key that needed a human is announced resumed.
+func (m *modelChain) Clear(key string, now time.Time) []crashloop.Event {
+	k := m.keys[key]
+	delete(m.keys, key)
+	if k == nil || !k.escalated {
+		return nil
+	}
+	inc := ""
+	if len(k.rescues) > 0 {
+		inc = k.rescues[len(k.rescues)-1].incarnation
+	}
+	return []crashloop.Event{{Kind: crashloop.EventResumed, Key: key, Incarnation: inc, Time: now,
+		Reason: crashloop.ReasonNeedsHuman, Attempts: k.escChain, Limit: m.cfg.MaxChain, Window: m.cfg.ResetGap}}
+}
 
 // ---------------------------------------------------------------------------
 // RestartLoopGuard
@@ -395,7 +366,8 @@ type modelFleet struct {
 	clk     modelClock
 	hour    []int64 // restarts in the rolling hour, at most RestartsPerHour newest
 	tripped bool
-	since   int64 // effective time of the trip or of its latest extension
+	since   int64  // effective time of the trip or of its latest extension
+	why     string // the trip's reason: the rate, or the failing fraction
 	failing int
 	total   int
 }
@@ -404,15 +376,8 @@ func newModelFleet(cfg crashloop.FleetConfig, name string, base time.Time) *mode
 	return &modelFleet{cfg: cfg, name: name, clk: newModelClock(base)}
 }
 
-func (m *modelFleet) reason() string {
-	if m.total == 0 {
-		return "channel crash-loop"
-	}
-	return fmt.Sprintf("channel crash-loop: %d/%d channels failing", m.failing, m.total)
-}
-
 func (m *modelFleet) event(kind crashloop.EventKind, now time.Time, restarts int) crashloop.Event {
-	return crashloop.Event{Kind: kind, Key: m.name, Time: now, Reason: m.reason(), Attempts: restarts,
+	return crashloop.Event{Kind: kind, Key: m.name, Time: now, Reason: m.why, Attempts: restarts,
 		Limit: m.cfg.RestartsPerHour, Window: m.cfg.Cooldown, Failing: m.failing, Total: m.total}
 }
 
@@ -441,6 +406,7 @@ func (m *modelFleet) NoteRestartAt(now time.Time) (bool, []crashloop.Event) {
 	m.hour = modelAppend(modelKeep(m.hour, t, time.Hour), t, m.cfg.RestartsPerHour)
 	if len(m.hour) >= m.cfg.RestartsPerHour {
 		m.tripped, m.since = true, t
+		m.why = fmt.Sprintf("channel crash-loop: %d restarts in 1h", len(m.hour))
 		evs = append(evs, m.event(crashloop.EventFleetTripped, now, len(m.hour)))
 	}
 	return m.tripped, evs
@@ -455,6 +421,7 @@ func (m *modelFleet) NoteFleetStateAt(failing, total int, now time.Time) (bool, 
 	if failing >= m.cfg.MinFailing && float64(failing)/float64(total) >= m.cfg.FailingFraction {
 		if !m.tripped {
 			m.hour = modelKeep(m.hour, t, time.Hour)
+			m.why = fmt.Sprintf("channel crash-loop: %d/%d channels failing", failing, total)
 			evs = append(evs, m.event(crashloop.EventFleetTripped, now, len(m.hour)))
 		}
 		m.tripped, m.since = true, t // trip, or extend the hold

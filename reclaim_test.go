@@ -10,56 +10,25 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// coreEntries returns the number of entries of each shard of k, and their
-// sum, reading each shard under its lock.
-func coreEntries[E any](k *keyed[E]) (perShard [shardCount]int, total int) {
-	for i := range k.shards {
-		s := &k.shards[i]
-		s.mu.Lock()
-		perShard[i] = s.tab.len()
-		s.mu.Unlock()
-		total += perShard[i]
-	}
-	return perShard, total
-}
-
-// coreKeys returns the keys of k, reading each shard under its lock.
+// coreKeys returns the keys of k, read under its lock.
 func coreKeys[E any](k *keyed[E]) []string {
-	var keys []string
-	for i := range k.shards {
-		s := &k.shards[i]
-		s.mu.Lock()
-		s.each(func(key string, _ *E) { keys = append(keys, key) })
-		s.mu.Unlock()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	keys := make([]string, 0, len(k.m))
+	for key := range k.m {
+		keys = append(keys, key)
 	}
 	return keys
 }
 
-// coreDriveSweeps makes enough calls on every shard of k that each shard is
-// swept at least once: call is made with throwaway keys of the right shard
-// (and must leave no entry behind).
-func coreDriveSweeps[E any](t *testing.T, k *keyed[E], call func(key string)) {
-	t.Helper()
-	perShard, _ := coreEntries(k)
-	var need [shardCount]int
-	for i, n := range perShard {
-		// A shard is swept once its call count reaches max(sweepEvery,
-		// entries); the counter may stand anywhere below that.
-		need[i] = max(n+1, sweepEvery) + 1
-	}
-	left := shardCount
-	for j := 0; left > 0; j++ {
-		require.Less(t, j, 10_000_000, "could not reach every shard")
-		key := fmt.Sprintf("probe-%d", j)
-		i, _ := place(k.hash, key)
-		if need[i] == 0 {
-			continue
-		}
-		call(key)
-		need[i]--
-		if need[i] == 0 {
-			left--
-		}
+// coreDriveSweeps makes enough calls on k that it is swept at least once:
+// call is made with throwaway keys (and must leave no entry behind).
+func coreDriveSweeps[E any](k *keyed[E], call func(key string)) {
+	k.mu.Lock()
+	n := max(len(k.m)+1, sweepEvery) + 1 // a sweep comes once the calls reach max(sweepEvery, entries)
+	k.mu.Unlock()
+	for j := 0; j < n; j++ {
+		call(fmt.Sprintf("probe-%d", j))
 	}
 }
 
@@ -70,8 +39,8 @@ func TestBudgetReclaimsIdleKeys(t *testing.T) {
 	b, err := NewRespawnBudget(DefaultBudgetConfig(), WithClock(m))
 	require.NoError(t, err)
 
-	// Enough keys that every shard's map grows past the rebuild threshold.
-	const idle = shardCount * 5 * sweepEvery
+	// Enough keys that the map grows well past the rebuild threshold.
+	const idle = 100 * sweepEvery
 	for i := 0; i < idle; i++ {
 		_, err := b.Failed(fmt.Sprintf("idle-%d", i), errors.New("boom"))
 		require.NoError(t, err)
@@ -83,8 +52,7 @@ func TestBudgetReclaimsIdleKeys(t *testing.T) {
 		}
 		require.ErrorIs(t, err, ErrParked)
 	}
-	_, total := coreEntries(&b.keys)
-	require.Equal(t, idle+len(parked), total)
+	require.Len(t, coreKeys(&b.keys), idle+len(parked))
 
 	// Half a window later a few keys fail; a window and a nanosecond after
 	// the first failures, those are the only respawns left in any window.
@@ -96,28 +64,24 @@ func TestBudgetReclaimsIdleKeys(t *testing.T) {
 	}
 	m.Set(coreT0.Add(time.Minute + time.Nanosecond))
 
-	coreDriveSweeps(t, &b.keys, func(key string) {
+	coreDriveSweeps(&b.keys, func(key string) {
 		_, err := b.Failed(key, errors.New("boom"))
 		require.NoError(t, err)
 		b.Forget(key)
 	})
 
-	_, total = coreEntries(&b.keys)
-	assert.Equal(t, len(parked)+len(fresh), total, "only parked keys and keys with a respawn in the window remain")
 	assert.ElementsMatch(t, append(append([]string{}, parked...), fresh...), coreKeys(&b.keys))
 	assert.Equal(t, parked, b.Parked())
 	for _, key := range fresh {
 		assert.Equal(t, 1, b.Respawns(key))
 	}
 
-	// Shrunken tables were rebuilt: they no longer hold slots for the
-	// thousands of idle keys.
-	for i := range b.keys.shards {
-		s := &b.keys.shards[i]
-		s.mu.Lock()
-		assert.LessOrEqual(t, len(s.tab.slots), minSlots, "shard %d", i)
-		s.mu.Unlock()
-	}
+	// The map that shrank was made anew: its peak is what was left then
+	// (with the probe of the call that swept), so it no longer holds
+	// buckets for the thousands of idle keys.
+	b.keys.mu.Lock()
+	assert.Equal(t, len(parked)+len(fresh)+1, b.keys.peak)
+	b.keys.mu.Unlock()
 
 	// A reclaimed key is simply new again: a full budget.
 	d, err := b.Failed("idle-7", errors.New("boom"))
@@ -150,7 +114,7 @@ func TestChainReclaimsEndedChains(t *testing.T) {
 	require.NoError(t, err)
 	m.Set(coreT0.Add(time.Minute + time.Nanosecond))
 
-	coreDriveSweeps(t, &d.keys, func(key string) {
+	coreDriveSweeps(&d.keys, func(key string) {
 		_, err := d.Rescue(key, "i", false)
 		require.NoError(t, err)
 		d.Clear(key)

@@ -19,36 +19,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// snapT0 is the start of every snapshot test.
-var snapT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// snapClock returns a mock clock set to at.
-func snapClock(at time.Time) *clock.Mock {
-	c := clock.NewMock()
-	c.Set(at)
-	return c
-}
-
-// snapRecorder records events.
-type snapRecorder struct {
-	mu  sync.Mutex
-	evs []crashloop.Event
-}
-
-func (r *snapRecorder) HandleEvent(ev crashloop.Event) {
-	r.mu.Lock()
-	r.evs = append(r.evs, ev)
-	r.mu.Unlock()
-}
-
-func (r *snapRecorder) take() []crashloop.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	evs := r.evs
-	r.evs = nil
-	return evs
-}
-
 // snapOutcome writes a (backoff, error) result as one comparable line.
 func snapOutcome(d time.Duration, err error) string {
 	var pe *crashloop.ParkedError
@@ -69,7 +39,7 @@ var errSnapBoom = errors.New("boom")
 func snapBudgetScript(b *crashloop.RespawnBudget, c *clock.Mock) []string {
 	var out []string
 	step := func(at time.Duration) {
-		c.Set(snapT0.Add(at))
+		c.Set(testT0.Add(at))
 		out = append(out, fmt.Sprintf("%v: respawns=%d %s", at, b.Respawns("a"), snapOutcome(b.Failed("a", errSnapBoom))))
 	}
 	step(40 * time.Second) // third respawn: 1.5s
@@ -79,7 +49,7 @@ func snapBudgetScript(b *crashloop.RespawnBudget, c *clock.Mock) []string {
 
 func TestSnapshotBudgetRoundTrip(t *testing.T) {
 	cfg := crashloop.DefaultBudgetConfig() // 3 in 60s, 500ms steps
-	c := snapClock(snapT0)
+	c := mockAt(testT0)
 	orig, err := crashloop.NewRespawnBudget(cfg, crashloop.WithClock(c))
 	require.NoError(t, err)
 	assert.Equal(t, "backoff 500ms", snapOutcome(orig.Failed("a", errSnapBoom)))
@@ -93,8 +63,8 @@ func TestSnapshotBudgetRoundTrip(t *testing.T) {
 
 	// The supervisor restarts 30s later: the restored budget decides as the
 	// original would have.
-	c2 := snapClock(snapT0.Add(40 * time.Second))
-	rec := &snapRecorder{}
+	c2 := mockAt(testT0.Add(40 * time.Second))
+	rec := newRecorder()
 	restored, err := crashloop.NewRespawnBudget(cfg, crashloop.WithClock(c2), crashloop.WithEventHandler(rec))
 	require.NoError(t, err)
 	require.NoError(t, restored.Restore(data))
@@ -107,13 +77,13 @@ func TestSnapshotBudgetRoundTrip(t *testing.T) {
 	assert.Equal(t, want, snapBudgetScript(restored, c2))
 	evs := rec.take()
 	require.Len(t, evs, 2)
-	assert.Equal(t, crashloop.Event{Kind: crashloop.EventRespawnScheduled, Key: "a", Time: snapT0.Add(40 * time.Second),
+	assert.Equal(t, crashloop.Event{Kind: crashloop.EventRespawnScheduled, Key: "a", Time: testT0.Add(40 * time.Second),
 		LastError: errSnapBoom, Attempts: 3, Limit: 3, Window: time.Minute, Backoff: 1500 * time.Millisecond}, evs[0])
-	assert.Equal(t, crashloop.Event{Kind: crashloop.EventStartupExhausted, Key: "a", Time: snapT0.Add(time.Minute),
+	assert.Equal(t, crashloop.Event{Kind: crashloop.EventStartupExhausted, Key: "a", Time: testT0.Add(time.Minute),
 		Reason: crashloop.ReasonBudgetExhausted, LastError: errSnapBoom, Attempts: 3, Limit: 3, Window: time.Minute}, evs[1])
 
 	// 60s + 1ns after T0 the first respawn has aged out of a restored window.
-	c3 := snapClock(snapT0.Add(time.Minute + time.Nanosecond))
+	c3 := mockAt(testT0.Add(time.Minute + time.Nanosecond))
 	aged, err := crashloop.NewRespawnBudget(cfg, crashloop.WithClock(c3))
 	require.NoError(t, err)
 	require.NoError(t, aged.Restore(data))
@@ -121,7 +91,7 @@ func TestSnapshotBudgetRoundTrip(t *testing.T) {
 	assert.Equal(t, "backoff 1s", snapOutcome(aged.Failed("a", errSnapBoom)))
 
 	// A day later the window is empty: a full budget.
-	c4 := snapClock(snapT0.Add(24 * time.Hour))
+	c4 := mockAt(testT0.Add(24 * time.Hour))
 	later, err := crashloop.NewRespawnBudget(cfg, crashloop.WithClock(c4))
 	require.NoError(t, err)
 	require.NoError(t, later.Restore(data))
@@ -131,7 +101,7 @@ func TestSnapshotBudgetRoundTrip(t *testing.T) {
 
 func TestSnapshotBudgetParkedSurvives(t *testing.T) {
 	cfg := crashloop.BudgetConfig{MaxRespawns: 1, Window: time.Minute, InitialBackoff: time.Second, MaxBackoff: time.Second}
-	c := snapClock(snapT0)
+	c := mockAt(testT0)
 	orig, err := crashloop.NewRespawnBudget(cfg, crashloop.WithClock(c))
 	require.NoError(t, err)
 	_, err = orig.Failed("s", errSnapBoom)
@@ -153,8 +123,8 @@ func TestSnapshotBudgetParkedSurvives(t *testing.T) {
 			"parked": {"reason": "respawn_budget_exhausted", "last_error": "exit status 2", "attempts": 1, "since": "2026-03-01T12:00:01.5Z"}}}}`,
 		string(data))
 
-	rec := &snapRecorder{}
-	c2 := snapClock(snapT0.Add(48 * time.Hour)) // parked is terminal: days later it still is
+	rec := newRecorder()
+	c2 := mockAt(testT0.Add(48 * time.Hour)) // parked is terminal: days later it still is
 	restored, err := crashloop.NewRespawnBudget(cfg, crashloop.WithClock(c2), crashloop.WithEventHandler(rec))
 	require.NoError(t, err)
 	require.NoError(t, restored.Restore(data))
@@ -165,10 +135,10 @@ func TestSnapshotBudgetParkedSurvives(t *testing.T) {
 	assert.Equal(t, "s", pe.Key)
 	assert.Equal(t, crashloop.ReasonBudgetExhausted, pe.Reason)
 	assert.Equal(t, 1, pe.Attempts)
-	assert.True(t, pe.Since.Equal(snapT0.Add(1500*time.Millisecond)), pe.Since)
+	assert.True(t, pe.Since.Equal(testT0.Add(1500*time.Millisecond)), pe.Since)
 	require.Error(t, pe.LastError)
 	assert.Equal(t, "exit status 2", pe.LastError.Error())
-	assert.Equal(t, `crashloop: session "s" is parked (respawn_budget_exhausted after 1 respawns): exit status 2`, pe.Error())
+	assert.Equal(t, `crashloop: session "s" is parked (respawn_budget_exhausted after 1 respawn; resume it once the cause is fixed): exit status 2`, pe.Error())
 	d, err := restored.Failed("s", errSnapBoom)
 	assert.Zero(t, d)
 	require.ErrorAs(t, err, &pe)
@@ -184,14 +154,14 @@ func TestSnapshotBudgetParkedSurvives(t *testing.T) {
 	require.Len(t, evs, 1)
 	assert.Equal(t, crashloop.EventResumed, evs[0].Kind)
 	assert.Equal(t, "s", evs[0].Key)
-	assert.Equal(t, snapT0.Add(48*time.Hour), evs[0].Time)
+	assert.Equal(t, testT0.Add(48*time.Hour), evs[0].Time)
 	assert.Equal(t, crashloop.ReasonBudgetExhausted, evs[0].Reason)
 	assert.Equal(t, "exit status 2", evs[0].LastError.Error())
 }
 
 func TestSnapshotChainRoundTrip(t *testing.T) {
 	cfg := crashloop.DefaultChainConfig() // 3 within 20m
-	c := snapClock(snapT0)
+	c := mockAt(testT0)
 	orig, err := crashloop.NewChainDetector(cfg, crashloop.WithClock(c))
 	require.NoError(t, err)
 	for i := 1; i <= 2; i++ {
@@ -200,7 +170,7 @@ func TestSnapshotChainRoundTrip(t *testing.T) {
 		require.Equal(t, i, n)
 		c.Add(17 * time.Minute)
 	}
-	_, err = orig.RescueAt("p", "p#1", false, snapT0.Add(17*time.Minute)) // a planned rescue: chain 0
+	_, err = orig.RescueAt("p", "p#1", false, testT0.Add(17*time.Minute)) // a planned rescue: chain 0
 	require.NoError(t, err)
 	data, err := orig.Snapshot()
 	require.NoError(t, err)
@@ -211,14 +181,14 @@ func TestSnapshotChainRoundTrip(t *testing.T) {
 	// Restored 20m after the last rescue (a gap of exactly ResetGap keeps
 	// the chain): the third rescue continues it, the fourth escalates.
 	for _, d := range []*crashloop.ChainDetector{orig, nil} {
-		rec := &snapRecorder{}
-		c2 := snapClock(snapT0.Add(37 * time.Minute))
+		rec := newRecorder()
+		c2 := mockAt(testT0.Add(37 * time.Minute))
 		if d == nil {
 			d, err = crashloop.NewChainDetector(cfg, crashloop.WithClock(c2), crashloop.WithEventHandler(rec))
 			require.NoError(t, err)
 			require.NoError(t, d.Restore(data))
 		} else {
-			c.Set(snapT0.Add(37 * time.Minute))
+			c.Set(testT0.Add(37 * time.Minute))
 			c2 = c
 		}
 		assert.Equal(t, 2, d.Chain("w", "w#1"))
@@ -234,7 +204,7 @@ func TestSnapshotChainRoundTrip(t *testing.T) {
 	}
 
 	// Restored 20m + 1ns after the last rescue the chain has ended.
-	c3 := snapClock(snapT0.Add(37*time.Minute + time.Nanosecond))
+	c3 := mockAt(testT0.Add(37*time.Minute + time.Nanosecond))
 	d3, err := crashloop.NewChainDetector(cfg, crashloop.WithClock(c3))
 	require.NoError(t, err)
 	require.NoError(t, d3.Restore(data))
@@ -246,7 +216,7 @@ func TestSnapshotChainRoundTrip(t *testing.T) {
 
 func TestSnapshotChainEscalatedSurvives(t *testing.T) {
 	cfg := crashloop.ChainConfig{MaxChain: 1, ResetGap: time.Minute}
-	c := snapClock(snapT0)
+	c := mockAt(testT0)
 	orig, err := crashloop.NewChainDetector(cfg, crashloop.WithClock(c))
 	require.NoError(t, err)
 	_, err = orig.Rescue("k", "k#1", true)
@@ -258,8 +228,8 @@ func TestSnapshotChainEscalatedSurvives(t *testing.T) {
 	assert.JSONEq(t, `{"version": 1, "kind": "chain_detector", "latest": "2026-03-01T12:00:00Z", "keys": {
 		"k": {"incarnation": "k#1", "last": "2026-03-01T12:00:00Z", "count": 1, "escalated": true}}}`, string(data))
 
-	rec := &snapRecorder{}
-	d, err := crashloop.NewChainDetector(cfg, crashloop.WithClock(snapClock(snapT0.Add(time.Hour))), crashloop.WithEventHandler(rec))
+	rec := newRecorder()
+	d, err := crashloop.NewChainDetector(cfg, crashloop.WithClock(mockAt(testT0.Add(time.Hour))), crashloop.WithEventHandler(rec))
 	require.NoError(t, err)
 	require.NoError(t, d.Restore(data))
 	assert.True(t, d.IsNeedsHuman("k"))
@@ -278,16 +248,16 @@ func TestSnapshotChainEscalatedSurvives(t *testing.T) {
 // been without the restart.
 func TestSnapshotKeepsTheLatestReading(t *testing.T) {
 	cfg := crashloop.ChainConfig{MaxChain: 5, ResetGap: 20 * time.Minute}
-	c := snapClock(snapT0)
+	c := mockAt(testT0)
 	orig, err := crashloop.NewChainDetector(cfg, crashloop.WithClock(c))
 	require.NoError(t, err)
-	_, err = orig.RescueAt("k", "i", true, snapT0.Add(10*time.Second))
+	_, err = orig.RescueAt("k", "i", true, testT0.Add(10*time.Second))
 	require.NoError(t, err)
 	data, err := orig.Snapshot()
 	require.NoError(t, err)
 
-	back := snapT0.Add(-50 * time.Second) // the clock went back a minute
-	restored, err := crashloop.NewChainDetector(cfg, crashloop.WithClock(snapClock(back)))
+	back := testT0.Add(-50 * time.Second) // the clock went back a minute
+	restored, err := crashloop.NewChainDetector(cfg, crashloop.WithClock(mockAt(back)))
 	require.NoError(t, err)
 	require.NoError(t, restored.Restore(data))
 	for _, d := range []*crashloop.ChainDetector{orig, restored} {
@@ -295,14 +265,14 @@ func TestSnapshotKeepsTheLatestReading(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 2, n)
 		// 20m after T0+10s the chain holds; 20m after T0-50s it would not.
-		assert.Equal(t, 2, d.ChainAt("k", "i", snapT0.Add(20*time.Minute+10*time.Second)))
-		assert.Equal(t, 0, d.ChainAt("k", "i", snapT0.Add(20*time.Minute+10*time.Second+time.Nanosecond)))
+		assert.Equal(t, 2, d.ChainAt("k", "i", testT0.Add(20*time.Minute+10*time.Second)))
+		assert.Equal(t, 0, d.ChainAt("k", "i", testT0.Add(20*time.Minute+10*time.Second+time.Nanosecond)))
 	}
 }
 
 func TestSnapshotGuardRoundTrip(t *testing.T) {
-	c := snapClock(snapT0)
-	rec := &snapRecorder{}
+	c := mockAt(testT0)
+	rec := newRecorder()
 	orig, err := crashloop.NewRestartLoopGuard(3, time.Minute, crashloop.WithClock(c), crashloop.WithName("ch"), crashloop.WithEventHandler(rec))
 	require.NoError(t, err)
 	assert.False(t, orig.Record())
@@ -313,17 +283,17 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 	assert.JSONEq(t, `{"version": 1, "kind": "restart_loop_guard", "latest": "2026-03-01T12:00:01Z",
 		"restarts": ["2026-03-01T12:00:00Z", "2026-03-01T12:00:01Z"], "tripped": false}`, string(data))
 
-	rec2 := &snapRecorder{}
-	c2 := snapClock(snapT0.Add(30 * time.Second))
+	rec2 := newRecorder()
+	c2 := mockAt(testT0.Add(30 * time.Second))
 	restored, err := crashloop.NewRestartLoopGuard(3, time.Minute, crashloop.WithClock(c2), crashloop.WithName("ch"), crashloop.WithEventHandler(rec2))
 	require.NoError(t, err)
 	require.NoError(t, restored.Restore(data))
-	c.Set(snapT0.Add(30 * time.Second))
+	c.Set(testT0.Add(30 * time.Second))
 	for _, g := range []*crashloop.RestartLoopGuard{orig, restored} {
 		assert.Equal(t, 2, g.Restarts())
 		assert.True(t, g.Record(), "the third restart in the window trips")
 	}
-	want := crashloop.Event{Kind: crashloop.EventGuardTripped, Key: "ch", Time: snapT0.Add(30 * time.Second),
+	want := crashloop.Event{Kind: crashloop.EventGuardTripped, Key: "ch", Time: testT0.Add(30 * time.Second),
 		Reason: "crash-loop breaker tripped (>= 3 restarts in 60s)", Attempts: 3, Limit: 3, Window: time.Minute}
 	assert.Equal(t, []crashloop.Event{want}, rec.take())
 	assert.Equal(t, []crashloop.Event{want}, rec2.take())
@@ -332,8 +302,8 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 	tripped, err := restored.Snapshot()
 	require.NoError(t, err)
 	assert.Contains(t, string(tripped), `"tripped": true`)
-	rec3 := &snapRecorder{}
-	c3 := snapClock(snapT0.Add(31 * time.Second))
+	rec3 := newRecorder()
+	c3 := mockAt(testT0.Add(31 * time.Second))
 	again, err := crashloop.NewRestartLoopGuard(3, time.Minute, crashloop.WithClock(c3), crashloop.WithName("ch"), crashloop.WithEventHandler(rec3))
 	require.NoError(t, err)
 	require.NoError(t, again.Restore(tripped))
@@ -341,18 +311,18 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 	assert.True(t, again.Record())
 	assert.Empty(t, rec3.take())
 	// 60s after its second restart (T0+1s) the guard holds only the later ones.
-	c3.Set(snapT0.Add(61*time.Second + time.Nanosecond))
+	c3.Set(testT0.Add(61*time.Second + time.Nanosecond))
 	assert.Equal(t, 2, again.Restarts())
 	assert.False(t, again.Tripped())
 
 	// Restarts pruned by a read: "tripped" is read off the window at the
 	// latest time seen, and the restored guard decides as the original.
-	c3.Set(snapT0.Add(time.Hour))
+	c3.Set(testT0.Add(time.Hour))
 	assert.False(t, again.Record())
 	assert.False(t, again.Record())
 	assert.True(t, again.Record())
 	assert.Len(t, rec3.take(), 1)
-	c3.Set(snapT0.Add(2 * time.Hour))
+	c3.Set(testT0.Add(2 * time.Hour))
 	assert.Equal(t, 0, again.Restarts())
 	pruned, err := again.Snapshot()
 	require.NoError(t, err)
@@ -368,7 +338,7 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 	assert.Len(t, rec3.take(), 2, "each trips and announces once")
 
 	// A day later the window is empty.
-	later, err := crashloop.NewRestartLoopGuard(3, time.Minute, crashloop.WithClock(snapClock(snapT0.Add(24*time.Hour))))
+	later, err := crashloop.NewRestartLoopGuard(3, time.Minute, crashloop.WithClock(mockAt(testT0.Add(24*time.Hour))))
 	require.NoError(t, err)
 	require.NoError(t, later.Restore(tripped))
 	assert.Equal(t, 0, later.Restarts())
@@ -377,7 +347,7 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 
 func TestSnapshotFleetRoundTrip(t *testing.T) {
 	cfg := crashloop.FleetConfig{RestartsPerHour: 3, FailingFraction: 0.5, MinFailing: 2, Cooldown: 2 * time.Minute}
-	c := snapClock(snapT0)
+	c := mockAt(testT0)
 	orig, err := crashloop.NewFleetSupervisionPolicy(cfg, crashloop.WithClock(c), crashloop.WithName("fleet"))
 	require.NoError(t, err)
 	assert.False(t, orig.NoteRestart())
@@ -389,16 +359,16 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	assert.JSONEq(t, `{"version": 1, "kind": "fleet_supervision_policy", "latest": "2026-03-01T12:10:00Z",
 		"restarts": ["2026-03-01T12:00:00Z", "2026-03-01T12:10:00Z"], "tripped": false, "failing": 1, "total": 4}`, string(data))
 
-	rec := &snapRecorder{}
-	c2 := snapClock(snapT0.Add(30 * time.Minute))
+	rec := newRecorder()
+	c2 := mockAt(testT0.Add(30 * time.Minute))
 	restored, err := crashloop.NewFleetSupervisionPolicy(cfg, crashloop.WithClock(c2), crashloop.WithName("fleet"), crashloop.WithEventHandler(rec))
 	require.NoError(t, err)
 	require.NoError(t, restored.Restore(data))
 	st := restored.Status()
 	assert.Equal(t, crashloop.FleetStatus{FleetRestartsPerHour: 3, FailingChannels: 1, TotalChannels: 4, RestartsInHour: 2}, st)
 	assert.True(t, restored.NoteRestart(), "the third restart in the hour trips")
-	trip := crashloop.Event{Kind: crashloop.EventFleetTripped, Key: "fleet", Time: snapT0.Add(30 * time.Minute),
-		Reason: "channel crash-loop: 1/4 channels failing", Attempts: 3, Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}
+	trip := crashloop.Event{Kind: crashloop.EventFleetTripped, Key: "fleet", Time: testT0.Add(30 * time.Minute),
+		Reason: "channel crash-loop: 3 restarts in 1h", Attempts: 3, Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}
 	assert.Equal(t, []crashloop.Event{trip}, rec.take())
 
 	// The trip survives a restart in the middle of its cooldown, and re-arms
@@ -408,14 +378,15 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"version": 1, "kind": "fleet_supervision_policy", "latest": "2026-03-01T12:30:00Z",
 		"restarts": ["2026-03-01T12:00:00Z", "2026-03-01T12:10:00Z", "2026-03-01T12:30:00Z"],
-		"tripped": true, "since": "2026-03-01T12:30:00Z", "failing": 1, "total": 4}`, string(tripped))
-	rec3 := &snapRecorder{}
-	c3 := snapClock(snapT0.Add(31*time.Minute + 30*time.Second))
+		"tripped": true, "since": "2026-03-01T12:30:00Z", "reason": "channel crash-loop: 3 restarts in 1h",
+		"failing": 1, "total": 4}`, string(tripped))
+	rec3 := newRecorder()
+	c3 := mockAt(testT0.Add(31*time.Minute + 30*time.Second))
 	again, err := crashloop.NewFleetSupervisionPolicy(cfg, crashloop.WithClock(c3), crashloop.WithName("fleet"), crashloop.WithEventHandler(rec3))
 	require.NoError(t, err)
 	require.NoError(t, again.Restore(tripped))
 	assert.True(t, again.Tripped())
-	rearm := snapT0.Add(32 * time.Minute)
+	rearm := testT0.Add(32 * time.Minute)
 	st = again.Status()
 	require.NotNil(t, st.RearmAt)
 	assert.True(t, st.RearmAt.Equal(rearm), st.RearmAt)
@@ -424,11 +395,11 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	assert.Empty(t, rec3.take())
 	assert.False(t, again.TrippedAt(rearm))
 	assert.Equal(t, []crashloop.Event{{Kind: crashloop.EventFleetRearmed, Key: "fleet", Time: rearm,
-		Reason: "channel crash-loop: 1/4 channels failing", Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}}, rec3.take())
+		Reason: "channel crash-loop: 3 restarts in 1h", Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}}, rec3.take())
 	assert.Equal(t, 0, again.StatusAt(rearm).RestartsInHour, "re-armed with a clean hour")
 
 	// More than an hour later the restored hour is empty.
-	later, err := crashloop.NewFleetSupervisionPolicy(cfg, crashloop.WithClock(snapClock(snapT0.Add(71*time.Minute))))
+	later, err := crashloop.NewFleetSupervisionPolicy(cfg, crashloop.WithClock(mockAt(testT0.Add(71*time.Minute))))
 	require.NoError(t, err)
 	require.NoError(t, later.Restore(data))
 	assert.Equal(t, 0, later.Status().RestartsInHour)
@@ -437,8 +408,8 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 // Snapshot, Restore into an object created at the same instant, Snapshot
 // again: the documents are identical, for every kind.
 func TestSnapshotRoundTripIsExact(t *testing.T) {
-	at := snapT0.Add(123456789 * time.Nanosecond)
-	mk := func() *clock.Mock { return snapClock(snapT0) }
+	at := testT0.Add(123456789 * time.Nanosecond)
+	mk := func() *clock.Mock { return mockAt(testT0) }
 
 	b1, _ := crashloop.NewRespawnBudget(crashloop.DefaultBudgetConfig(), crashloop.WithClock(mk()))
 	b2, _ := crashloop.NewRespawnBudget(crashloop.DefaultBudgetConfig(), crashloop.WithClock(mk()))
@@ -491,23 +462,23 @@ func snapSameTwice(t *testing.T, snap func() ([]byte, error), restore func([]byt
 // The zero-time corner: a time read before the object's base, and a fresh
 // object that has read no time at all.
 func TestSnapshotEmptyAndEarly(t *testing.T) {
-	g, _ := crashloop.NewRestartLoopGuard(2, time.Minute, crashloop.WithClock(snapClock(snapT0)))
+	g, _ := crashloop.NewRestartLoopGuard(2, time.Minute, crashloop.WithClock(mockAt(testT0)))
 	data, err := g.Snapshot()
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"version": 1, "kind": "restart_loop_guard", "restarts": null, "tripped": false}`, string(data))
-	g2, _ := crashloop.NewRestartLoopGuard(2, time.Minute, crashloop.WithClock(snapClock(snapT0)))
+	g2, _ := crashloop.NewRestartLoopGuard(2, time.Minute, crashloop.WithClock(mockAt(testT0)))
 	require.NoError(t, g2.Restore(data))
 
-	b, _ := crashloop.NewRespawnBudget(crashloop.DefaultBudgetConfig(), crashloop.WithClock(snapClock(snapT0)))
+	b, _ := crashloop.NewRespawnBudget(crashloop.DefaultBudgetConfig(), crashloop.WithClock(mockAt(testT0)))
 	_, err = b.FailedAt("old", errSnapBoom, time.Time{}) // year 1: the offset saturates
 	require.NoError(t, err)
 	data, err = b.Snapshot()
 	require.NoError(t, err)
 	// The offset saturated at the timeline's initial mark; the mark is
 	// written all the same, or the event would lie after it.
-	early := snapT0.Add(math.MinInt64).Format(time.RFC3339Nano)
+	early := testT0.Add(math.MinInt64).Format(time.RFC3339Nano)
 	assert.JSONEq(t, `{"version": 1, "kind": "respawn_budget", "latest": "`+early+`", "keys": {"old": {"respawns": ["`+early+`"]}}}`, string(data))
-	b2, _ := crashloop.NewRespawnBudget(crashloop.DefaultBudgetConfig(), crashloop.WithClock(snapClock(snapT0)))
+	b2, _ := crashloop.NewRespawnBudget(crashloop.DefaultBudgetConfig(), crashloop.WithClock(mockAt(testT0)))
 	require.NoError(t, b2.Restore(data))
 	again, err := b2.Snapshot()
 	require.NoError(t, err)
@@ -520,7 +491,7 @@ func TestSnapshotFarTimes(t *testing.T) {
 	far := []time.Time{{}, time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Unix(1<<62, 0),
 		time.Unix(-1<<62, 0), time.Date(-1, 2, 29, 0, 0, 0, 5, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
 	latest := time.Unix(1<<62, 0) // the latest of them
-	mk := func() *clock.Mock { return snapClock(snapT0) }
+	mk := func() *clock.Mock { return mockAt(testT0) }
 
 	b1, _ := crashloop.NewRespawnBudget(crashloop.BudgetConfig{MaxRespawns: 1, Window: time.Minute}, crashloop.WithClock(mk()))
 	b2, _ := crashloop.NewRespawnBudget(crashloop.BudgetConfig{MaxRespawns: 1, Window: time.Minute}, crashloop.WithClock(mk()))
@@ -573,25 +544,25 @@ func TestSnapshotFarTimes(t *testing.T) {
 // other direction (the clock is behind) is accepted; RestoreAt takes the
 // time explicitly.
 func TestSnapshotClockBehind(t *testing.T) {
-	c := snapClock(snapT0)
+	c := mockAt(testT0)
 	g, _ := crashloop.NewRestartLoopGuard(2, time.Minute, crashloop.WithClock(c))
-	g.RecordAt(snapT0.Add(59 * time.Minute))
+	g.RecordAt(testT0.Add(59 * time.Minute))
 	data, err := g.Snapshot()
 	require.NoError(t, err)
 
-	g2, _ := crashloop.NewRestartLoopGuard(2, time.Minute, crashloop.WithClock(snapClock(snapT0)))
+	g2, _ := crashloop.NewRestartLoopGuard(2, time.Minute, crashloop.WithClock(mockAt(testT0)))
 	require.NoError(t, g2.Restore(data), "59m ahead of the clock: within the skew")
 	assert.Equal(t, 1, g2.Restarts(), "an event ahead of now counts as age 0")
 
-	g.RecordAt(snapT0.Add(2 * time.Hour))
+	g.RecordAt(testT0.Add(2 * time.Hour))
 	data, err = g.Snapshot()
 	require.NoError(t, err)
-	g3, _ := crashloop.NewRestartLoopGuard(2, time.Minute, crashloop.WithClock(snapClock(snapT0)))
+	g3, _ := crashloop.NewRestartLoopGuard(2, time.Minute, crashloop.WithClock(mockAt(testT0)))
 	err = g3.Restore(data)
 	require.ErrorIs(t, err, crashloop.ErrBadSnapshot)
 	assert.Contains(t, err.Error(), "restart_loop_guard.latest: 2026-03-01T14:00:00Z lies in the future")
-	require.NoError(t, g3.RestoreAt(data, snapT0.Add(2*time.Hour)))
-	assert.Equal(t, 1, g3.RestartsAt(snapT0.Add(2*time.Hour)), "the restart at 59m aged out before 2h")
+	require.NoError(t, g3.RestoreAt(data, testT0.Add(2*time.Hour)))
+	assert.Equal(t, 1, g3.RestartsAt(testT0.Add(2*time.Hour)), "the restart at 59m aged out before 2h")
 }
 
 // snapBadCase is a document that Restore must reject.
@@ -616,10 +587,10 @@ func snapCheckBad(t *testing.T, cases []snapBadCase, snap func() ([]byte, error)
 }
 
 func TestSnapshotBudgetRejectsBadDocuments(t *testing.T) {
-	c := snapClock(snapT0.Add(time.Minute))
+	c := mockAt(testT0.Add(time.Minute))
 	b, err := crashloop.NewRespawnBudget(crashloop.DefaultBudgetConfig(), crashloop.WithClock(c))
 	require.NoError(t, err)
-	_, _ = b.FailedAt("live", errSnapBoom, snapT0.Add(30*time.Second)) // state that must survive
+	_, _ = b.FailedAt("live", errSnapBoom, testT0.Add(30*time.Second)) // state that must survive
 	const ok = `{"version": 1, "kind": "respawn_budget", "latest": "2026-03-01T12:00:10Z", "keys": {"a": {"respawns": ["2026-03-01T12:00:00Z", "2026-03-01T12:00:10Z"]}}}`
 	b2, _ := crashloop.NewRespawnBudget(crashloop.DefaultBudgetConfig(), crashloop.WithClock(c))
 	require.NoError(t, b2.Restore([]byte(ok)), "the base document is good")
@@ -665,7 +636,7 @@ func TestSnapshotBudgetRejectsBadDocuments(t *testing.T) {
 }
 
 func TestSnapshotChainRejectsBadDocuments(t *testing.T) {
-	c := snapClock(snapT0.Add(time.Minute))
+	c := mockAt(testT0.Add(time.Minute))
 	d, _ := crashloop.NewChainDetector(crashloop.DefaultChainConfig(), crashloop.WithClock(c))
 	_, _ = d.Rescue("live", "i", true)
 	const ok = `{"version": 1, "kind": "chain_detector", "latest": "2026-03-01T12:00:10Z", "keys": {"w": {"incarnation": "w#1", "last": "2026-03-01T12:00:10Z", "count": 2}}}`
@@ -684,7 +655,7 @@ func TestSnapshotChainRejectsBadDocuments(t *testing.T) {
 }
 
 func TestSnapshotGuardRejectsBadDocuments(t *testing.T) {
-	c := snapClock(snapT0.Add(time.Minute))
+	c := mockAt(testT0.Add(time.Minute))
 	g, _ := crashloop.NewRestartLoopGuard(2, time.Minute, crashloop.WithClock(c))
 	g.Record()
 	const ok = `{"version": 1, "kind": "restart_loop_guard", "latest": "2026-03-01T12:00:10Z", "restarts": ["2026-03-01T12:00:00Z", "2026-03-01T12:00:10Z"], "tripped": true}`
@@ -701,7 +672,7 @@ func TestSnapshotGuardRejectsBadDocuments(t *testing.T) {
 
 func TestSnapshotFleetRejectsBadDocuments(t *testing.T) {
 	cfg := crashloop.FleetConfig{RestartsPerHour: 2, FailingFraction: 0.5, MinFailing: 2, Cooldown: time.Minute}
-	c := snapClock(snapT0.Add(time.Minute))
+	c := mockAt(testT0.Add(time.Minute))
 	p, _ := crashloop.NewFleetSupervisionPolicy(cfg, crashloop.WithClock(c))
 	p.NoteRestart()
 	const ok = `{"version": 1, "kind": "fleet_supervision_policy", "latest": "2026-03-01T12:00:10Z", "restarts": ["2026-03-01T12:00:10Z"], "tripped": true, "since": "2026-03-01T12:00:10Z", "failing": 2, "total": 3}`
@@ -748,27 +719,28 @@ func snapFailN(t *testing.T, s *crashloop.Supervisor, key string, n int) {
 
 func TestSnapshotSupervisorRoundTrip(t *testing.T) {
 	cfg := snapSupConfig()
-	c := snapClock(snapT0)
+	c := mockAt(testT0)
 	orig, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(c))
 	require.NoError(t, err)
 	snapFailN(t, orig, "a", 2) // two respawns in the window
 	data, err := orig.Snapshot()
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"version": 1, "kind": "supervisor", "seq": 1,
+	assert.JSONEq(t, `{"version": 1, "kind": "supervisor",
 		"budget": {"version": 1, "kind": "respawn_budget", "latest": "2026-03-01T12:00:00Z",
 			"keys": {"a": {"respawns": ["2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z"]}}},
-		"chain": {"version": 1, "kind": "chain_detector", "keys": {}},
+		"chain": {"version": 1, "kind": "chain_detector", "latest": "2026-03-01T12:00:00Z", "keys": {}},
 		"fleet": {"version": 1, "kind": "fleet_supervision_policy", "latest": "2026-03-01T12:00:00Z",
 			"restarts": ["2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z"], "tripped": false, "failing": 0, "total": 0},
-		"keys": {"a": {"state": "exited", "incarnation": "a#1", "last_error": "boom", "since": "2026-03-01T12:00:00Z"}}}`,
+		"keys": {"a": {"state": "exited", "incarnation": "a#1", "runs": 1, "restarts": 2, "last_error": "boom",
+			"since": "2026-03-01T12:00:00Z"}}}`,
 		string(data))
 
 	// Restored 30s later, the next failure parks, as without the restart.
-	c2 := snapClock(snapT0.Add(30 * time.Second))
+	c2 := mockAt(testT0.Add(30 * time.Second))
 	restored, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(c2))
 	require.NoError(t, err)
 	require.NoError(t, restored.Restore(data))
-	c.Set(snapT0.Add(30 * time.Second))
+	c.Set(testT0.Add(30 * time.Second))
 	for _, s := range []*crashloop.Supervisor{orig, restored} {
 		calls := 0
 		err := s.Run(context.Background(), "a", func(context.Context) error { calls++; return errSnapBoom })
@@ -777,14 +749,14 @@ func TestSnapshotSupervisorRoundTrip(t *testing.T) {
 		assert.Equal(t, 1, calls)
 		assert.Equal(t, crashloop.ReasonBudgetExhausted, pe.Reason)
 		assert.Equal(t, 2, pe.Attempts)
-		assert.Equal(t, snapT0.Add(30*time.Second), pe.Since)
+		assert.Equal(t, testT0.Add(30*time.Second), pe.Since)
 		ks := s.Status().Keys["a"]
-		assert.Equal(t, crashloop.KeyStatus{State: crashloop.StateParked, Restarts: 2, LastError: "boom",
-			Reason: crashloop.ReasonBudgetExhausted, Incarnation: "a#2", Since: snapT0.Add(30 * time.Second)}, ks)
+		assert.Equal(t, crashloop.KeyStatus{State: crashloop.StateParked, Restarts: 2, TotalRestarts: 2, LastError: "boom",
+			Reason: crashloop.ReasonBudgetExhausted, Incarnation: "a#2", Since: testT0.Add(30 * time.Second)}, ks)
 	}
 
 	// A day later the budget is full again.
-	c3 := snapClock(snapT0.Add(24 * time.Hour))
+	c3 := mockAt(testT0.Add(24 * time.Hour))
 	later, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(c3))
 	require.NoError(t, err)
 	require.NoError(t, later.Restore(data))
@@ -795,15 +767,15 @@ func TestSnapshotSupervisorRoundTrip(t *testing.T) {
 func TestSnapshotSupervisorParkedSurvivesRestartThroughFileStore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	cfg := snapSupConfig()
-	s1, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(snapClock(snapT0)), crashloop.WithStore(crashloop.NewFileStore(path)))
+	s1, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0)), crashloop.WithStore(crashloop.NewFileStore(path)))
 	require.NoError(t, err, "a missing file is a fresh start")
 	err = s1.Run(context.Background(), "a", func(context.Context) error { return errSnapBoom })
 	var pe1 *crashloop.ParkedError
 	require.ErrorAs(t, err, &pe1)
 
 	// The supervisor process restarts an hour later; nothing called Save.
-	rec := &snapRecorder{}
-	c2 := snapClock(snapT0.Add(time.Hour))
+	rec := newRecorder()
+	c2 := mockAt(testT0.Add(time.Hour))
 	s2, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(c2), crashloop.WithEventHandler(rec),
 		crashloop.WithStore(crashloop.NewFileStore(path)))
 	require.NoError(t, err)
@@ -816,7 +788,7 @@ func TestSnapshotSupervisorParkedSurvivesRestartThroughFileStore(t *testing.T) {
 	assert.Equal(t, "a", pe.Key)
 	assert.Equal(t, crashloop.ReasonBudgetExhausted, pe.Reason)
 	assert.Equal(t, 2, pe.Attempts)
-	assert.True(t, pe.Since.Equal(snapT0))
+	assert.True(t, pe.Since.Equal(testT0))
 	assert.Equal(t, "boom", pe.LastError.Error())
 	assert.Equal(t, pe1.Error(), pe.Error())
 	ks := s2.Status().Keys["a"]
@@ -826,7 +798,7 @@ func TestSnapshotSupervisorParkedSurvivesRestartThroughFileStore(t *testing.T) {
 	// Resume is saved at once: a third process sees it.
 	require.NoError(t, s2.Resume("a"))
 	assert.Equal(t, crashloop.EventResumed, rec.take()[0].Kind)
-	s3, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(snapClock(snapT0.Add(2*time.Hour))), crashloop.WithStore(crashloop.NewFileStore(path)))
+	s3, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0.Add(2*time.Hour))), crashloop.WithStore(crashloop.NewFileStore(path)))
 	require.NoError(t, err)
 	assert.Empty(t, s3.Parked())
 	require.NoError(t, s3.Run(context.Background(), "a", func(context.Context) error { called = true; return nil }))
@@ -836,7 +808,7 @@ func TestSnapshotSupervisorParkedSurvivesRestartThroughFileStore(t *testing.T) {
 func TestSnapshotSupervisorNeedsHumanSurvives(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	cfg := snapSupConfig()
-	s1, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(snapClock(snapT0)), crashloop.WithStore(crashloop.NewFileStore(path)))
+	s1, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0)), crashloop.WithStore(crashloop.NewFileStore(path)))
 	require.NoError(t, err)
 	runs := 0
 	err = s1.Run(context.Background(), "w", func(ctx context.Context) error {
@@ -847,7 +819,7 @@ func TestSnapshotSupervisorNeedsHumanSurvives(t *testing.T) {
 	require.ErrorIs(t, err, crashloop.ErrNeedsHuman)
 	assert.Equal(t, 4, runs, "three rescues, the fourth failure escalates")
 
-	s2, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(snapClock(snapT0.Add(time.Hour))), crashloop.WithStore(crashloop.NewFileStore(path)))
+	s2, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0.Add(time.Hour))), crashloop.WithStore(crashloop.NewFileStore(path)))
 	require.NoError(t, err)
 	err = s2.Run(context.Background(), "w", func(context.Context) error { return nil })
 	require.ErrorIs(t, err, crashloop.ErrParked)
@@ -868,7 +840,7 @@ func TestSnapshotSupervisorConfigChange(t *testing.T) {
 	guard := crashloop.DefaultGuardConfig()
 	cfg.Guard = &guard
 	cfg.HourlyCap = 10
-	s1, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(snapClock(snapT0)))
+	s1, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0)))
 	require.NoError(t, err)
 	snapFailN(t, s1, "a", 1)
 	data, err := s1.Snapshot()
@@ -881,7 +853,7 @@ func TestSnapshotSupervisorConfigChange(t *testing.T) {
 
 	off := snapSupConfig()
 	off.Chain, off.Fleet = nil, nil
-	s2, err := crashloop.NewSupervisor(off, crashloop.WithClock(snapClock(snapT0)))
+	s2, err := crashloop.NewSupervisor(off, crashloop.WithClock(mockAt(testT0)))
 	require.NoError(t, err)
 	require.NoError(t, s2.Restore(data))
 	again, err := s2.Snapshot()
@@ -891,7 +863,7 @@ func TestSnapshotSupervisorConfigChange(t *testing.T) {
 	assert.NotContains(t, string(again), `"fleet"`)
 
 	// Back on: empty guards, the budget as it was.
-	s3, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(snapClock(snapT0)))
+	s3, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0)))
 	require.NoError(t, err)
 	require.NoError(t, s3.Restore(again))
 	assert.Equal(t, 1, s3.Status().Keys["a"].Restarts)
@@ -911,23 +883,24 @@ func TestSnapshotSupervisorRejectsBadDocuments(t *testing.T) {
 	cfg := snapSupConfig()
 	guard := crashloop.GuardConfig{MaxRestarts: 2, Window: time.Minute}
 	cfg.Guard = &guard
-	s, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(snapClock(snapT0)))
+	s, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0)))
 	require.NoError(t, err)
 	snapFailN(t, s, "live", 1)
 	const ok = `{"version": 1, "kind": "supervisor", "seq": 3,
 		"budget": {"version": 1, "kind": "respawn_budget", "keys": {}},
-		"keys": {"a": {"state": "parked", "since": "2026-03-01T12:00:00Z"}}}`
-	s2, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(snapClock(snapT0)))
+		"keys": {"a": {"state": "exited", "since": "2026-03-01T12:00:00Z"}}}`
+	s2, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0)))
 	require.NoError(t, err)
 	require.NoError(t, s2.Restore([]byte(ok)))
 	cases := []snapBadCase{
 		{"wrong kind", strings.Replace(ok, `"supervisor"`, `"respawn_budget"`, 1), `supervisor: kind "respawn_budget", want "supervisor"`},
 		{"no budget", strings.Replace(ok, `"budget": {"version": 1, "kind": "respawn_budget", "keys": {}},`, ``, 1), "supervisor.budget: missing"},
 		{"budget of another kind", strings.Replace(ok, `"kind": "respawn_budget"`, `"kind": "chain_detector"`, 1), `supervisor.budget: kind "chain_detector", want "respawn_budget"`},
-		{"unknown state", strings.Replace(ok, `"parked"`, `"sleeping"`, 1), `supervisor.keys["a"].state: unknown state "sleeping"`},
+		{"unknown state", strings.Replace(ok, `"exited"`, `"sleeping"`, 1), `supervisor.keys["a"].state: unknown state "sleeping"`},
+		{"parked without a park", strings.Replace(ok, `"exited"`, `"parked"`, 1), `supervisor.keys["a"].state: "parked", but the key is not parked`},
 		{"no since", strings.Replace(ok, `, "since": "2026-03-01T12:00:00Z"`, ``, 1), `supervisor.keys["a"].since: missing time`},
 		{"negative seq", strings.Replace(ok, `"seq": 3`, `"seq": -3`, 1), "cannot unmarshal number -3"},
-		{"guard over its limit", strings.Replace(ok, `"state": "parked"`, `"guard": {"version": 1, "kind": "restart_loop_guard", "latest": "2026-03-01T12:00:00Z", "restarts": ["2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z"], "tripped": true}, "state": "parked"`, 1),
+		{"guard over its limit", strings.Replace(ok, `"state": "exited"`, `"guard": {"version": 1, "kind": "restart_loop_guard", "latest": "2026-03-01T12:00:00Z", "restarts": ["2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z"], "tripped": true}, "state": "exited"`, 1),
 			`supervisor.keys["a"].guard.restarts: 3 events, more than the limit of 2`},
 		{"budget park without reason", strings.Replace(ok, `"keys": {}}`, `"keys": {"a": {"parked": {"attempts": 0, "since": "2026-03-01T12:00:00Z"}}}}`, 1),
 			`supervisor.budget.keys["a"].parked.reason: missing`},
@@ -938,7 +911,7 @@ func TestSnapshotSupervisorRejectsBadDocuments(t *testing.T) {
 // A key that was running when the snapshot was taken is restored as
 // exited; a Supervisor that runs a key refuses to be restored.
 func TestSnapshotSupervisorWhileRunning(t *testing.T) {
-	c := snapClock(snapT0)
+	c := mockAt(testT0)
 	s, err := crashloop.NewSupervisor(snapSupConfig(), crashloop.WithClock(c))
 	require.NoError(t, err)
 	started, release := make(chan struct{}), make(chan struct{})
@@ -960,18 +933,18 @@ func TestSnapshotSupervisorWhileRunning(t *testing.T) {
 	close(release)
 	require.NoError(t, <-done)
 
-	s2, err := crashloop.NewSupervisor(snapSupConfig(), crashloop.WithClock(snapClock(snapT0.Add(time.Minute))))
+	s2, err := crashloop.NewSupervisor(snapSupConfig(), crashloop.WithClock(mockAt(testT0.Add(time.Minute))))
 	require.NoError(t, err)
 	require.NoError(t, s2.Restore(data))
 	ks := s2.Status().Keys["a"]
 	assert.Equal(t, crashloop.StateExited, ks.State)
-	assert.Equal(t, snapT0.Add(time.Minute), ks.Since)
+	assert.Equal(t, testT0.Add(time.Minute), ks.Since)
 	assert.Equal(t, "a#1", ks.Incarnation)
 }
 
 // Snapshots taken while many goroutines change a budget always restore.
 func TestSnapshotConcurrentWithChanges(t *testing.T) {
-	c := snapClock(snapT0)
+	c := mockAt(testT0)
 	cfg := crashloop.BudgetConfig{MaxRespawns: 5, Window: time.Minute}
 	b, err := crashloop.NewRespawnBudget(cfg, crashloop.WithClock(c))
 	require.NoError(t, err)
@@ -982,7 +955,7 @@ func TestSnapshotConcurrentWithChanges(t *testing.T) {
 			defer wg.Done()
 			for i := range 300 {
 				key := fmt.Sprintf("k%d", (w*7+i)%23)
-				at := snapT0.Add(time.Duration(i) * time.Second)
+				at := testT0.Add(time.Duration(i) * time.Second)
 				if _, err := b.FailedAt(key, errSnapBoom, at); err != nil {
 					_ = b.ResumeAt(key, at)
 				}
@@ -998,12 +971,12 @@ func TestSnapshotConcurrentWithChanges(t *testing.T) {
 			if !assert.NoError(t, err) {
 				return
 			}
-			fresh, _ := crashloop.NewRespawnBudget(cfg, crashloop.WithClock(snapClock(snapT0)))
-			if !assert.NoError(t, fresh.RestoreAt(data, snapT0.Add(300*time.Second))) {
+			fresh, _ := crashloop.NewRespawnBudget(cfg, crashloop.WithClock(mockAt(testT0)))
+			if !assert.NoError(t, fresh.RestoreAt(data, testT0.Add(300*time.Second))) {
 				return
 			}
 			// Restore into the live budget too: it must not break it.
-			if !assert.NoError(t, b.RestoreAt(data, snapT0.Add(300*time.Second))) {
+			if !assert.NoError(t, b.RestoreAt(data, testT0.Add(300*time.Second))) {
 				return
 			}
 			snaps++
@@ -1014,7 +987,7 @@ func TestSnapshotConcurrentWithChanges(t *testing.T) {
 	assert.Equal(t, 50, snaps)
 	data, err := b.Snapshot()
 	require.NoError(t, err)
-	require.NoError(t, b.RestoreAt(data, snapT0.Add(300*time.Second)))
+	require.NoError(t, b.RestoreAt(data, testT0.Add(300*time.Second)))
 	again, err := b.Snapshot()
 	require.NoError(t, err)
 	assert.Equal(t, string(data), string(again))
@@ -1024,8 +997,8 @@ func TestSnapshotConcurrentWithChanges(t *testing.T) {
 // Supervisor made itself: after the park is committed.
 func TestSnapshotSupervisorRestoredGuardEventsSeeCommittedState(t *testing.T) {
 	cfg := snapSupConfig()
-	cfg.Guard = &crashloop.GuardConfig{MaxRestarts: 2, Window: time.Minute}
-	s1, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(snapClock(snapT0)))
+	cfg.Guard = &crashloop.GuardConfig{MaxRestarts: 1, Window: time.Minute}
+	s1, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0)))
 	require.NoError(t, err)
 	snapFailN(t, s1, "a", 1) // one restart in the guard's window
 	data, err := s1.Snapshot()
@@ -1038,7 +1011,7 @@ func TestSnapshotSupervisorRestoredGuardEventsSeeCommittedState(t *testing.T) {
 	}
 	var got []seen
 	var s2 *crashloop.Supervisor
-	s2, err = crashloop.NewSupervisor(cfg, crashloop.WithClock(snapClock(snapT0.Add(time.Second))),
+	s2, err = crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0.Add(time.Second))),
 		crashloop.WithEventHandler(crashloop.EventHandlerFunc(func(ev crashloop.Event) {
 			ks := s2.Status().Keys[ev.Key]
 			got = append(got, seen{ev.Kind, ks.State, ks.Reason})
@@ -1088,7 +1061,7 @@ func ExampleRespawnBudget_Snapshot() {
 	//   }
 	// }
 	// 1.5s <nil>
-	// 0s crashloop: session "worker" is parked (respawn_budget_exhausted after 3 respawns): exit status 1
+	// 0s crashloop: session "worker" is parked (respawn_budget_exhausted after 3 respawns; resume it once the cause is fixed): exit status 1
 }
 
 // WithStore keeps a Supervisor's state in a file: a key parked before a
@@ -1115,7 +1088,7 @@ func ExampleWithStore() {
 	fmt.Println(s.Resume("worker"))
 	fmt.Println(s.Run(context.Background(), "worker", func(context.Context) error { return nil }))
 	// Output:
-	// crashloop: session "worker" is parked (respawn_budget_exhausted after 2 respawns): no such file
+	// crashloop: session "worker" is parked (respawn_budget_exhausted after 2 respawns; resume it once the cause is fixed): no such file
 	// [worker]
 	// true
 	// <nil>

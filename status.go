@@ -32,11 +32,11 @@ type Status struct {
 type KeyStatus struct {
 	State         KeyState  `json:"state"`                 // what the Supervisor is doing with the key
 	Restarts      int       `json:"restarts"`              // respawns in the budget's window
-	TotalRestarts int       `json:"total_restarts"`        // restarts since the key was first run or last resumed
+	TotalRestarts int       `json:"total_restarts"`        // restarts since the key was first run or last resumed (systemd's NRestarts)
 	CanRestart    bool      `json:"can_restart"`           // false when parked, needs_human, or the fleet is tripped
 	LastError     string    `json:"last_error,omitempty"`  // text of the key's last failure; empty if none
 	Reason        string    `json:"park_reason,omitempty"` // why it is parked (ParkedError.Reason); empty if not parked
-	Incarnation   string    `json:"incarnation,omitempty"` // incarnation of the latest Run (WithIncarnation, or "KEY#N")
+	Incarnation   string    `json:"incarnation,omitempty"` // incarnation of the latest run (WithIncarnation, or "KEY#N")
 	Since         time.Time `json:"since"`                 // time of the last state change
 }
 
@@ -44,31 +44,38 @@ type KeyStatus struct {
 func (s *Supervisor) Status() Status { return s.StatusAt(s.o.clock.Now()) }
 
 // StatusAt returns a snapshot of every key the Supervisor knows and of the
-// fleet breaker at now.
+// fleet breaker at now, taken at one instant under the lock every decision
+// takes. A breaker whose cooldown has ended re-arms first, as in every
+// other call. Error texts are formatted after the lock is released.
 func (s *Supervisor) StatusAt(now time.Time) Status {
+	off := s.tb.off(now)
+	var evs events
 	st := Status{Keys: make(map[string]KeyStatus)}
-	fleetTripped := false
-	if s.fleet != nil {
-		fs := s.fleet.StatusAt(now)
-		st.Fleet = &fs
-		fleetTripped = fs.BreakerTripped
-	}
+	errs := make(map[string]error)
 	s.mu.Lock()
-	for key, kr := range s.keys {
-		ks := KeyStatus{State: kr.state, Incarnation: kr.incarnation, Since: kr.since}
-		if kr.lastErr != nil {
-			ks.LastError = kr.lastErr.Error()
+	t := s.tb.at(off)
+	s.rearm(t, now, &evs)
+	tripped := false
+	if s.cfg.Fleet != nil {
+		fs := s.cfg.Fleet.status(&s.book.f, t, &s.tb)
+		st.Fleet, tripped = &fs, fs.BreakerTripped
+	}
+	for key, r := range s.keys {
+		ks := KeyStatus{State: r.state, Restarts: s.cfg.Budget.count(&r.respawns, t), TotalRestarts: r.restarts,
+			CanRestart: r.park == nil && !tripped, Incarnation: r.incarnation, Since: r.since}
+		if r.park != nil {
+			ks.Reason = r.park.Reason
+		}
+		if r.lastErr != nil {
+			errs[key] = r.lastErr
 		}
 		st.Keys[key] = ks
 	}
 	s.mu.Unlock()
-	for key, ks := range st.Keys {
-		n, pe := s.budget.view(key, now)
-		ks.Restarts = n
-		if pe != nil {
-			ks.Reason = pe.Reason
-		}
-		ks.CanRestart = ks.Reason == "" && !fleetTripped
+	emitAll(s.o.handler, evs.list())
+	for key, err := range errs { // Error is the application's code: no lock held
+		ks := st.Keys[key]
+		ks.LastError = err.Error()
 		st.Keys[key] = ks
 	}
 	return st

@@ -11,16 +11,6 @@ import (
 	"time"
 )
 
-// Store keeps one document: the latest snapshot of a Supervisor (see
-// WithStore). Save replaces the document as a whole; Load returns the last
-// document saved, or an error matching fs.ErrNotExist (os.ErrNotExist) when
-// nothing was saved yet. A Store used by a Supervisor must be safe for
-// concurrent use. *FileStore implements it; a nil Store means none.
-type Store interface {
-	Save(data []byte) error
-	Load() ([]byte, error)
-}
-
 // FileStore is a Store backed by one file, written atomically: Save writes
 // the document to a temporary file in the same folder, flushes it to disk,
 // renames it over the file and flushes the folder, so a crash at any moment
@@ -151,42 +141,6 @@ func syncDir(dir string) error {
 	return err
 }
 
-// WithStore makes a Supervisor durable: NewSupervisor loads the snapshot in
-// st (a missing document, fs.ErrNotExist, is a fresh start; any other load
-// error, or a document Restore rejects, makes NewSupervisor fail, so that a
-// damaged file never silently resets the guards: fix or delete it), and the
-// Supervisor saves its snapshot to st on every park, escalation
-// (needs_human) and Resume, plus at most once per WithSaveInterval on other
-// state changes. Saves run on the goroutine that made the change, after the
-// change, with no lock of the Supervisor held; they are serialized, so the
-// last one saved is the newest. A failed save never stops supervision and is
-// not returned by Run or Resume: it is passed to the WithSaveErrorHandler
-// callback (by default it is dropped), and Supervisor.Save returns it. The
-// default, also used when st is nil, is no store. Other constructors ignore
-// this option.
-func WithStore(st Store) Option {
-	return func(o *options) { o.store = st }
-}
-
-// WithSaveInterval makes a Supervisor with a store also save on any state
-// change of a key (a run starting, a backoff, a hold, an exit, a new last
-// error) once d has passed, on the injected clock, since its last save. It
-// starts no goroutine: a Supervisor with no state changes saves nothing. The
-// default, also used when d <= 0, is to save only on parks, escalations and
-// resumes. Other constructors ignore this option.
-func WithSaveInterval(d time.Duration) Option {
-	return func(o *options) { o.saveEvery = d }
-}
-
-// WithSaveErrorHandler makes a Supervisor with a store call h with the error
-// of every save that failed (the store's own error, or the Snapshot error).
-// h runs synchronously on the goroutine that saved, with no lock of this
-// package held; it must be safe for concurrent use. The default, also used
-// when h is nil, drops the error. Other constructors ignore this option.
-func WithSaveErrorHandler(h func(error)) Option {
-	return func(o *options) { o.saveErr = h }
-}
-
 // persister is the save state of a Supervisor with a store.
 type persister struct {
 	mu    sync.Mutex // serializes snapshot-and-save: the last saved is the newest
@@ -225,8 +179,8 @@ func (s *Supervisor) saveLocked(now time.Time) error {
 	return s.o.store.Save(data)
 }
 
-// save saves a snapshot to the store at a park, an escalation or a resume
-// (force), or on another state change once the save interval has passed
+// save saves a snapshot to the store at a park, an escalation, a resume or
+// a forget (force), or on another state change once the save interval has passed
 // since the last save. Errors go to the save error handler. The caller must
 // hold no lock of the Supervisor.
 func (s *Supervisor) save(now time.Time, force bool) {

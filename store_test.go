@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -290,14 +289,6 @@ func (m *memStore) count() int {
 	return m.saves
 }
 
-var storeT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-func storeClock(at time.Time) *clock.Mock {
-	c := clock.NewMock()
-	c.Set(at)
-	return c
-}
-
 // storeConfig is a Supervisor that never sleeps: 2 respawns, no backoff.
 func storeConfig() SupervisorConfig {
 	cfg := DefaultSupervisorConfig()
@@ -309,7 +300,7 @@ func storeFail(context.Context) error { return errStoreInjected }
 
 func TestSupervisorSavesOnParkAndResume(t *testing.T) {
 	st := &memStore{}
-	c := storeClock(storeT0)
+	c := coreMock()
 	s, err := NewSupervisor(storeConfig(), WithClock(c), WithStore(st))
 	require.NoError(t, err)
 	require.NoError(t, s.Run(context.Background(), "ok", func(context.Context) error { return nil }))
@@ -338,7 +329,7 @@ func TestSupervisorSaveErrorsDoNotStopIt(t *testing.T) {
 	st := &memStore{saveErr: errStoreInjected}
 	var mu sync.Mutex
 	var got []error
-	s, err := NewSupervisor(storeConfig(), WithClock(storeClock(storeT0)), WithStore(st),
+	s, err := NewSupervisor(storeConfig(), WithClock(coreMock()), WithStore(st),
 		WithSaveErrorHandler(func(err error) { mu.Lock(); got = append(got, err); mu.Unlock() }))
 	require.NoError(t, err)
 	var pe *ParkedError
@@ -356,13 +347,13 @@ func TestSupervisorSaveErrorsDoNotStopIt(t *testing.T) {
 	mu.Unlock()
 
 	// Without a handler the error is dropped.
-	s2, err := NewSupervisor(storeConfig(), WithClock(storeClock(storeT0)), WithStore(st))
+	s2, err := NewSupervisor(storeConfig(), WithClock(coreMock()), WithStore(st))
 	require.NoError(t, err)
 	require.ErrorIs(t, s2.Run(context.Background(), "a", storeFail), ErrParked)
 }
 
 func TestSupervisorSaveWithoutStore(t *testing.T) {
-	s, err := NewSupervisor(storeConfig(), WithClock(storeClock(storeT0)))
+	s, err := NewSupervisor(storeConfig(), WithClock(coreMock()))
 	require.NoError(t, err)
 	assert.Equal(t, errNoStore, s.Save())
 	require.ErrorIs(t, s.Run(context.Background(), "a", storeFail), ErrParked)
@@ -393,7 +384,7 @@ func TestSupervisorLoadsItsStore(t *testing.T) {
 
 func TestSupervisorSaveInterval(t *testing.T) {
 	st := &memStore{}
-	c := storeClock(storeT0)
+	c := coreMock()
 	s, err := NewSupervisor(storeConfig(), WithClock(c), WithStore(st), WithSaveInterval(10*time.Second))
 	require.NoError(t, err)
 	clean := func(context.Context) error { return nil }
@@ -435,7 +426,7 @@ func TestSupervisorConcurrentParksAllSaved(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	cfg := storeConfig()
 	cfg.Fleet = nil // half the fleet parked would trip it and hold the rest on a clock that never moves
-	s, err := NewSupervisor(cfg, WithClock(storeClock(storeT0)), WithStore(NewFileStore(path)),
+	s, err := NewSupervisor(cfg, WithClock(coreMock()), WithStore(NewFileStore(path)),
 		WithSaveInterval(time.Nanosecond))
 	require.NoError(t, err)
 	const keys = 8
@@ -451,7 +442,7 @@ func TestSupervisorConcurrentParksAllSaved(t *testing.T) {
 	want := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"}
 	assert.Equal(t, want, s.Parked())
 
-	s2, err := NewSupervisor(cfg, WithClock(storeClock(storeT0.Add(time.Hour))), WithStore(NewFileStore(path)))
+	s2, err := NewSupervisor(cfg, WithClock(coreMock(coreT0.Add(time.Hour))), WithStore(NewFileStore(path)))
 	require.NoError(t, err)
 	assert.Equal(t, want, s2.Parked())
 	for _, key := range want {
@@ -460,11 +451,11 @@ func TestSupervisorConcurrentParksAllSaved(t *testing.T) {
 }
 
 // Calls that race for a guard's lock read the clock in one order and may
-// take the lock in the other; each reads its time through the guard's mark
+// take the lock in the other; each reads its time through the guard's timebase
 // under the lock, so the window stays in order (window.push relies on it)
 // and a snapshot of it restores.
 func TestRacedReadingsKeepTheWindowInOrder(t *testing.T) {
-	g, err := NewRestartLoopGuard(10000, time.Hour, WithClock(storeClock(storeT0)))
+	g, err := NewRestartLoopGuard(10000, time.Hour, WithClock(coreMock()))
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for w := range 8 {
@@ -474,20 +465,20 @@ func TestRacedReadingsKeepTheWindowInOrder(t *testing.T) {
 			for i := range 500 {
 				// Readings of the goroutines interleave: each lags the
 				// others by a few microseconds.
-				g.RecordAt(storeT0.Add(time.Duration(i)*time.Millisecond + time.Duration(w)*time.Microsecond))
+				g.RecordAt(coreT0.Add(time.Duration(i)*time.Millisecond + time.Duration(w)*time.Microsecond))
 			}
 		}()
 	}
 	wg.Wait()
 	g.mu.Lock()
-	events := copyWindow(&g.win)
+	events := g.win.appendTo(nil)
 	g.mu.Unlock()
 	require.Len(t, events, 4000)
 	assert.True(t, slices.IsSorted(events), "the window is out of order")
 	data, err := g.Snapshot()
 	require.NoError(t, err)
-	g2, err := NewRestartLoopGuard(10000, time.Hour, WithClock(storeClock(storeT0)))
+	g2, err := NewRestartLoopGuard(10000, time.Hour, WithClock(coreMock()))
 	require.NoError(t, err)
-	require.NoError(t, g2.RestoreAt(data, storeT0.Add(time.Second)))
-	assert.Equal(t, 4000, g2.RestartsAt(storeT0.Add(time.Second)))
+	require.NoError(t, g2.RestoreAt(data, coreT0.Add(time.Second)))
+	assert.Equal(t, 4000, g2.RestartsAt(coreT0.Add(time.Second)))
 }

@@ -2,7 +2,6 @@ package crashloop
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -203,58 +202,31 @@ func TestExtremeTimes(t *testing.T) {
 	})
 }
 
-// keysInShards returns a key that shares the shard of "first" and one that
-// does not, under the table's own hash.
-func keysInShards[E any](t *testing.T, k *keyed[E]) (same, other string) {
-	t.Helper()
-	first, _ := place(k.hash, "first")
-	for i := 0; same == "" || other == ""; i++ {
-		require.Less(t, i, 1_000_000)
-		key := fmt.Sprintf("key-%d", i)
-		if s, _ := place(k.hash, key); s == first && same == "" {
-			same = key
-		} else if s != first && other == "" {
-			other = key
-		}
-	}
-	return same, other
-}
-
-// A keyed object keeps its latest reading per shard: a reading for one key
-// is raised to a later reading for another key of the same shard, and not
-// for a key of another shard. Either way the key's own time never runs
-// backwards.
+// Time never runs backwards for a keyed object: a reading for one key is
+// raised to a later reading the object used for any other key, so the time
+// of every key, too, never runs backwards.
 func TestClockBackwardsAcrossKeys(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	cfg := BudgetConfig{MaxRespawns: 5, Window: time.Minute, InitialBackoff: time.Second, MaxBackoff: time.Second}
 	b, err := NewRespawnBudget(cfg, WithClock(clock.NewMock()))
 	require.NoError(t, err)
-	same, other := keysInShards(t, &b.keys)
 
 	_, err = b.FailedAt("first", errors.New("boom"), t0.Add(2*time.Minute))
 	require.NoError(t, err)
-	for _, key := range []string{same, other} {
-		_, err = b.FailedAt(key, errors.New("boom"), t0) // two minutes earlier
-		require.NoError(t, err)
-	}
-	// same's respawn was recorded at t0+2m, the latest time of its shard:
-	// at t0+2m30s it is inside the window. other's was recorded at t0.
-	at := t0.Add(2*time.Minute + 30*time.Second)
-	assert.Equal(t, 1, b.RespawnsAt(same, at))
-	assert.Equal(t, 0, b.RespawnsAt(other, at))
-	// Neither key's time runs backwards: at t0 both read as t0+2m30s now.
-	assert.Equal(t, 1, b.RespawnsAt(same, t0))
-	assert.Equal(t, 0, b.RespawnsAt(other, t0))
+	_, err = b.FailedAt("second", errors.New("boom"), t0) // two minutes earlier
+	require.NoError(t, err)
+	// second's respawn was recorded at t0+2m, the latest time the budget
+	// used: at t0+2m30s it is inside the window, at t0+3m0s+1ns it is not.
+	assert.Equal(t, 1, b.RespawnsAt("second", t0.Add(2*time.Minute+30*time.Second)))
+	assert.Equal(t, 1, b.RespawnsAt("second", t0), "read as t0+2m30s")
+	assert.Equal(t, 0, b.RespawnsAt("second", t0.Add(3*time.Minute+time.Nanosecond)))
 
 	d, err := NewChainDetector(ChainConfig{MaxChain: 3, ResetGap: time.Minute}, WithClock(clock.NewMock()))
 	require.NoError(t, err)
-	same, other = keysInShards(t, &d.keys)
 	_, err = d.RescueAt("first", "i", true, t0.Add(5*time.Minute))
 	require.NoError(t, err)
-	for _, key := range []string{same, other} {
-		_, err = d.RescueAt(key, "i", true, t0)
-		require.NoError(t, err)
-	}
-	assert.Equal(t, 1, d.ChainAt(same, "i", t0.Add(5*time.Minute+30*time.Second)), "rescued at t0+5m, 30s ago")
-	assert.Equal(t, 0, d.ChainAt(other, "i", t0.Add(5*time.Minute+30*time.Second)), "rescued at t0, over a minute ago")
+	_, err = d.RescueAt("second", "i", true, t0)
+	require.NoError(t, err)
+	assert.Equal(t, 1, d.ChainAt("second", "i", t0.Add(5*time.Minute+30*time.Second)), "rescued at t0+5m, 30s ago")
+	assert.Equal(t, 0, d.ChainAt("second", "i", t0.Add(6*time.Minute+time.Nanosecond)))
 }

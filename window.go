@@ -3,8 +3,9 @@ package crashloop
 import "time"
 
 // window is the rolling window of event times shared by RespawnBudget,
-// RestartLoopGuard and FleetSupervisionPolicy: a ring of int64 offsets (see
-// timeline) holding at most limit events, oldest first.
+// RestartLoopGuard, FleetSupervisionPolicy and the Supervisor's records: a
+// ring of int64 offsets (see timebase) holding at most limit events, oldest
+// first.
 //
 // Recording is O(1); pruning is amortized O(1) (each event is dropped once).
 // Storage grows on demand up to limit, so a huge limit costs nothing until it
@@ -34,8 +35,8 @@ func (w *window) prune(now int64, span time.Duration) {
 // oldest is dropped to make room. limit must be at least 1. t must not be
 // earlier than the newest event, so that the window stays ordered and
 // pruning from the oldest end stays exact: every owner reads its times
-// through a mark under the lock that guards the window (see mark), and a
-// restored window ends no later than the mark it raises.
+// through its timebase under the lock that guards the window, and a
+// restored window ends no later than the latest time the owner used.
 func (w *window) push(t int64, limit int) {
 	if int(w.n) == len(w.buf) && len(w.buf) < limit {
 		w.grow(limit)
@@ -69,15 +70,19 @@ func (w *window) grow(limit int) {
 	if size > maxWindowSlots {
 		size = maxWindowSlots
 	}
-	buf := make([]int64, size)
+	w.buf, w.head = w.appendTo(make([]int64, 0, size))[:size], 0
+}
+
+// appendTo appends the events, oldest first, to dst and returns the result.
+func (w *window) appendTo(dst []int64) []int64 {
 	for i := 0; i < int(w.n); i++ {
 		j := int(w.head) + i
 		if j >= len(w.buf) {
 			j -= len(w.buf)
 		}
-		buf[i] = w.buf[j]
+		dst = append(dst, w.buf[j])
 	}
-	w.buf, w.head = buf, 0
+	return dst
 }
 
 // maxWindowSlots bounds the storage of one window. A limit above it behaves

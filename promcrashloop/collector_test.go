@@ -44,18 +44,18 @@ func TestCollectorFollowsSupervisor(t *testing.T) {
 		go func() {
 			aDone <- sup.Run(ctx, "a", func(context.Context) error { return refused })
 		}()
-		synctest.Wait() // a failed at once and waits out its 1s backoff
+		synctest.Wait() // a failed at once; its restart, counted, waits out the 1s backoff
 		check("a failed its first start", series{
 			`crashloop_restarts_total{key="a"}`:                      1,
 			`crashloop_key_state{key="a",state="backoff"}`:           1,
 			`crashloop_fleet_breaker_tripped`:                        0,
-			`crashloop_fleet_restarts_in_hour`:                       0,
+			`crashloop_fleet_restarts_in_hour`:                       1,
 			`crashloop_fleet_failing_channels`:                       0,
-			`crashloop_fleet_total_channels`:                         0,
+			`crashloop_fleet_total_channels`:                         1,
 			`crashloop_events_total{kind="agent.respawn_scheduled"}`: 1,
 		})
 
-		mock.Add(time.Second) // the restart: counted by the fleet; fails again
+		mock.Add(time.Second) // the restart fails again
 		synctest.Wait()
 		mock.Add(time.Second) // the last restart; its failure parks a
 		synctest.Wait()
@@ -83,7 +83,7 @@ func TestCollectorFollowsSupervisor(t *testing.T) {
 			`crashloop_fleet_breaker_tripped`:                        0,
 			`crashloop_fleet_restarts_in_hour`:                       2,
 			`crashloop_fleet_failing_channels`:                       0,
-			`crashloop_fleet_total_channels`:                         1,
+			`crashloop_fleet_total_channels`:                         0, // an exited key is no fleet member
 			`crashloop_events_total{kind="agent.respawn_scheduled"}`: 2,
 			`crashloop_events_total{kind="agent.startup_exhausted"}`: 1,
 			`crashloop_events_total{kind="agent.resumed"}`:           1,

@@ -147,8 +147,8 @@ func TestGuardFlagParksOnTheFastGuard(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "starts")
 	r := runCL(t, append(fast, "--max-respawns=10", "--guard=3/60s", "--", "sh", "-c", counter(f)+"exit 1")...)
 	assert.Equal(t, exitParked, r.code, r.stderr)
-	assert.Equal(t, 3, lines(t, f), "the 3rd restart trips the guard")
-	assert.Contains(t, r.stderr, "restart_loop_guard after 3 starts")
+	assert.Equal(t, 4, lines(t, f), "the guard allows 3 restarts; the 4th failure parks")
+	assert.Contains(t, r.stderr, "restart_loop_guard after 4 starts")
 	assert.Equal(t, 1, strings.Count(r.stderr, "channel.crash_loop_tripped"), r.stderr)
 }
 

@@ -1,5 +1,8 @@
 package crashloop
 
+// The helpers of the in-package tests: one start time, one mock clock, one
+// event recorder.
+
 import (
 	"sync"
 	"testing"
@@ -12,10 +15,13 @@ import (
 // so that events and JSON snapshots carry exact, readable times.
 var coreT0 = time.Date(2026, time.January, 2, 3, 4, 5, 0, time.UTC)
 
-// coreMock returns a mock clock set to coreT0.
-func coreMock() *clock.Mock {
+// coreMock returns a mock clock set to coreT0, or to at if given.
+func coreMock(at ...time.Time) *clock.Mock {
 	m := clock.NewMock()
 	m.Set(coreT0)
+	if len(at) > 0 {
+		m.Set(at[0])
+	}
 	return m
 }
 
@@ -77,11 +83,4 @@ func coreNoDeadlock(t *testing.T, f func()) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("deadlock: call did not return (a handler waited for a lock held by its caller)")
 	}
-}
-
-// coreCallRecovering calls f and returns the value it panicked with, or nil.
-func coreCallRecovering(f func()) (recovered any) {
-	defer func() { recovered = recover() }()
-	f()
-	return nil
 }

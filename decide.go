@@ -1,0 +1,344 @@
+package crashloop
+
+import (
+	"errors"
+	"strconv"
+	"time"
+)
+
+// RunResult is how one run of a key ended, as Decide judges it.
+type RunResult struct {
+	// Err is what the run returned: nil for a clean exit; Restart(err) for
+	// a planned restart; Permanent(err) for a failure restarting cannot fix;
+	// anything else is a failure.
+	Err error
+	// Started is when the run started. A run that lasted HealthyAfter was a
+	// healthy start. The zero time means unknown: only Ready makes such a
+	// run healthy.
+	Started time.Time
+	// Ready reports that the run proved it was up and healthy (see Ready).
+	Ready bool
+	// Incarnation is what ran under the key; "" keeps the key's current
+	// incarnation (the first one is "KEY#1").
+	Incarnation string
+}
+
+// Action is what the loop that runs a key does next. Its zero value is not
+// an action a Decision carries; String returns "restart", "hold" or "stop".
+type Action int
+
+// The actions of a Decision.
+const (
+	// ActionRestart: start the next run after Decision.Wait.
+	ActionRestart Action = iota + 1
+	// ActionHold: the fleet breaker holds the restart. Wait Decision.Wait,
+	// then ask again with Proceed (Run does).
+	ActionHold
+	// ActionStop: supervision of the key ends. Decision.Err is nil after a
+	// clean exit, else why it stopped (a *ParkedError for a key that a
+	// guard gave up on or that is parked).
+	ActionStop
+)
+
+// String returns the action's name.
+func (a Action) String() string {
+	switch a {
+	case ActionRestart:
+		return "restart"
+	case ActionHold:
+		return "hold"
+	case ActionStop:
+		return "stop"
+	}
+	return "Action(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Decision is what a Supervisor decided after a run of a key ended: what
+// the loop that runs the key does next. It is a value the caller owns.
+type Decision struct {
+	Action Action
+	Wait   time.Duration // ActionRestart: the backoff; ActionHold: how long to wait before Proceed
+	Err    error         // ActionStop: nil after a clean exit, else why (a *ParkedError)
+}
+
+// Decide is shorthand for DecideAt(key, r, clock.Now()).
+func (s *Supervisor) Decide(key string, r RunResult) Decision {
+	return s.DecideAt(key, r, s.o.clock.Now())
+}
+
+// DecideAt judges the end, at now, of one run of key, and returns what to
+// do next. It is the whole judgment Run makes after each run, for the
+// restart loops of other tools; it commits the decision and announces it
+// before it returns.
+//
+// A run that returned nil ends supervision (ActionStop, nil Err), unless
+// RestartOnCleanExit: then it is a planned restart ("clean_exit") after a
+// healthy run and a failed start before one. A failure before the run was
+// healthy is a failed start: the budget grants a respawn with its backoff
+// (EventRespawnScheduled) or parks the key ("respawn_budget_exhausted",
+// EventStartupExhausted). A failure after a healthy run is a reactive
+// rescue: the chain lets it restart after the curve's first step ("crashed",
+// EventRestartScheduled) or escalates ("needs_human", EventChainEscalated;
+// the *ParkedError's LastError matches ErrNeedsHuman). Restart(err) is a
+// planned restart ("planned"): at once, no budget spent, and the chain ends.
+// Permanent(err) parks at once ("permanent_error", EventStartupExhausted).
+// Every restart, whatever judged it, also passes the per-key guard and the
+// hourly cap when they are on (each parks on the restart after its limit,
+// EventGuardTripped), and counts towards the key's total restarts. A park
+// tells the fleet breaker the failing fraction; a restart counts towards its
+// hourly rate, and while it is tripped the restart is held (ActionHold,
+// announced with Held set) without being counted, until the breaker re-arms
+// and releases it (see Proceed). A parked key stops at once with its
+// *ParkedError, and an empty key with an error matching ErrInvalidKey.
+func (s *Supervisor) DecideAt(key string, r RunResult, now time.Time) Decision {
+	if err := checkKey(key); err != nil {
+		return Decision{Action: ActionStop, Err: err}
+	}
+	off := s.tb.off(now)
+	var evs events
+	s.mu.Lock()
+	t := s.tb.at(off)
+	s.rearm(t, now, &evs)
+	rec := s.record(key, now)
+	j, cause := s.judgment(rec, key, r, now)
+	v := s.rules.judge(&rec.keyGuards, &s.book, &j, t, now)
+	d := s.apply(rec, &j, cause, v, &evs)
+	s.mu.Unlock()
+	emitAll(s.o.handler, evs.list())
+	s.save(now, v.NewPark)
+	return d
+}
+
+// events holds the few events of one decision until the lock is released.
+type events struct {
+	evs [3]Event
+	n   int
+}
+
+func (e *events) add(ev Event) {
+	if ev.Kind != 0 {
+		e.evs[e.n] = ev
+		e.n++
+	}
+}
+
+func (e *events) list() []Event { return e.evs[:e.n] }
+
+// Restart reasons of EventRestartScheduled.
+const (
+	restartCrashed   = "crashed"
+	restartPlanned   = "planned"
+	restartCleanExit = "clean_exit"
+)
+
+// errCleanExitEarly is the failure of a run that returned nil before it was
+// healthy while RestartOnCleanExit is set: a clean-exit loop is a crash loop.
+var errCleanExitEarly = errors.New("crashloop: exited cleanly before it was healthy")
+
+// judgment turns how a run of key ended into the Judgment the guards
+// settle, with the error the decision carries. It changes nothing. s.mu
+// must be held.
+func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Time) (Judgment, error) {
+	inc := res.Incarnation
+	if inc == "" {
+		inc = r.incarnation
+	}
+	if inc == "" {
+		inc = incarnationOf(key, r.runs+1)
+	}
+	healthy := res.Ready || (s.cfg.HealthyAfter > 0 && !res.Started.IsZero() && now.Sub(res.Started) >= s.cfg.HealthyAfter)
+	ending, cause := s.classify(res.Err, healthy)
+	j := Judgment{Key: key, Ending: ending, Healthy: healthy, Incarnation: inc, Now: now,
+		Members: s.members + b2i(!member(r.state)), Failing: s.failing + b2i(!failing(r.state))}
+	if cause != nil {
+		j.Cause = cause.Error()
+	}
+	return j, cause
+}
+
+// classify tells how a run ended, with the error the judgment carries.
+func (s *Supervisor) classify(err error, healthy bool) (Ending, error) {
+	var perm *permanentError
+	var planned *restartError
+	switch {
+	case err == nil && !s.cfg.RestartOnCleanExit:
+		return EndingClean, nil
+	case err == nil && healthy:
+		return EndingPlanned, nil
+	case err == nil:
+		return EndingFailedStart, errCleanExitEarly
+	case errors.As(err, &perm):
+		return EndingPermanent, err
+	case errors.As(err, &planned):
+		return EndingPlanned, err
+	case healthy:
+		return EndingCrash, err
+	}
+	return EndingFailedStart, err
+}
+
+// apply acts on the verdict v of judgment j for the record r: it commits
+// what the record keeps of it (state, incarnation, last error, the curve's
+// last wait, and a mirror of the guards' counts and park when a shared
+// ledger decided), works out the wait on the restart curve, adds the events
+// that announce the decision, and returns it. s.mu must be held.
+func (s *Supervisor) apply(r *record, j *Judgment, cause error, v Verdict, evs *events) Decision {
+	if j.Incarnation != r.incarnation {
+		if j.Incarnation == incarnationOf(j.Key, r.runs+1) {
+			r.runs++
+		}
+		r.incarnation = j.Incarnation
+	}
+	if cause != nil {
+		r.lastErr = cause
+	}
+	r.restarts = v.Restarts
+	if v.Rearmed != nil {
+		evs.add(s.cfg.Fleet.event(EventFleetRearmed, s.fleetName, v.Now, v.Rearmed))
+	}
+	switch {
+	case v.NewPark:
+		return s.parked(r, j, cause, v, evs)
+	case v.Park != nil: // parked before: by another run, or another replica
+		r.park = v.Park
+		s.setState(r, stateOf(v.Park), v.Now)
+		return Decision{Action: ActionStop, Err: v.Park}
+	case j.Ending == EndingClean:
+		s.setState(r, StateExited, v.Now)
+		return Decision{Action: ActionStop}
+	}
+
+	var wait time.Duration
+	switch j.Ending {
+	case EndingFailedStart:
+		if v.Attempt == 1 {
+			r.prev = 0 // an empty window forgets the last wait
+		}
+		wait = s.curve.Delay(v.Attempt, r.prev)
+		r.prev = wait
+	case EndingCrash:
+		wait = s.curve.Delay(1, 0)
+	}
+	d := Decision{Action: ActionRestart, Wait: wait}
+	if v.Held {
+		d = Decision{Action: ActionHold, Wait: max(wait, v.Wait)}
+		r.held = max(r.held, 1) // a mirror: the order is the ledger's
+		s.setState(r, StateHeld, v.Now)
+	} else {
+		s.setState(r, StateBackoff, v.Now)
+	}
+	if s.o.handler != nil {
+		ev := Event{Kind: EventRestartScheduled, Key: j.Key, Incarnation: j.Incarnation, Time: v.Now, Reason: restartReason(j),
+			LastError: cause, Attempts: v.Restarts, Backoff: d.Wait, Held: v.Held}
+		if j.Ending == EndingFailedStart {
+			ev = s.cfg.Budget.scheduled(j.Key, v.Now, cause, v.Attempt, d.Wait)
+			ev.Held = v.Held
+		}
+		evs.add(ev)
+	}
+	if v.Tripped != nil {
+		evs.add(s.cfg.Fleet.event(EventFleetTripped, s.fleetName, v.Now, v.Tripped))
+	}
+	return d
+}
+
+// restartReason is the Reason of the EventRestartScheduled of j.
+func restartReason(j *Judgment) string {
+	switch {
+	case j.Ending == EndingCrash:
+		return restartCrashed
+	case j.Cause == "":
+		return restartCleanExit // a clean exit after a healthy run, with RestartOnCleanExit
+	}
+	return restartPlanned
+}
+
+// parked commits the park the verdict v made, with this Supervisor's own
+// error values, and adds the event of the guard that decided it, then the
+// fleet trip it caused. s.mu must be held.
+func (s *Supervisor) parked(r *record, j *Judgment, cause error, v Verdict, evs *events) Decision {
+	pe := *v.Park
+	pe.LastError = cause
+	if pe.Reason == ReasonNeedsHuman {
+		pe.LastError = &needsHumanError{key: j.Key, incarnation: j.Incarnation, chain: pe.Attempts, cause: cause}
+	}
+	r.park, r.lastErr = &pe, pe.LastError
+	r.held = 0
+	s.setState(r, stateOf(&pe), v.Now)
+	switch pe.Reason {
+	case ReasonNeedsHuman:
+		evs.add(s.cfg.Chain.escalatedEvent(j.Key, j.Incarnation, v.Now, pe.Attempts, cause))
+	case ReasonRestartLoopGuard:
+		evs.add(s.cfg.Guard.trippedEvent(j.Key, v.Now, pe.Attempts, cause))
+	case ReasonHourlyCap:
+		evs.add(s.rules.hourly.trippedEvent(j.Key, v.Now, pe.Attempts, cause))
+	default:
+		evs.add(s.cfg.Budget.parkedEvent(&pe))
+	}
+	if v.Tripped != nil {
+		evs.add(s.cfg.Fleet.event(EventFleetTripped, s.fleetName, v.Now, v.Tripped))
+	}
+	return Decision{Action: ActionStop, Err: &pe}
+}
+
+// stateOf is the state of a key parked with pe.
+func stateOf(pe *ParkedError) KeyState {
+	if pe.Reason == ReasonNeedsHuman {
+		return StateNeedsHuman
+	}
+	return StateParked
+}
+
+// rearm re-arms the fleet breaker if its cooldown has ended at t, adding
+// EventFleetRearmed, and schedules the release of the restarts it held
+// (see rules.rearm). s.mu must be held.
+func (s *Supervisor) rearm(t int64, now time.Time, evs *events) {
+	if ch := s.rules.rearm(&s.book, t, s.eachGuards); ch != nil {
+		evs.add(s.cfg.Fleet.event(EventFleetRearmed, s.fleetName, now, ch))
+	}
+}
+
+// eachGuards calls f with the guard state of every key. s.mu must be held.
+func (s *Supervisor) eachGuards(f func(*keyGuards)) {
+	for _, r := range s.keys {
+		f(&r.keyGuards)
+	}
+}
+
+// Proceed is shorthand for ProceedAt(key, clock.Now()).
+func (s *Supervisor) Proceed(key string) Decision { return s.ProceedAt(key, s.o.clock.Now()) }
+
+// ProceedAt asks, at now, whether the held restart of key may go: it
+// returns ActionRestart (Wait 0) once the fleet breaker has re-armed and
+// the restart's turn in the release has come, ActionHold with the wait
+// until then, or ActionStop with the *ParkedError of a key that was parked
+// meanwhile. For a key that is not held it returns ActionRestart at once.
+func (s *Supervisor) ProceedAt(key string, now time.Time) Decision {
+	off := s.tb.off(now)
+	var evs events
+	s.mu.Lock()
+	t := s.tb.at(off)
+	s.rearm(t, now, &evs)
+	d := Decision{Action: ActionRestart}
+	if r := s.keys[key]; r != nil {
+		d = s.proceeded(r, s.rules.proceed(&r.keyGuards, &s.book, t, now))
+	}
+	s.mu.Unlock()
+	emitAll(s.o.handler, evs.list())
+	return d
+}
+
+// proceeded acts on the verdict of a Proceed for r. s.mu must be held.
+func (s *Supervisor) proceeded(r *record, v Verdict) Decision {
+	switch {
+	case v.Park != nil:
+		return Decision{Action: ActionStop, Err: r.park}
+	case v.Held:
+		return Decision{Action: ActionHold, Wait: v.Wait}
+	}
+	if r.state == StateHeld {
+		r.held = 0
+		s.setState(r, StateBackoff, v.Now)
+	}
+	return Decision{Action: ActionRestart}
+}

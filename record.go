@@ -1,0 +1,409 @@
+package crashloop
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// record is everything a Supervisor knows of one key, changed under the
+// Supervisor's lock: what it is doing with the key, the incarnation and the
+// last error, and the state its guards judge by (the windows, the restart
+// count, the park). With a shared Ledger, the guards' part is a mirror of
+// what the ledger decided.
+type record struct {
+	keyGuards
+	state       KeyState
+	since       time.Time // time of the last state change
+	running     bool      // a Run, Wrap or Process is running the key
+	runs        uint64    // numbers the key's default incarnations
+	incarnation string
+	lastErr     error
+	prev        time.Duration // the curve's last wait, for curves that depend on it
+}
+
+// record returns the record of key, creating an exited one if there is
+// none. s.mu must be held.
+func (s *Supervisor) record(key string, now time.Time) *record {
+	r := s.keys[key]
+	if r == nil {
+		r = &record{state: StateExited, since: now}
+		s.keys[key] = r
+		s.peak = max(s.peak, len(s.keys))
+	}
+	return r
+}
+
+// newIncarnation gives the key a fresh default incarnation.
+func (r *record) newIncarnation(key string) {
+	r.runs++
+	r.incarnation = incarnationOf(key, r.runs)
+}
+
+// incarnationOf is the nth default incarnation of key: "KEY#N".
+func incarnationOf(key string, n uint64) string { return key + "#" + strconv.FormatUint(n, 10) }
+
+// resume clears the park and everything the guards counted, and the
+// curve's last wait.
+func (r *record) resume() {
+	r.keyGuards.resume()
+	r.prev = 0
+}
+
+// member reports whether a key in state st counts as a member of the fleet:
+// a key that runs, waits to run again or is parked. A key that exited (a
+// clean exit, an ended context) is no longer one.
+func member(st KeyState) bool { return st != StateExited && st != "" }
+
+// failing reports whether a key in state st counts as a failing member.
+func failing(st KeyState) bool { return st == StateParked || st == StateNeedsHuman }
+
+// setState moves r to st at now, keeping the counts of fleet members and
+// failing members, which the fleet breaker shows as its noted state; the
+// empty state removes r from them (Forget). Only a park judges the counts
+// (see park): a count that changes otherwise never trips the breaker. s.mu
+// must be held.
+func (s *Supervisor) setState(r *record, st KeyState, now time.Time) {
+	if st == r.state {
+		return
+	}
+	s.members += b2i(member(st)) - b2i(member(r.state))
+	s.failing += b2i(failing(st)) - b2i(failing(r.state))
+	r.state, r.since = st, now
+	if s.cfg.Fleet != nil {
+		s.book.f.failing, s.book.f.total = s.failing, s.members
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// The snapshot document of a Supervisor (see docs/snapshot.md): the parts
+// of its guards, each the document its standalone guard writes, and per key
+// the record's own fields.
+
+type supervisorDoc struct {
+	Version int               `json:"version"`
+	Kind    string            `json:"kind"`
+	Seq     uint64            `json:"seq,omitempty"` // read for older documents; no longer written
+	Budget  *budgetDoc        `json:"budget"`
+	Chain   *chainDoc         `json:"chain,omitempty"`
+	Fleet   *fleetDoc         `json:"fleet,omitempty"`
+	Keys    map[string]keyDoc `json:"keys"`
+}
+
+type keyDoc struct {
+	State       KeyState  `json:"state"`
+	Incarnation string    `json:"incarnation,omitempty"`
+	Runs        uint64    `json:"runs,omitempty"`
+	Restarts    int       `json:"restarts,omitempty"`
+	LastError   *string   `json:"last_error,omitempty"`
+	Since       string    `json:"since"`
+	Guard       *guardDoc `json:"guard,omitempty"`
+	Hourly      *guardDoc `json:"hourly,omitempty"`
+}
+
+// Snapshot returns the whole state of the Supervisor as a JSON document of
+// kind "supervisor" (see SnapshotVersion for the format): per key its
+// state, incarnation, restarts, last error, time of the last state change,
+// respawn window, chain, per-key guard and hourly windows and park, and the
+// fleet breaker. It is taken at one instant, under the lock every decision
+// takes, so it is consistent across keys and guards; it is formatted after
+// the lock is released. It changes nothing and fails only for a time that
+// cannot be written and read back. It is safe for concurrent use.
+func (s *Supervisor) Snapshot() ([]byte, error) {
+	type entry struct {
+		key string
+		r   record
+	}
+	s.mu.Lock()
+	entries := make([]entry, 0, len(s.keys))
+	for key, r := range s.keys {
+		c := *r
+		c.respawns, c.guard, c.hourly = copyWindow(&r.respawns), copyWindow(&r.guard), copyWindow(&r.hourly)
+		entries = append(entries, entry{key, c})
+	}
+	var fleet *fleetState
+	if s.cfg.Fleet != nil {
+		f := copyFleet(&s.book.f)
+		fleet = &f
+	}
+	w := &writer{tb: s.tb}
+	s.mu.Unlock()
+
+	// With no lock held: Error is the application's code.
+	doc := &supervisorDoc{Version: SnapshotVersion, Kind: kindSupervisor, Keys: make(map[string]keyDoc, len(entries)),
+		Budget: &budgetDoc{Version: SnapshotVersion, Kind: kindBudget, Keys: map[string]budgetKeyDoc{}}}
+	if s.cfg.Chain != nil {
+		doc.Chain = &chainDoc{Version: SnapshotVersion, Kind: kindChain, Keys: map[string]chainKeyDoc{}}
+	}
+	for _, e := range entries {
+		r := &e.r
+		kd := keyDoc{State: r.state, Incarnation: r.incarnation, Runs: r.runs, Restarts: r.restarts,
+			LastError: errorText(r.lastErr), Since: w.wall(r.since)}
+		if s.cfg.Guard != nil {
+			kd.Guard = w.guard(&r.guard, s.cfg.Guard.MaxRestarts)
+		}
+		if s.cfg.HourlyCap > 0 {
+			kd.Hourly = w.guard(&r.hourly, s.cfg.HourlyCap)
+		}
+		doc.Keys[e.key] = kd
+		if r.respawns.len() > 0 || r.prev != 0 || r.park != nil {
+			bk := budgetKeyDoc{Respawns: w.times(&r.respawns), Parked: w.park(r.park)}
+			if r.prev != 0 {
+				bk.PrevBackoff = r.prev.String()
+			}
+			doc.Budget.Keys[e.key] = bk
+		}
+		if doc.Chain != nil && r.chain.inc != "" {
+			doc.Chain.Keys[e.key] = w.chain(&r.chain, r.park != nil && r.park.Reason == ReasonNeedsHuman)
+		}
+	}
+	doc.Budget.Latest = w.latest()
+	if doc.Chain != nil {
+		doc.Chain.Latest = w.latest()
+	}
+	if fleet != nil {
+		doc.Fleet = w.fleet(fleet)
+	}
+	if w.err != nil {
+		return nil, w.err
+	}
+	return encodeSnapshot(doc)
+}
+
+// copyWindow returns a copy of win that shares no memory with it.
+func copyWindow(win *window) window { return window{buf: win.appendTo(nil), n: win.n} }
+
+// Restore is shorthand for RestoreAt(data, clock.Now()).
+func (s *Supervisor) Restore(data []byte) error { return s.RestoreAt(data, s.o.clock.Now()) }
+
+// RestoreAt replaces the whole state of the Supervisor with the snapshot in
+// data (a document of kind "supervisor", see SnapshotVersion), read at now:
+// parked and needs_human keys stay parked (Run refuses them with their
+// *ParkedError until Resume), and windows, chains and the fleet breaker age
+// from the times they hold. Parts for guards that this Supervisor has off
+// are checked and ignored; guards it has on that the snapshot lacks start
+// empty. A key that was running, in backoff or held is restored as exited
+// (since now). A document it cannot restore returns an error matching
+// ErrBadSnapshot and leaves the Supervisor unchanged; so does a Restore
+// while a Run is in progress (an error matching ErrAlreadyRunning). It
+// publishes no event and saves nothing. NewSupervisor calls it with the
+// document of WithStore.
+func (s *Supervisor) RestoreAt(data []byte, now time.Time) error {
+	var doc supervisorDoc
+	if err := decodeSnapshot(data, kindSupervisor, &doc); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	tb := s.tb
+	s.mu.Unlock()
+	st, err := s.read(&doc, &tb, now)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, key := range sortedKeys(s.keys) {
+		if s.keys[key].running {
+			return fmt.Errorf("%w: %q: a Supervisor cannot be restored while it runs a key", ErrAlreadyRunning, key)
+		}
+	}
+	s.keys, s.peak = st.keys, len(st.keys)
+	if st.fleet != nil {
+		s.book = fleetBook{f: *st.fleet}
+	}
+	s.members, s.failing = 0, 0
+	for _, r := range s.keys {
+		s.members += b2i(member(r.state))
+		s.failing += b2i(failing(r.state))
+	}
+	s.tb.raise(st.latest)
+	return nil
+}
+
+type supervisorState struct {
+	keys   map[string]*record
+	fleet  *fleetState
+	latest int64
+}
+
+// read checks every part of a Supervisor document against the
+// Supervisor's configuration and builds the state to install.
+func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*supervisorState, error) {
+	const path = kindSupervisor
+	st := &supervisorState{keys: make(map[string]*record), latest: tb.high}
+	if doc.Budget == nil {
+		return nil, badSnapshot("%s.budget: missing", path)
+	}
+	get := func(key string) *record {
+		r := st.keys[key]
+		if r == nil {
+			r = &record{state: StateExited, since: now}
+			st.keys[key] = r
+		}
+		return r
+	}
+	raise := func(off int64) { st.latest = max(st.latest, off) }
+
+	// The keys' own fields first: the parts below may add keys a document
+	// lists only there.
+	r0, err := newReader(tb, now, "", path)
+	if err != nil {
+		return nil, err
+	}
+	for _, key := range sortedKeys(doc.Keys) {
+		kd, kp := doc.Keys[key], fmt.Sprintf("%s.keys[%q]", path, key)
+		r := get(key)
+		if err := s.readKey(r, key, &kd, doc.Seq, r0, tb, now, kp, raise); err != nil {
+			return nil, err
+		}
+	}
+
+	bp := path + ".budget"
+	if err := checkHeader(doc.Budget.Version, doc.Budget.Kind, kindBudget, bp); err != nil {
+		return nil, err
+	}
+	rb, err := newReader(tb, now, doc.Budget.Latest, bp)
+	if err != nil {
+		return nil, err
+	}
+	raise(rb.latestOff)
+	for _, key := range sortedKeys(doc.Budget.Keys) {
+		kd, kp := doc.Budget.Keys[key], fmt.Sprintf("%s.keys[%q]", bp, key)
+		r := get(key)
+		if r.respawns, r.prev, err = readBudgetKey(rb, kd, s.cfg.Budget.MaxRespawns, kp); err != nil {
+			return nil, err
+		}
+		if r.park, err = rb.park(key, kd.Parked, kp+".parked"); err != nil {
+			return nil, err
+		}
+	}
+
+	if doc.Chain != nil {
+		cp := path + ".chain"
+		if err := checkHeader(doc.Chain.Version, doc.Chain.Kind, kindChain, cp); err != nil {
+			return nil, err
+		}
+		ctb, maxChain := tb, int(^uint(0)>>1)
+		if s.cfg.Chain == nil {
+			ctb = nil // off here: check only
+		} else {
+			maxChain = s.cfg.Chain.MaxChain
+		}
+		rc, err := newReader(ctb, now, doc.Chain.Latest, cp)
+		if err != nil {
+			return nil, err
+		}
+		for _, key := range sortedKeys(doc.Chain.Keys) {
+			cs, err := readChainKey(rc, doc.Chain.Keys[key], maxChain, fmt.Sprintf("%s.keys[%q]", cp, key))
+			if err != nil {
+				return nil, err
+			}
+			if ctb != nil {
+				get(key).chain = cs
+				raise(rc.latestOff)
+			}
+		}
+	}
+
+	if s.cfg.Fleet != nil {
+		st.fleet = &fleetState{}
+	}
+	if doc.Fleet != nil {
+		ftb, limit := tb, int(^uint(0)>>1)
+		if s.cfg.Fleet == nil {
+			ftb = nil
+		} else {
+			limit = s.cfg.Fleet.RestartsPerHour
+		}
+		f, latest, err := readFleet(doc.Fleet, ftb, limit, now, path+".fleet")
+		if err != nil {
+			return nil, err
+		}
+		if ftb != nil {
+			st.fleet = &f
+			raise(latest)
+		}
+	}
+
+	for key, r := range st.keys { // a park decides the state, whatever the document said
+		switch {
+		case r.park != nil && r.park.Reason == ReasonNeedsHuman:
+			r.state = StateNeedsHuman
+		case r.park != nil:
+			r.state = StateParked
+		case failing(r.state):
+			return nil, badSnapshot("%s.keys[%q].state: %q, but the key is not parked", path, key, r.state)
+		}
+	}
+	return st, nil
+}
+
+// readKey reads the record's own fields of one key and its per-key guard
+// windows.
+func (s *Supervisor) readKey(r *record, key string, kd *keyDoc, seq uint64, r0 *reader, tb *timebase, now time.Time, kp string, raise func(int64)) error {
+	var err error
+	if r.since, err = r0.time(kd.Since, kp+".since"); err != nil {
+		return err
+	}
+	switch kd.State {
+	case StateParked, StateNeedsHuman, StateExited:
+		r.state = kd.State
+	case StateRunning, StateBackoff, StateHeld: // nothing runs after a restore
+		r.state, r.since = StateExited, now
+	default:
+		return badSnapshot("%s.state: unknown state %q", kp, kd.State)
+	}
+	if err := count(kd.Restarts, kp+".restarts"); err != nil {
+		return err
+	}
+	r.incarnation, r.runs, r.restarts = kd.Incarnation, kd.Runs, kd.Restarts
+	if r.runs == 0 { // a document from before incarnations were numbered per key
+		if n, err := strconv.ParseUint(strings.TrimPrefix(kd.Incarnation, key+"#"), 10, 64); err == nil {
+			r.runs = n
+		} else if seq > 0 {
+			r.runs = seq
+		}
+	}
+	reason := ""
+	if kd.State == StateNeedsHuman {
+		reason = ReasonNeedsHuman
+	}
+	r.lastErr = restoreError(kd.LastError, reason)
+	for _, g := range []struct {
+		doc   *guardDoc
+		limit int
+		win   *window
+		name  string
+	}{{kd.Guard, guardLimit(s.cfg.Guard), &r.guard, ".guard"}, {kd.Hourly, s.cfg.HourlyCap, &r.hourly, ".hourly"}} {
+		if g.doc == nil {
+			continue
+		}
+		gtb, limit := tb, g.limit
+		if limit == 0 { // off here: check only
+			gtb, limit = nil, int(^uint(0)>>1)
+		}
+		win, latest, err := readGuard(g.doc, gtb, limit, now, kp+g.name)
+		if err != nil {
+			return err
+		}
+		if gtb != nil {
+			*g.win = win
+			raise(latest)
+		}
+	}
+	return nil
+}
+
+func guardLimit(g *GuardConfig) int {
+	if g == nil {
+		return 0
+	}
+	return g.MaxRestarts
+}
