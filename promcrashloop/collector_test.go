@@ -190,6 +190,24 @@ func TestCollectorMaxKeys(t *testing.T) {
 	}
 }
 
+// TestCollectorForget checks that a key the Supervisor forgets has no
+// series from the next scrape on, parked or not.
+func TestCollectorForget(t *testing.T) {
+	sup := parkedSupervisor(t, 2)
+	c := promcrashloop.NewCollector(sup)
+	if err := sup.Forget("key-00000"); err != nil {
+		t.Fatal(err)
+	}
+	want := complete(series{
+		`crashloop_restarts_total{key="key-00001"}`:                  0,
+		`crashloop_key_state{key="key-00001",state="parked"}`:        1,
+		`crashloop_parked{key="key-00001",reason="permanent_error"}`: 1,
+	}).without("crashloop_events_total")
+	if d := diff(collect(t, c), want); d != "" {
+		t.Error(d)
+	}
+}
+
 // TestCollectorKeyNotUTF8 checks that a key that is not valid UTF-8 (keys
 // are any string) is exported with U+FFFD for its bad bytes instead of
 // failing the scrape.
