@@ -94,6 +94,12 @@ func (s *Supervisor) DecideAt(key string, r RunResult, now time.Time) Decision {
 	if err := checkKey(key); err != nil {
 		return Decision{Action: ActionStop, Err: err}
 	}
+	if s.useShared(now) {
+		if d, ok := s.decideShared(key, r, now); ok {
+			s.save(now, false)
+			return d
+		}
+	}
 	off := s.tb.off(now)
 	var evs events
 	s.mu.Lock()
@@ -103,6 +109,9 @@ func (s *Supervisor) DecideAt(key string, r RunResult, now time.Time) Decision {
 	j, cause := s.judgment(rec, key, r, now)
 	v := s.rules.judge(&rec.keyGuards, &s.book, &j, t, now)
 	d := s.apply(rec, &j, cause, v, &evs)
+	if v.NewPark && s.shared != nil {
+		s.shared.alone[key] = rec.park // decided alone: written back when the ledger answers
+	}
 	s.mu.Unlock()
 	emitAll(s.o.handler, evs.list())
 	s.save(now, v.NewPark)
@@ -149,7 +158,7 @@ func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Tim
 	healthy := res.Ready || (s.cfg.HealthyAfter > 0 && !res.Started.IsZero() && now.Sub(res.Started) >= s.cfg.HealthyAfter)
 	ending, cause := s.classify(res.Err, healthy)
 	j := Judgment{Key: key, Ending: ending, Healthy: healthy, Incarnation: inc, Now: now,
-		Members: s.members + b2i(!member(r.state)), Failing: s.failing + b2i(!failing(r.state))}
+		Members: s.members - b2i(member(r.state)), Failing: s.failing - b2i(failing(r.state))}
 	if cause != nil {
 		j.Cause = cause.Error()
 	}
@@ -314,6 +323,11 @@ func (s *Supervisor) Proceed(key string) Decision { return s.ProceedAt(key, s.o.
 // until then, or ActionStop with the *ParkedError of a key that was parked
 // meanwhile. For a key that is not held it returns ActionRestart at once.
 func (s *Supervisor) ProceedAt(key string, now time.Time) Decision {
+	if s.useShared(now) {
+		if d, ok := s.proceedShared(key, now); ok {
+			return d
+		}
+	}
 	off := s.tb.off(now)
 	var evs events
 	s.mu.Lock()

@@ -18,18 +18,22 @@
 // injectable Clock (WithClock; *clock.Mock from github.com/benbjohnson/clock
 // works as is), and each time-reading method has an explicit form taking the
 // time as its last argument (Record is shorthand for RecordAt(clock.Now())).
-// State changes are announced through one EventHandler, after the change is
-// committed and with no lock held. Every guard, the Supervisor and FileStore
-// are safe for concurrent use; configuration, status and event types are
-// plain values.
+// Time never runs backwards for an object: a reading earlier than one it
+// already used is read as that later one. State changes are announced
+// through one EventHandler, after the change is committed and with no lock
+// held. Every guard, the Supervisor and FileStore are safe for concurrent
+// use; configuration, status and event types are plain values.
 //
-// Above the guards, a Supervisor composes them per key around a Run loop
-// that restarts a function when it fails (see Run for what each way of
-// ending means). Every guard and the Supervisor export their state with
+// Above the guards, a Supervisor composes them per key: Run restarts a
+// function when it fails (see Decide for what each way of ending means);
+// Decide is the same judgment as one call for the restart loops of other
+// tools, and Wrap and Process adapt it to a func(ctx) error service and to a
+// work queue. Every guard and the Supervisor export their state with
 // Snapshot and take it back with Restore, and WithStore makes a Supervisor
-// save it by itself (see SnapshotVersion for the format), so that a restart
-// of the supervising program does not forget a crash loop. The command
-// under cmd/crashloop supervises any process with the library.
+// save it by itself, so that a restart of the supervising program does not
+// forget a crash loop. NewSharedSupervisor keeps the guards' state in a
+// Ledger shared by several Supervisors (the replicas of a service). The
+// command under cmd/crashloop supervises any process with the library.
 //
 // Boundaries follow one rule everywhere: an event exactly a window old still
 // counts, a chain gap of exactly the reset gap keeps the chain, a cooldown

@@ -53,9 +53,9 @@ type Judgment struct {
 	Incarnation string    // what ran under the key; the chain counts per incarnation
 	Cause       string    // the failure's text, kept with a park
 	Now         time.Time // the Supervisor's reading of its clock
-	// Members and Failing are the counts of this Supervisor's fleet
-	// members and failing members as they will be if the key parks: a
-	// park judges the failing fraction with them.
+	// Members and Failing count this Supervisor's fleet members and failing
+	// members, leaving out the key judged: a park judges the failing
+	// fraction with them and the parked key.
 	Members, Failing int
 }
 
@@ -221,7 +221,7 @@ func (ru *rules) judge(g *keyGuards, fb *fleetBook, j *Judgment, t int64, now ti
 }
 
 // park parks the key of g for reason after n counted, and judges the fleet's
-// failing fraction with the counts the Judgment gives for a park.
+// failing fraction: the Judgment's counts and the parked key.
 func (ru *rules) park(g *keyGuards, fb *fleetBook, j *Judgment, reason string, n int, t int64, now time.Time) Verdict {
 	g.park = &ParkedError{Key: j.Key, Reason: reason, Attempts: n, Since: now}
 	if j.Cause != "" {
@@ -230,7 +230,7 @@ func (ru *rules) park(g *keyGuards, fb *fleetBook, j *Judgment, reason string, n
 	g.held, g.release = 0, 0
 	v := Verdict{Now: now, Park: g.park, NewPark: true, Restarts: g.restarts}
 	if ru.fleet != nil {
-		if _, trippedNow := ru.fleet.noteState(&fb.f, j.Failing, j.Members, t); trippedNow {
+		if _, trippedNow := ru.fleet.noteState(&fb.f, j.Failing+1, j.Members+1, t); trippedNow {
 			v.Tripped = fb.f.change()
 		}
 	}

@@ -1,6 +1,9 @@
 package crashloop
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // KeyState is what a Supervisor is doing with a key. It marshals to JSON as
 // its string value. The zero value, "", is not a state a Supervisor reports.
@@ -73,6 +76,17 @@ func (s *Supervisor) StatusAt(now time.Time) Status {
 	}
 	s.mu.Unlock()
 	emitAll(s.o.handler, evs.list())
+	if s.cfg.Fleet != nil && s.useShared(now) { // the fleet breaker is the ledger's
+		if fs, err := s.shared.l.Fleet(context.Background(), now); err != nil {
+			s.lost(err, now)
+		} else {
+			st.Fleet = &fs
+			for key, ks := range st.Keys {
+				ks.CanRestart = ks.Reason == "" && !fs.BreakerTripped
+				st.Keys[key] = ks
+			}
+		}
+	}
 	for key, err := range errs { // Error is the application's code: no lock held
 		ks := st.Keys[key]
 		ks.LastError = err.Error()

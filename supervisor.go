@@ -234,6 +234,7 @@ type Supervisor struct {
 	members int       // records that count as fleet members
 	failing int       // members that are parked or need a human
 	book    fleetBook // the fleet breaker, when cfg.Fleet is on
+	shared  *shared   // the shared ledger (NewSharedSupervisor); nil: none
 
 	persist persister // WithStore (store.go)
 }
@@ -396,6 +397,9 @@ func (s *Supervisor) begin(key, incarnation string, fresh bool) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
+	if pe := s.lookupShared(key, s.o.clock.Now()); pe != nil {
+		return pe
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.keys[key]
@@ -456,17 +460,43 @@ func (s *Supervisor) Resume(key string) error { return s.ResumeAt(key, s.o.clock
 // a full budget and a fresh chain, and publishes EventResumed. It returns
 // an error matching ErrNotParked if key is neither.
 func (s *Supervisor) ResumeAt(key string, now time.Time) error {
+	var cleared *ParkedError
+	if s.shared != nil {
+		if !s.useShared(now) {
+			return s.unavailable("resume", key)
+		}
+		pe, err := s.shared.l.Resume(context.Background(), key, now)
+		switch {
+		case errors.Is(err, ErrNotParked):
+			s.learn(LedgerChange{Key: key}) // resumed elsewhere meanwhile
+			return err
+		case err != nil:
+			s.lost(err, now)
+			return s.unavailable("resume", key)
+		}
+		cleared = pe
+	}
 	off := s.tb.off(now)
 	s.mu.Lock()
 	s.tb.at(off)
 	r := s.keys[key]
-	if r == nil || r.park == nil {
+	if (r == nil || r.park == nil) && cleared == nil {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrNotParked, key)
 	}
-	pe := r.park
-	r.resume()
-	s.setState(r, StateExited, now)
+	pe := cleared
+	if r != nil {
+		if r.park != nil {
+			pe = r.park // the park as this Supervisor knew it, with its own error values
+		}
+		r.resume()
+		if r.state != StateRunning {
+			s.setState(r, StateExited, now)
+		}
+	}
+	if s.shared != nil {
+		delete(s.shared.alone, key)
+	}
 	s.mu.Unlock()
 	// The store hears of the resume even if a handler panics.
 	emit(s.o.handler, s.cfg.Budget.resumedEvent(pe, now))
@@ -486,13 +516,29 @@ func (s *Supervisor) Forget(key string) error {
 	}
 	s.mu.Lock()
 	r := s.keys[key]
-	if r == nil {
+	if r != nil && r.running {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %q", ErrAlreadyRunning, key)
+	}
+	s.mu.Unlock()
+	if s.shared != nil {
+		now := s.o.clock.Now()
+		if !s.useShared(now) {
+			return s.unavailable("forget", key)
+		}
+		if err := s.shared.l.Forget(context.Background(), key); err != nil {
+			s.lost(err, now)
+			return s.unavailable("forget", key)
+		}
+	}
+	s.mu.Lock()
+	r = s.keys[key]
+	if r == nil || r.running {
 		s.mu.Unlock()
 		return nil
 	}
-	if r.running {
-		s.mu.Unlock()
-		return fmt.Errorf("%w: %q", ErrAlreadyRunning, key)
+	if s.shared != nil {
+		delete(s.shared.alone, key)
 	}
 	s.setState(r, "", time.Time{}) // no longer a member
 	delete(s.keys, key)

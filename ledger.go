@@ -1,0 +1,317 @@
+package crashloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrStoreUnavailable is matched by the errors of a Supervisor that cannot
+// reach its shared Ledger for an operation that must not be decided alone,
+// such as a Resume: a resume that only this process knew of would not
+// apply everywhere.
+var ErrStoreUnavailable = errors.New("crashloop: shared store unavailable")
+
+// Ledger keeps the guard state of a Supervisor's keys (the respawn, chain,
+// guard and hourly windows, the restart counts, the parks) and its fleet
+// breaker where several Supervisors can share it: the replicas of one
+// service, on one host or many. Each method is one atomic step; a decision
+// of one Supervisor is seen by every other at its next step. See
+// NewSharedSupervisor for how a Supervisor uses one, and package redisstore
+// of this module for one on Redis.
+//
+// Every method must return within a bounded time (a ledger on a network
+// sets its own timeouts): a Supervisor that gets an error from a ledger
+// decides alone until the ledger answers again. A Ledger is used by one
+// Supervisor and must be safe for concurrent use.
+type Ledger interface {
+	// Open binds the ledger to the configuration of the Supervisor that
+	// uses it, before any other call. notify, when the ledger can learn of
+	// the changes other Supervisors make, is called with each park or
+	// resume of a key (from any goroutine; it does not block).
+	Open(cfg SupervisorConfig, notify func(LedgerChange)) error
+	// Lookup returns the park of key, or nil if it is not parked.
+	Lookup(ctx context.Context, key string) (*ParkedError, error)
+	// Judge decides j and commits the decision: see Verdict.
+	Judge(ctx context.Context, j Judgment) (Verdict, error)
+	// Proceed asks at now whether the held restart of key may go.
+	Proceed(ctx context.Context, key string, now time.Time) (Verdict, error)
+	// Resume clears the park of key and everything its guards counted, and
+	// returns the park it cleared, or an error matching ErrNotParked.
+	Resume(ctx context.Context, key string, now time.Time) (*ParkedError, error)
+	// Forget drops every trace of key.
+	Forget(ctx context.Context, key string) error
+	// Restore writes back parks a Supervisor decided alone while the ledger
+	// could not be reached; a key parked meanwhile keeps its park. It
+	// returns how many it wrote.
+	Restore(ctx context.Context, parks []*ParkedError) (int, error)
+	// Parked returns the parks of every key, sorted by key.
+	Parked(ctx context.Context) ([]*ParkedError, error)
+	// Fleet returns the status of the fleet breaker at now.
+	Fleet(ctx context.Context, now time.Time) (FleetStatus, error)
+}
+
+// LedgerChange is a park or a resume of a key by another Supervisor, as a
+// Ledger tells of it.
+type LedgerChange struct {
+	Key  string
+	Park *ParkedError // the key's park; nil: it was resumed or forgotten
+}
+
+// MemoryLedger is a Ledger in this process's memory: several Supervisors
+// of one process share their guards through it (each with its own
+// Replica), and it is the reference a ledger on a server is checked
+// against. It is safe for concurrent use. The zero value is not usable:
+// create one with NewMemoryLedger.
+type MemoryLedger struct {
+	st      *memoryState
+	replica string
+	notify  func(LedgerChange)
+}
+
+// memoryState is what the replicas of a MemoryLedger share.
+type memoryState struct {
+	mu       sync.Mutex
+	opened   bool
+	rules    rules
+	cfg      SupervisorConfig
+	tb       timebase
+	keys     map[string]*keyGuards
+	book     fleetBook
+	reports  map[string][2]int // members and failing members per replica, as its last step left them
+	replicas []*MemoryLedger
+	next     atomic.Int64
+}
+
+// NewMemoryLedger returns an empty MemoryLedger, reading time from the
+// Judgment of each call.
+func NewMemoryLedger() *MemoryLedger {
+	st := &memoryState{keys: map[string]*keyGuards{}, reports: map[string][2]int{}}
+	return st.replica()
+}
+
+func (st *memoryState) replica() *MemoryLedger {
+	l := &MemoryLedger{st: st, replica: "r" + strconv.FormatInt(st.next.Add(1), 10)}
+	st.mu.Lock()
+	st.replicas = append(st.replicas, l)
+	st.mu.Unlock()
+	return l
+}
+
+// Replica returns another handle on the same state, for another
+// Supervisor: a replica.
+func (l *MemoryLedger) Replica() *MemoryLedger { return l.st.replica() }
+
+// Open binds the ledger to cfg. The replicas of one MemoryLedger must be
+// opened with configurations whose guards are the same; the first one
+// opened decides.
+func (l *MemoryLedger) Open(cfg SupervisorConfig, notify func(LedgerChange)) error {
+	st := l.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	l.notify = notify
+	if !st.opened {
+		st.opened, st.cfg, st.rules = true, cfg.clone(), rulesOf(cfg)
+		st.tb = timebase{base: time.Unix(0, 0), high: minOffset}
+	}
+	return nil
+}
+
+const minOffset = -1 << 63
+
+// at locks the state and returns the time the step uses for now.
+func (st *memoryState) at(now time.Time) int64 {
+	off := st.tb.off(now)
+	st.mu.Lock()
+	return st.tb.at(off)
+}
+
+// rearm re-arms the fleet breaker if its cooldown has ended at t, and
+// returns the re-arm, if any. st.mu must be held.
+func (st *memoryState) rearm(t int64) *FleetChange {
+	return st.rules.rearm(&st.book, t, func(f func(*keyGuards)) {
+		for _, g := range st.keys {
+			f(g)
+		}
+	})
+}
+
+// tell passes a change of key to every replica but from.
+func (st *memoryState) tell(from *MemoryLedger, ch LedgerChange) {
+	st.mu.Lock()
+	replicas := slices.Clone(st.replicas)
+	st.mu.Unlock()
+	for _, r := range replicas {
+		if r != from && r.notify != nil {
+			r.notify(ch)
+		}
+	}
+}
+
+// Lookup returns the park of key.
+func (l *MemoryLedger) Lookup(_ context.Context, key string) (*ParkedError, error) {
+	l.st.mu.Lock()
+	defer l.st.mu.Unlock()
+	if g := l.st.keys[key]; g != nil {
+		return g.park, nil
+	}
+	return nil, nil
+}
+
+// Judge decides j at j.Now.
+func (l *MemoryLedger) Judge(_ context.Context, j Judgment) (Verdict, error) {
+	st := l.st
+	t := st.at(j.Now)
+	rearmed := st.rearm(t)
+	g := st.keys[j.Key]
+	if g == nil {
+		g = &keyGuards{}
+		st.keys[j.Key] = g
+	}
+	own := [2]int{j.Members, j.Failing}
+	delete(st.reports, l.replica)
+	j.Members, j.Failing = st.sumReports()
+	j.Members, j.Failing = j.Members+own[0], j.Failing+own[1]
+	v := st.rules.judge(g, &st.book, &j, t, j.Now)
+	st.reports[l.replica] = reportAfter(own, j.Ending, v)
+	v.Rearmed = rearmed
+	st.mu.Unlock()
+	if v.NewPark {
+		st.tell(l, LedgerChange{Key: j.Key, Park: v.Park})
+	}
+	return v, nil
+}
+
+// reportAfter is what a replica counts after a step: the counts it gave
+// without the key judged, and the key as the verdict leaves it (parked: a
+// failing member; restarting: a member; a clean exit: neither).
+func reportAfter(own [2]int, e Ending, v Verdict) [2]int {
+	switch {
+	case v.Park != nil:
+		return [2]int{own[0] + 1, own[1] + 1}
+	case e == EndingClean:
+		return own
+	}
+	return [2]int{own[0] + 1, own[1]}
+}
+
+// sumReports returns the members and failing members of every replica, as
+// last reported. st.mu must be held.
+func (st *memoryState) sumReports() (members, failing int) {
+	for _, r := range st.reports {
+		members += r[0]
+		failing += r[1]
+	}
+	return members, failing
+}
+
+// Proceed asks at now whether the held restart of key may go.
+func (l *MemoryLedger) Proceed(_ context.Context, key string, now time.Time) (Verdict, error) {
+	st := l.st
+	t := st.at(now)
+	defer st.mu.Unlock()
+	rearmed := st.rearm(t)
+	v := Verdict{Now: now}
+	if g := st.keys[key]; g != nil {
+		v = st.rules.proceed(g, &st.book, t, now)
+	}
+	v.Rearmed = rearmed
+	return v, nil
+}
+
+// Resume clears the park of key.
+func (l *MemoryLedger) Resume(_ context.Context, key string, now time.Time) (*ParkedError, error) {
+	st := l.st
+	st.mu.Lock()
+	g := st.keys[key]
+	if g == nil || g.park == nil {
+		st.mu.Unlock()
+		return nil, fmt.Errorf("%w: %q", ErrNotParked, key)
+	}
+	pe := g.park
+	g.resume()
+	st.mu.Unlock()
+	st.tell(l, LedgerChange{Key: key})
+	return pe, nil
+}
+
+// Forget drops key.
+func (l *MemoryLedger) Forget(_ context.Context, key string) error {
+	l.st.mu.Lock()
+	g := l.st.keys[key]
+	delete(l.st.keys, key)
+	l.st.mu.Unlock()
+	if g != nil && g.park != nil {
+		l.st.tell(l, LedgerChange{Key: key})
+	}
+	return nil
+}
+
+// Restore writes back parks decided alone.
+func (l *MemoryLedger) Restore(_ context.Context, parks []*ParkedError) (int, error) {
+	st := l.st
+	n := 0
+	var told []LedgerChange
+	st.mu.Lock()
+	for _, pe := range parks {
+		g := st.keys[pe.Key]
+		if g == nil {
+			g = &keyGuards{}
+			st.keys[pe.Key] = g
+		}
+		if g.park == nil {
+			g.park = pe
+			n++
+			told = append(told, LedgerChange{Key: pe.Key, Park: pe})
+		}
+	}
+	st.mu.Unlock()
+	for _, ch := range told {
+		st.tell(l, ch)
+	}
+	return n, nil
+}
+
+// Parked returns the parks of every key, sorted by key.
+func (l *MemoryLedger) Parked(context.Context) ([]*ParkedError, error) {
+	l.st.mu.Lock()
+	defer l.st.mu.Unlock()
+	var out []*ParkedError
+	for _, g := range l.st.keys {
+		if g.park != nil {
+			out = append(out, g.park)
+		}
+	}
+	slices.SortFunc(out, func(a, b *ParkedError) int { return compareString(a.Key, b.Key) })
+	return out, nil
+}
+
+func compareString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Fleet returns the status of the fleet breaker at now. It changes
+// nothing: a breaker due to re-arm reads as re-armed, and re-arms (with its
+// event) at the next Judge or Proceed.
+func (l *MemoryLedger) Fleet(_ context.Context, now time.Time) (FleetStatus, error) {
+	st := l.st
+	t := st.at(now)
+	defer st.mu.Unlock()
+	if st.cfg.Fleet == nil {
+		return FleetStatus{}, nil
+	}
+	f := copyFleet(&st.book.f)
+	st.cfg.Fleet.rearm(&f, t)
+	return st.cfg.Fleet.status(&f, t, &st.tb), nil
+}

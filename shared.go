@@ -1,0 +1,219 @@
+package crashloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// sharedRetry is how long a Supervisor whose ledger failed decides alone
+// before it asks the ledger again.
+const sharedRetry = time.Second
+
+// shared is the state of a Supervisor's use of a shared Ledger; the
+// Supervisor's lock guards it.
+type shared struct {
+	l       Ledger
+	down    bool      // the last call failed: decide alone
+	retryAt time.Time // when to ask the ledger again
+	lastErr error
+	alone   map[string]*ParkedError // parks decided alone, to write back
+}
+
+// NewSharedSupervisor returns a Supervisor whose guards keep their state in
+// the ledger l: the respawn windows, chains, per-key guards, restart counts
+// and parks of its keys, and its fleet breaker. Supervisors sharing one
+// ledger (the replicas of a service) then share one budget, one chain and
+// one fleet breaker per key: a key parked by one is refused by every other,
+// a trip holds the restarts of all, and Resume on any of them applies to
+// all. Each decision is one step of the ledger; this Supervisor keeps its
+// own record of each key (state, incarnation, last error) and a mirror of
+// what the ledger decided, so Status, Parked and Snapshot answer without
+// asking it (Status asks it for the fleet breaker only).
+//
+// When the ledger fails (it cannot be reached, or it is slow: a ledger
+// bounds each call), the Supervisor announces EventStoreUnavailable once
+// and decides alone with its own guards, as NewSupervisor's would, so it
+// keeps guarding and restarting within its own limits; it asks the ledger
+// again at most once a second. When the ledger answers again, it writes
+// back the parks it decided alone and announces EventStoreRecovered. A
+// Resume or Forget while the ledger fails returns an error matching
+// ErrStoreUnavailable and changes nothing. A nil l is NewSupervisor. A
+// shared Supervisor takes no WithStore: the ledger keeps its state.
+func NewSharedSupervisor(cfg SupervisorConfig, l Ledger, opts ...Option) (*Supervisor, error) {
+	s, err := NewSupervisor(cfg, opts...)
+	if err != nil || l == nil {
+		return s, err
+	}
+	if s.o.store != nil {
+		return nil, errors.New("crashloop: NewSharedSupervisor: a shared ledger keeps the state of every replica; WithStore, which keeps one process's, does not go with it")
+	}
+	s.shared = &shared{l: l, alone: map[string]*ParkedError{}}
+	if err := l.Open(s.cfg.clone(), s.learn); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// useShared reports whether the Supervisor asks its ledger at now: it has
+// one and the last call did not fail, or it failed long enough ago to ask
+// again. When the ledger answers again after a failure, the parks decided
+// alone are written back first.
+func (s *Supervisor) useShared(now time.Time) bool {
+	if s.shared == nil {
+		return false
+	}
+	s.mu.Lock()
+	sh := s.shared
+	if !sh.down {
+		s.mu.Unlock()
+		return true
+	}
+	if now.Before(sh.retryAt) {
+		s.mu.Unlock()
+		return false
+	}
+	sh.retryAt = now.Add(sharedRetry) // one caller asks; the others go on alone
+	parks := make([]*ParkedError, 0, len(sh.alone))
+	for _, pe := range sh.alone {
+		parks = append(parks, pe)
+	}
+	s.mu.Unlock()
+	n, err := sh.l.Restore(context.Background(), parks)
+	if err != nil {
+		s.lost(err, now)
+		return false
+	}
+	s.mu.Lock()
+	recovered := sh.down
+	sh.down, sh.lastErr = false, nil
+	for _, pe := range parks {
+		if sh.alone[pe.Key] == pe {
+			delete(sh.alone, pe.Key)
+		}
+	}
+	s.mu.Unlock()
+	if recovered {
+		emit(s.o.handler, Event{Kind: EventStoreRecovered, Key: "store", Time: now, Attempts: n})
+	}
+	return true
+}
+
+// lost records a failed call of the ledger at now, and announces the first
+// of a run of failures.
+func (s *Supervisor) lost(err error, now time.Time) {
+	s.mu.Lock()
+	sh := s.shared
+	first := !sh.down
+	sh.down, sh.retryAt, sh.lastErr = true, now.Add(sharedRetry), err
+	s.mu.Unlock()
+	if first {
+		emit(s.o.handler, Event{Kind: EventStoreUnavailable, Key: "store", Time: now, LastError: err})
+	}
+}
+
+// unavailable is the error of an operation that must not be done alone.
+func (s *Supervisor) unavailable(op, key string) error {
+	s.mu.Lock()
+	err := s.shared.lastErr
+	s.mu.Unlock()
+	return fmt.Errorf("%w: %s %q: %v", ErrStoreUnavailable, op, key, err)
+}
+
+// decideShared is DecideAt through the ledger; it reports false when the
+// ledger failed, for the caller to decide alone.
+func (s *Supervisor) decideShared(key string, res RunResult, now time.Time) (Decision, bool) {
+	s.mu.Lock()
+	j, cause := s.judgment(s.record(key, now), key, res, now)
+	s.mu.Unlock()
+	v, err := s.shared.l.Judge(context.Background(), j)
+	if err != nil {
+		s.lost(err, now)
+		return Decision{}, false
+	}
+	var evs events
+	s.mu.Lock()
+	d := s.apply(s.record(key, now), &j, cause, v, &evs)
+	s.mu.Unlock()
+	emitAll(s.o.handler, evs.list())
+	return d, true
+}
+
+// proceedShared is ProceedAt through the ledger.
+func (s *Supervisor) proceedShared(key string, now time.Time) (Decision, bool) {
+	v, err := s.shared.l.Proceed(context.Background(), key, now)
+	if err != nil {
+		s.lost(err, now)
+		return Decision{}, false
+	}
+	var evs events
+	s.mu.Lock()
+	d := Decision{Action: ActionRestart}
+	if r := s.keys[key]; r != nil {
+		r.mirror(v.Park)
+		d = s.proceeded(r, v)
+	}
+	if v.Rearmed != nil {
+		evs.add(s.cfg.Fleet.event(EventFleetRearmed, s.fleetName, v.Now, v.Rearmed))
+	}
+	s.mu.Unlock()
+	emitAll(s.o.handler, evs.list())
+	return d, true
+}
+
+// lookupShared returns the park the ledger knows of key, mirrored into its
+// record, for Run's gate; nil when it is not parked or the ledger failed.
+func (s *Supervisor) lookupShared(key string, now time.Time) *ParkedError {
+	if !s.useShared(now) {
+		return nil
+	}
+	pe, err := s.shared.l.Lookup(context.Background(), key)
+	if err != nil {
+		s.lost(err, now)
+		return nil
+	}
+	if pe != nil {
+		s.mu.Lock()
+		r := s.record(key, now)
+		if r.park == nil {
+			r.park = pe
+			s.setState(r, stateOf(pe), now)
+		}
+		pe = r.park
+		s.mu.Unlock()
+	}
+	return pe
+}
+
+// mirror takes the park the ledger reports for a key (nil: none), keeping
+// the one this Supervisor made itself, which carries its own error values.
+func (r *record) mirror(pe *ParkedError) {
+	if pe == nil || r.park == nil {
+		r.park = pe
+	}
+}
+
+// learn takes a change another Supervisor made, as the ledger tells of it:
+// the park or resume of a key this Supervisor knows.
+func (s *Supervisor) learn(ch LedgerChange) {
+	now := s.o.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.keys[ch.Key]
+	if r == nil {
+		return
+	}
+	switch {
+	case ch.Park != nil && r.park == nil:
+		r.park = ch.Park
+		if !r.running {
+			s.setState(r, stateOf(ch.Park), now)
+		}
+	case ch.Park == nil && r.park != nil:
+		r.resume()
+		if failing(r.state) {
+			s.setState(r, StateExited, now)
+		}
+	}
+}

@@ -1,0 +1,233 @@
+package crashloop_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/crashloopguard/crashloop"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// replicas returns n Supervisors sharing one MemoryLedger, each with its
+// own mock clock at testT0 and recorder.
+func replicas(t *testing.T, cfg crashloop.SupervisorConfig, ledgers []crashloop.Ledger) ([]*crashloop.Supervisor, []*recorder, []*clock.Mock) {
+	t.Helper()
+	var sups []*crashloop.Supervisor
+	var recs []*recorder
+	var clocks []*clock.Mock
+	for _, l := range ledgers {
+		rec, c := newRecorder(), mockAt(testT0)
+		s, err := crashloop.NewSharedSupervisor(cfg, l, crashloop.WithClock(c), crashloop.WithEventHandler(rec))
+		require.NoError(t, err)
+		sups, recs, clocks = append(sups, s), append(recs, rec), append(clocks, c)
+	}
+	return sups, recs, clocks
+}
+
+func memoryReplicas(n int) []crashloop.Ledger {
+	first := crashloop.NewMemoryLedger()
+	out := []crashloop.Ledger{first}
+	for range n - 1 {
+		out = append(out, first.Replica())
+	}
+	return out
+}
+
+func countKind(recs []*recorder, kind crashloop.EventKind) int {
+	n := 0
+	for _, r := range recs {
+		n += r.count(kind)
+	}
+	return n
+}
+
+// Replicas share one budget: failures of one key on three Supervisors
+// spend one budget, the park is announced once, by the replica that made
+// it, and refused by every replica; a Resume on any applies to all.
+func TestSharedReplicasShareOneBudget(t *testing.T) {
+	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), memoryReplicas(3))
+	boom := errors.New("boom")
+	for i, want := range []time.Duration{millis(500), time.Second, millis(1500)} {
+		d := sups[i].DecideAt("k", crashloop.RunResult{Err: boom}, testT0.Add(time.Duration(i)*time.Second))
+		assert.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: want}, d, "replica %d", i)
+	}
+	d := sups[0].DecideAt("k", crashloop.RunResult{Err: boom}, testT0.Add(3*time.Second))
+	var pe *crashloop.ParkedError
+	require.ErrorAs(t, d.Err, &pe)
+	assert.ErrorIs(t, d.Err, boom, "the replica that parked it carries its own error")
+	assert.Equal(t, 3, pe.Attempts)
+	assert.Equal(t, 1, countKind(recs, crashloop.EventStartupExhausted))
+	assert.Equal(t, 1, recs[0].count(crashloop.EventStartupExhausted))
+
+	// Every replica refuses it, and those that know the key were told.
+	for i, s := range sups {
+		assert.Equal(t, []string{"k"}, s.Parked(), "replica %d", i)
+		assert.Equal(t, crashloop.ActionStop, s.DecideAt("k", crashloop.RunResult{Err: boom}, testT0.Add(4*time.Second)).Action)
+		assert.ErrorIs(t, s.Run(context.Background(), "k", func(context.Context) error { return nil }), crashloop.ErrParked)
+	}
+	assert.Equal(t, 1, countKind(recs, crashloop.EventStartupExhausted), "refusals announce nothing")
+
+	require.NoError(t, sups[2].Resume("k"))
+	assert.Equal(t, 1, countKind(recs, crashloop.EventResumed))
+	for i, s := range sups {
+		assert.Empty(t, s.Parked(), "replica %d", i)
+		assert.ErrorIs(t, s.Resume("k"), crashloop.ErrNotParked)
+	}
+	d = sups[1].DecideAt("k", crashloop.RunResult{Err: boom}, testT0.Add(5*time.Second))
+	assert.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: millis(500)}, d, "a full budget again")
+}
+
+// The fleet breaker counts the restarts of every replica, and trips and
+// re-arms once between them.
+func TestSharedFleetCountsEveryReplica(t *testing.T) {
+	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), memoryReplicas(2))
+	for i := range 40 {
+		d := sups[i%2].DecideAt(fmt.Sprintf("k%d", i), crashloop.RunResult{Err: crashloop.Restart(nil)}, testT0)
+		assert.Equal(t, i == 39, d.Action == crashloop.ActionHold, "restart %d", i+1)
+	}
+	assert.Equal(t, 1, countKind(recs, crashloop.EventFleetTripped))
+	assert.Equal(t, 1, recs[1].count(crashloop.EventFleetTripped), "announced by the replica whose restart tripped it")
+	for _, s := range sups {
+		st := s.StatusAt(testT0)
+		assert.True(t, st.Fleet.BreakerTripped)
+		assert.Equal(t, 40, st.Fleet.RestartsInHour)
+	}
+	assert.Equal(t, crashloop.ActionHold, sups[0].DecideAt("late", crashloop.RunResult{Err: crashloop.Restart(nil)}, testT0.Add(time.Minute)).Action,
+		"a tripped breaker holds the restarts of every replica")
+	assert.Equal(t, crashloop.ActionRestart, sups[1].ProceedAt("k39", testT0.Add(2*time.Minute)).Action)
+	assert.Equal(t, 1, countKind(recs, crashloop.EventFleetRearmed))
+}
+
+// flakyLedger fails every call while down, as a ledger on a server that
+// cannot be reached does.
+type flakyLedger struct {
+	crashloop.Ledger
+	down  atomic.Bool
+	calls atomic.Int64
+}
+
+var errRefused = errors.New("dial unix redis.sock: connect: connection refused")
+
+func (f *flakyLedger) fail() error {
+	f.calls.Add(1)
+	if f.down.Load() {
+		return errRefused
+	}
+	return nil
+}
+
+func (f *flakyLedger) Lookup(ctx context.Context, key string) (*crashloop.ParkedError, error) {
+	if err := f.fail(); err != nil {
+		return nil, err
+	}
+	return f.Ledger.Lookup(ctx, key)
+}
+
+func (f *flakyLedger) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+	if err := f.fail(); err != nil {
+		return crashloop.Verdict{}, err
+	}
+	return f.Ledger.Judge(ctx, j)
+}
+
+func (f *flakyLedger) Proceed(ctx context.Context, key string, now time.Time) (crashloop.Verdict, error) {
+	if err := f.fail(); err != nil {
+		return crashloop.Verdict{}, err
+	}
+	return f.Ledger.Proceed(ctx, key, now)
+}
+
+func (f *flakyLedger) Resume(ctx context.Context, key string, now time.Time) (*crashloop.ParkedError, error) {
+	if err := f.fail(); err != nil {
+		return nil, err
+	}
+	return f.Ledger.Resume(ctx, key, now)
+}
+
+func (f *flakyLedger) Forget(ctx context.Context, key string) error {
+	if err := f.fail(); err != nil {
+		return err
+	}
+	return f.Ledger.Forget(ctx, key)
+}
+
+func (f *flakyLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) (int, error) {
+	if err := f.fail(); err != nil {
+		return 0, err
+	}
+	return f.Ledger.Restore(ctx, parks)
+}
+
+func (f *flakyLedger) Fleet(ctx context.Context, now time.Time) (crashloop.FleetStatus, error) {
+	if err := f.fail(); err != nil {
+		return crashloop.FleetStatus{}, err
+	}
+	return f.Ledger.Fleet(ctx, now)
+}
+
+// When its ledger fails, a Supervisor says so once, guards alone, refuses
+// to resume, asks again at most once a second, and when the ledger is back
+// writes back the park it made alone, so every replica refuses the key.
+func TestSharedOutage(t *testing.T) {
+	ledgers := memoryReplicas(2)
+	flaky := &flakyLedger{Ledger: ledgers[0]}
+	sups, recs, clocks := replicas(t, crashloop.DefaultSupervisorConfig(), []crashloop.Ledger{flaky, ledgers[1]})
+	s, rec, c := sups[0], recs[0], clocks[0]
+	boom := errors.New("boom")
+
+	flaky.down.Store(true)
+	var decisions []crashloop.Decision
+	for range 4 {
+		decisions = append(decisions, s.DecideAt("k", crashloop.RunResult{Err: boom}, c.Now()))
+		c.Add(100 * time.Millisecond)
+	}
+	assert.Equal(t, int64(1), flaky.calls.Load(), "the ledger is asked again at most once a second")
+	evs := rec.take()
+	require.Len(t, evs, 5)
+	assert.Equal(t, crashloop.Event{Kind: crashloop.EventStoreUnavailable, Key: "store", Time: testT0, LastError: errRefused}, evs[0])
+	for i, want := range []time.Duration{millis(500), time.Second, millis(1500)} {
+		assert.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: want}, decisions[i], "alone, it keeps its own budget")
+	}
+	assert.ErrorIs(t, decisions[3].Err, crashloop.ErrParked)
+	assert.Equal(t, crashloop.EventStartupExhausted, evs[4].Kind)
+	assert.Equal(t, []string{"k"}, s.Parked())
+
+	err := s.Resume("k")
+	assert.ErrorIs(t, err, crashloop.ErrStoreUnavailable, "a resume never pretends to have applied everywhere")
+	assert.ErrorContains(t, err, "connection refused")
+	assert.Equal(t, []string{"k"}, s.Parked(), "and changes nothing")
+	assert.ErrorIs(t, s.Forget("k"), crashloop.ErrStoreUnavailable)
+
+	// The other replica does not know of the park yet.
+	assert.Empty(t, sups[1].Parked())
+	assert.Equal(t, crashloop.ActionRestart, sups[1].DecideAt("k", crashloop.RunResult{Err: boom}, testT0).Action)
+
+	// Back: the next decision a second later writes the park back first.
+	flaky.down.Store(false)
+	c.Add(time.Second)
+	d := s.DecideAt("other", crashloop.RunResult{Err: boom}, c.Now())
+	assert.Equal(t, crashloop.ActionRestart, d.Action)
+	evs = rec.take()
+	require.Len(t, evs, 2)
+	assert.Equal(t, crashloop.Event{Kind: crashloop.EventStoreRecovered, Key: "store", Time: c.Now(), Attempts: 1}, evs[0])
+	assert.Equal(t, []string{"k"}, sups[1].Parked(), "told of the park written back")
+	assert.ErrorIs(t, sups[1].Run(context.Background(), "k", func(context.Context) error { return nil }), crashloop.ErrParked)
+	require.NoError(t, sups[1].Resume("k"))
+	assert.Empty(t, s.Parked())
+}
+
+// A shared Supervisor keeps no file of its own: its ledger keeps its state.
+func TestSharedRefusesAStore(t *testing.T) {
+	_, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), crashloop.NewMemoryLedger(),
+		crashloop.WithStore(crashloop.NewFileStore(t.TempDir()+"/state.json")))
+	assert.ErrorContains(t, err, "WithStore")
+	s, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), nil)
+	require.NoError(t, err, "a nil ledger is NewSupervisor")
+	assert.NotNil(t, s)
+}
