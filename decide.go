@@ -6,7 +6,9 @@ import (
 	"time"
 )
 
-// RunResult is how one run of a key ended, as Decide judges it.
+// RunResult is how one run of a key ended, as Decide judges it. It is a
+// plain value; its zero value is a clean exit of a run whose start is
+// unknown.
 type RunResult struct {
 	// Err is what the run returned: nil for a clean exit; Restart(err) for
 	// a planned restart; Permanent(err) for a failure restarting cannot fix;
@@ -54,7 +56,8 @@ func (a Action) String() string {
 }
 
 // Decision is what a Supervisor decided after a run of a key ended: what
-// the loop that runs the key does next. It is a value the caller owns.
+// the loop that runs the key does next. It is a value the caller owns; its
+// zero value (no Action) is never returned.
 type Decision struct {
 	Action Action
 	Wait   time.Duration // ActionRestart: the backoff; ActionHold: how long to wait before Proceed
@@ -96,15 +99,11 @@ func (s *Supervisor) DecideAt(key string, r RunResult, now time.Time) Decision {
 	}
 	if s.useShared(now) {
 		if d, ok := s.decideShared(key, r, now); ok {
-			s.save(now, false)
 			return d
 		}
 	}
-	off := s.tb.off(now)
 	var evs events
-	s.mu.Lock()
-	t := s.tb.at(off)
-	s.rearm(t, now, &evs)
+	t := s.lockAt(now, &evs)
 	rec := s.record(key, now)
 	j, cause := s.judgment(rec, key, r, now)
 	v := s.rules.judge(&rec.keyGuards, &s.book, &j, t, now)
@@ -298,6 +297,17 @@ func stateOf(pe *ParkedError) KeyState {
 	return StateParked
 }
 
+// lockAt locks the Supervisor and returns the time a call at now uses (see
+// timebase), after re-arming the fleet breaker if its cooldown has ended
+// then (adding the event to evs).
+func (s *Supervisor) lockAt(now time.Time, evs *events) int64 {
+	off := s.tb.off(now)
+	s.mu.Lock()
+	t := s.tb.at(off)
+	s.rearm(t, now, evs)
+	return t
+}
+
 // rearm re-arms the fleet breaker if its cooldown has ended at t, adding
 // EventFleetRearmed, and schedules the release of the restarts it held
 // (see rules.rearm). s.mu must be held.
@@ -328,11 +338,8 @@ func (s *Supervisor) ProceedAt(key string, now time.Time) Decision {
 			return d
 		}
 	}
-	off := s.tb.off(now)
 	var evs events
-	s.mu.Lock()
-	t := s.tb.at(off)
-	s.rearm(t, now, &evs)
+	t := s.lockAt(now, &evs)
 	d := Decision{Action: ActionRestart}
 	if r := s.keys[key]; r != nil {
 		d = s.proceeded(r, s.rules.proceed(&r.keyGuards, &s.book, t, now))

@@ -1,6 +1,7 @@
 package crashloop
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"time"
@@ -45,7 +46,8 @@ func (e Ending) String() string {
 
 // Judgment is what a Supervisor asks about the end of one run of a key:
 // the part of its decision that the guards' state settles. A Ledger takes
-// it whole, in one atomic step.
+// it whole, in one atomic step. It is a plain value; its zero value is not
+// a judgment a Supervisor makes (it has no key and no Ending).
 type Judgment struct {
 	Key         string
 	Ending      Ending
@@ -60,7 +62,7 @@ type Judgment struct {
 }
 
 // FleetChange is a change of the fleet breaker that a step made: a trip or
-// a re-arm, with what the event announcing it carries.
+// a re-arm, with what the event announcing it carries. It is a plain value.
 type FleetChange struct {
 	Reason   string // why the breaker tripped
 	Restarts int    // restarts in the rolling hour
@@ -69,7 +71,8 @@ type FleetChange struct {
 }
 
 // Verdict is what a step of a Ledger decided and committed: everything the
-// Supervisor needs to act on it and to announce it.
+// Supervisor needs to act on it and to announce it. It is a plain value;
+// its zero value decides nothing (no park, no hold: a restart at once).
 type Verdict struct {
 	// Now is the time the step decided at: the Judgment's, or the ledger's
 	// own clock for a shared ledger that reads its server's time.
@@ -262,7 +265,7 @@ func (ru *rules) rearm(fb *fleetBook, t int64, each func(func(*keyGuards))) *Fle
 			held = append(held, g)
 		}
 	})
-	slices.SortFunc(held, func(a, b *keyGuards) int { return compareUint(a.held, b.held) })
+	slices.SortFunc(held, func(a, b *keyGuards) int { return cmp.Compare(a.held, b.held) })
 	if n := len(held); n > 0 {
 		gap := ru.fleet.Cooldown / time.Duration(n)
 		for i, g := range held {
@@ -270,16 +273,6 @@ func (ru *rules) rearm(fb *fleetBook, t int64, each func(func(*keyGuards))) *Fle
 		}
 	}
 	return fb.f.change()
-}
-
-func compareUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // proceed asks whether the held restart of g may go at t: it releases it

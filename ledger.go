@@ -1,6 +1,7 @@
 package crashloop
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +58,7 @@ type Ledger interface {
 }
 
 // LedgerChange is a park or a resume of a key by another Supervisor, as a
-// Ledger tells of it.
+// Ledger tells of it. It is a plain value.
 type LedgerChange struct {
 	Key  string
 	Park *ParkedError // the key's park; nil: it was resumed or forgotten
@@ -287,18 +288,8 @@ func (l *MemoryLedger) Parked(context.Context) ([]*ParkedError, error) {
 			out = append(out, g.park)
 		}
 	}
-	slices.SortFunc(out, func(a, b *ParkedError) int { return compareString(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b *ParkedError) int { return cmp.Compare(a.Key, b.Key) })
 	return out, nil
-}
-
-func compareString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Fleet returns the status of the fleet breaker at now. It changes

@@ -270,7 +270,7 @@ func (m *modelChain) RescueAt(key, incarnation string, reactive bool, now time.T
 	if n >= m.cfg.MaxChain {
 		k.escalated, k.escChain = true, n
 		return n, true, []crashloop.Event{{Kind: crashloop.EventChainEscalated, Key: key, Incarnation: incarnation,
-			Time: now, Reason: fmt.Sprintf("crash-loop: gave up after %d reactive rescues", n),
+			Time: now, Reason: modelChainReason(n),
 			Attempts: n, Limit: m.cfg.MaxChain, Window: m.cfg.ResetGap}}
 	}
 	k.rescues = append(k.rescues, modelRescue{incarnation: incarnation, reactive: reactive, t: t})
@@ -452,4 +452,13 @@ func (m *modelFleet) StatusAt(now time.Time) (crashloop.FleetStatus, []crashloop
 
 func (m *modelFleet) Reset() {
 	m.hour, m.tripped, m.failing, m.total = nil, false, 0, 0
+}
+
+// modelChainReason is the reason of an escalation after n rescues, in the
+// right number.
+func modelChainReason(n int) string {
+	if n == 1 {
+		return "crash-loop: gave up after 1 reactive rescue"
+	}
+	return fmt.Sprintf("crash-loop: gave up after %d reactive rescues", n)
 }

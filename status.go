@@ -51,13 +51,10 @@ func (s *Supervisor) Status() Status { return s.StatusAt(s.o.clock.Now()) }
 // takes. A breaker whose cooldown has ended re-arms first, as in every
 // other call. Error texts are formatted after the lock is released.
 func (s *Supervisor) StatusAt(now time.Time) Status {
-	off := s.tb.off(now)
 	var evs events
 	st := Status{Keys: make(map[string]KeyStatus)}
 	errs := make(map[string]error)
-	s.mu.Lock()
-	t := s.tb.at(off)
-	s.rearm(t, now, &evs)
+	t := s.lockAt(now, &evs)
 	tripped := false
 	if s.cfg.Fleet != nil {
 		fs := s.cfg.Fleet.status(&s.book.f, t, &s.tb)
