@@ -75,8 +75,9 @@ type runStateKey struct{}
 // Ready tells the Supervisor running fn that this run is up and healthy
 // (like sd_notify READY=1): the budget's window is cleared at once, and a
 // later failure is a reactive rescue rather than a failed start. Call it
-// with the context fn received; with any other context, or after that run
-// has ended (a goroutine fn left behind), it does nothing.
+// with the context fn received, from fn or from any goroutine while the run
+// lasts (it is safe for concurrent use); with any other context, or after
+// that run has ended (a goroutine fn left behind), it does nothing.
 func Ready(ctx context.Context) {
 	if ctx == nil {
 		return
