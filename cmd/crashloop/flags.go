@@ -52,9 +52,10 @@ type settings struct {
 	watchdog time.Duration
 
 	// crashloop.
-	state     string
-	logFormat string
-	version   bool
+	state       string
+	logFormat   string
+	metricsAddr string
+	version     bool
 }
 
 // newSettings registers the flags with their defaults.
@@ -84,6 +85,7 @@ func newSettings() *settings {
 	fs.DurationVar(&s.watchdog, "watchdog", 0, "stop the program (SIGABRT, then SIGKILL) when it sends no WATCHDOG=1 for this long, and count a failure; 0: off")
 	fs.StringVar(&s.state, "state", "", "keep parked marks in `FILE`, across crashloop restarts and reboots; one crashloop per --key")
 	fs.StringVar(&s.logFormat, "log-format", "text", "log lines on stderr in `FORMAT`: text or json")
+	fs.StringVar(&s.metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus), /status and /healthz, read-only, on `ADDR` such as 127.0.0.1:9464; off by default")
 	fs.BoolVar(&s.version, "version", false, "print crashloop's version and exit")
 	return s
 }
@@ -96,7 +98,7 @@ var helpSections = []struct {
 	{"When to give up", []string{"max-respawns", "window", "initial-backoff", "max-backoff", "backoff", "jitter", "healthy-after",
 		"chain-max", "chain-gap", "guard", "hourly-cap", "restart", "permanent-exit-codes", "config"}},
 	{"The program", []string{"key", "chdir", "env", "grace", "watchdog"}},
-	{"crashloop", []string{"state", "log-format", "version"}},
+	{"crashloop", []string{"state", "log-format", "metrics-addr", "version"}},
 }
 
 const helpIntro = `crashloop runs a program and restarts it when it fails, with a backoff

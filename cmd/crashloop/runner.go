@@ -159,15 +159,31 @@ func (r *runner) notified(msg string) {
 			cur.ready = true
 			crashloop.Ready(cur.ctx)
 			r.log.Info("the program is ready (READY=1)", "key", r.key, "pid", cur.group.pgid)
-		case name == "STATUS" && value != cur.status:
+		case name == "STATUS":
+			r.mu.Lock() // statusText reads it for /status
+			changed := value != cur.status
 			cur.status = value
-			r.log.Info("the program's status", "key", r.key, "pid", cur.group.pgid, "status", value)
+			r.mu.Unlock()
+			if changed {
+				r.log.Info("the program's status", "key", r.key, "pid", cur.group.pgid, "status", value)
+			}
 		case name == "WATCHDOG" && value == "1":
 			cur.dog.kick()
 		case name == "WATCHDOG" && value == "trigger":
 			cur.dog.trip("the program sent WATCHDOG=trigger")
 		}
 	}
+}
+
+// statusText returns the last STATUS= text of the run under way, "" if
+// none (for /status).
+func (r *runner) statusText() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cur == nil {
+		return ""
+	}
+	return r.cur.status
 }
 
 // forward passes sig on to the group of the run under way, if any.

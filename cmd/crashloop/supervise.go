@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/promcrashloop"
 )
 
 // superviseCmd is "crashloop [flags] -- PROGRAM [ARGS...]". It returns
@@ -28,7 +30,15 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	sup, err := newSupervisor(s, cfg, log)
+	var events promcrashloop.Events
+	var metrics net.Listener
+	if s.metricsAddr != "" {
+		if metrics, err = listenMetrics(s.metricsAddr); err != nil {
+			return 0, err
+		}
+		defer metrics.Close()
+	}
+	sup, err := newSupervisor(s, cfg, log, &events)
 	if err != nil {
 		return 0, err
 	}
@@ -85,6 +95,9 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	defer keeper.close()
 	r.launch = &launcher{reaper: reaper, keeper: keeper, self: self}
 	r.env = s.programEnv(r.notify.path)
+	if metrics != nil {
+		defer serveMetrics(metrics, sup, &events, r, log).close()
+	}
 
 	err = sup.Run(ctx, key, r.run)
 	var pe *crashloop.ParkedError
@@ -103,9 +116,13 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 
 // newSupervisor builds the Supervisor from the configuration. Every
 // subsystem that watches or shares the Supervisor's state adds its
-// crashloop.Option here: an event handler to the list, or a store.
-func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger) (*crashloop.Supervisor, error) {
+// crashloop.Option here: an event handler to the list, or a store. events
+// counts the events for --metrics-addr.
+func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger, events *promcrashloop.Events) (*crashloop.Supervisor, error) {
 	handlers := []crashloop.EventHandler{crashloop.LogEvents(log)}
+	if s.metricsAddr != "" {
+		handlers = append(handlers, events)
+	}
 	opts := []crashloop.Option{crashloop.WithEventHandler(crashloop.MultiHandler(handlers...))}
 	sup, err := crashloop.NewSupervisor(cfg, opts...)
 	if err != nil {

@@ -1,0 +1,68 @@
+//go:build unix
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/promcrashloop"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metricsServer serves --metrics-addr: /metrics (the Supervisor's series
+// and its events, counted), /status (its live status, with the program's
+// last sd_notify STATUS= text) and /healthz. Read-only; it binds the address
+// it was given and nothing else.
+type metricsServer struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// listenMetrics binds addr at once, so that a busy or bad address is an
+// error before the program starts.
+func listenMetrics(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, unwrapOp(err))
+	}
+	return ln, nil
+}
+
+// unwrapOp drops the "listen tcp ADDR:" prefix the address already says.
+func unwrapOp(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err
+	}
+	return err
+}
+
+// serveMetrics serves the endpoints on ln until close.
+func serveMetrics(ln net.Listener, sup *crashloop.Supervisor, events *promcrashloop.Events, r *runner, log *slog.Logger) *metricsServer {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(promcrashloop.NewCollector(sup), events)
+	m := &metricsServer{ln: ln, srv: &http.Server{
+		ReadHeaderTimeout: 5 * time.Second,
+		Handler: &promcrashloop.Handler{Supervisor: sup, Gatherer: reg, Info: func() any {
+			if text := r.statusText(); text != "" {
+				return map[string]string{"program_status": text}
+			}
+			return nil
+		}},
+	}}
+	go func() {
+		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("the metrics server stopped: "+err.Error(), "addr", ln.Addr().String())
+		}
+	}()
+	log.Info("serving /metrics, /status and /healthz on http://"+ln.Addr().String(), "addr", ln.Addr().String())
+	return m
+}
+
+func (m *metricsServer) close() { _ = m.srv.Close() }

@@ -1,0 +1,175 @@
+//go:build unix
+
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// metricsAddr waits for crashloop's line saying where it serves, and
+// returns the address.
+func metricsAddr(t *testing.T, c *bg) string {
+	t.Helper()
+	var addr string
+	waitFor(t, "the metrics server's address", func() bool {
+		for _, l := range strings.Split(c.stderr.String(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(l), &rec) == nil && rec["addr"] != nil {
+				addr = rec["addr"].(string)
+				return true
+			}
+		}
+		return false
+	})
+	return addr
+}
+
+func get(t *testing.T, method, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+// scrape parses a /metrics response with the exposition format's parser.
+func scrape(t *testing.T, addr string) (map[string]*dto.MetricFamily, string) {
+	t.Helper()
+	code, body := get(t, http.MethodGet, "http://"+addr+"/metrics")
+	require.Equal(t, http.StatusOK, code)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
+	require.NoError(t, err)
+	return fams, body
+}
+
+// value returns the value of the series of family name with labels.
+func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	t.Helper()
+	fam, ok := fams[name]
+	require.True(t, ok, "no family %s", name)
+	for _, m := range fam.Metric {
+		match := true
+		for _, l := range m.Label {
+			if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
+				match = false
+			}
+		}
+		if match {
+			switch {
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			}
+		}
+	}
+	t.Fatalf("no series %s%v", name, labels)
+	return 0
+}
+
+// A running program: /metrics, /status (with the program's STATUS= text)
+// and /healthz answer over HTTP, read-only, and promtool finds the scrape
+// clean.
+func TestMetricsOfARunningProgram(t *testing.T) {
+	t.Parallel()
+	c := startCL(t, with("--log-format=json", "--metrics-addr=127.0.0.1:0", "--key=api", "--",
+		helper, "notify=STATUS=serving requests", "notify=READY=1", "hang")...)
+	addr := metricsAddr(t, c)
+	waitFor(t, "the program's status", func() bool {
+		_, body := get(t, http.MethodGet, "http://"+addr+"/status")
+		return strings.Contains(body, "serving requests")
+	})
+
+	fams, body := scrape(t, addr)
+	assert.Equal(t, 1.0, value(t, fams, "crashloop_key_state", map[string]string{"key": "api", "state": "running"}))
+	assert.Equal(t, 0.0, value(t, fams, "crashloop_restarts_total", map[string]string{"key": "api"}))
+	assert.Equal(t, 0.0, value(t, fams, "crashloop_fleet_breaker_tripped", nil))
+	assert.Equal(t, 1.0, value(t, fams, "crashloop_fleet_total_channels", nil))
+	assert.NotContains(t, fams, "crashloop_parked")
+
+	var st struct {
+		Keys map[string]struct {
+			State string `json:"state"`
+		} `json:"keys"`
+		Info map[string]string `json:"info"`
+	}
+	_, doc := get(t, http.MethodGet, "http://"+addr+"/status")
+	require.NoError(t, json.Unmarshal([]byte(doc), &st), doc)
+	assert.Equal(t, "running", st.Keys["api"].State)
+	assert.Equal(t, map[string]string{"program_status": "serving requests"}, st.Info)
+
+	code, ok := get(t, http.MethodGet, "http://"+addr+"/healthz")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ok\n", ok)
+	code, _ = get(t, http.MethodPost, "http://"+addr+"/metrics")
+	assert.Equal(t, http.StatusMethodNotAllowed, code, "read-only")
+
+	// promtool's own check of a real scrape.
+	promtool, err := exec.LookPath("promtool")
+	require.NoError(t, err, "promtool is missing: run ./test.sh, which installs it (Debian's package prometheus)")
+	file := filepath.Join(t.TempDir(), "scrape.txt")
+	require.NoError(t, os.WriteFile(file, []byte(body), 0o644))
+	check := exec.Command(promtool, "check", "metrics")
+	check.Stdin = strings.NewReader(body)
+	out, err := check.CombinedOutput()
+	assert.NoError(t, err, string(out))
+	assert.Empty(t, strings.TrimSpace(string(out)), "promtool check metrics finds nothing to say")
+
+	c.signal(t, syscall.SIGTERM)
+	c.wait(t)
+}
+
+// A program that failed and waits out its backoff: the restart, the key's
+// state and the event are in the scrape.
+func TestMetricsOfARestart(t *testing.T) {
+	t.Parallel()
+	c := startCL(t, "--log-format=json", "--metrics-addr=127.0.0.1:0", "--key=job", "--max-respawns=1",
+		"--initial-backoff=1h", "--max-backoff=1h", "--window=10h", "--grace=2s", "--", helper, "exit=3")
+	addr := metricsAddr(t, c)
+	var fams map[string]*dto.MetricFamily
+	waitFor(t, "the backoff", func() bool {
+		fams, _ = scrape(t, addr)
+		f, ok := fams["crashloop_key_state"]
+		return ok && len(f.Metric) == 1 && strings.Contains(f.Metric[0].String(), `value:"backoff"`)
+	})
+	assert.Equal(t, 1.0, value(t, fams, "crashloop_key_state", map[string]string{"key": "job", "state": "backoff"}))
+	assert.Equal(t, 1.0, value(t, fams, "crashloop_restarts_total", map[string]string{"key": "job"}))
+	assert.Equal(t, 1.0, value(t, fams, "crashloop_events_total", map[string]string{"kind": "agent.respawn_scheduled"}))
+	assert.Equal(t, 0.0, value(t, fams, "crashloop_events_total", map[string]string{"kind": "agent.startup_exhausted"}))
+	c.signal(t, syscall.SIGTERM)
+	assert.Equal(t, 128+int(syscall.SIGTERM), c.wait(t), "stopped in the backoff: 128+TERM")
+}
+
+// An address that cannot be bound is one line and exit status 1, before
+// the program starts.
+func TestMetricsAddressInUse(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	started := filepath.Join(t.TempDir(), "started")
+	r := runCL(t, with("--metrics-addr="+ln.Addr().String(), "--", helper, "touch="+started, "exit=0")...)
+	assert.Equal(t, exitError, r.code)
+	assert.Equal(t, "crashloop: --metrics-addr "+ln.Addr().String()+": bind: address already in use\n", r.stderr)
+	assert.NoFileExists(t, started)
+}
