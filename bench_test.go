@@ -773,6 +773,31 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 			t.Fatalf("chain is %d, want 1 or 2", n)
 		}
 	})
+	t.Run("DecideAt", func(t *testing.T) {
+		cfg := DefaultSupervisorConfig()
+		cfg.Budget = benchBudgetConfig()
+		fleet := benchFleetConfig()
+		fleet.RestartsPerHour = 1 << 20 // counting every restart, never tripping
+		cfg.Fleet = &fleet
+		sup, err := NewSupervisor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		res := RunResult{Err: errBench}
+		var d Decision
+		for range 200 { // a warm key with a full, rolling respawn window
+			now = now.Add(benchBudgetGap)
+			d = sup.DecideAt("k", res, now)
+		}
+		check(t, func() {
+			now = now.Add(benchBudgetGap)
+			d = sup.DecideAt("k", res, now)
+		})
+		if d.Action != ActionRestart || d.Wait != cfg.Budget.MaxBackoff {
+			t.Fatalf("decision %+v, want a restart after %v", d, cfg.Budget.MaxBackoff)
+		}
+	})
 	t.Run("NoteRestartAt", func(t *testing.T) {
 		p, err := NewFleetSupervisionPolicy(benchFleetConfig())
 		if err != nil {

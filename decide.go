@@ -166,8 +166,8 @@ func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Tim
 
 // classify tells how a run ended, with the error the judgment carries.
 func (s *Supervisor) classify(err error, healthy bool) (Ending, error) {
-	var perm *permanentError
-	var planned *restartError
+	_, perm := errors.AsType[*permanentError](err)
+	_, planned := errors.AsType[*restartError](err)
 	switch {
 	case err == nil && !s.cfg.RestartOnCleanExit:
 		return EndingClean, nil
@@ -175,9 +175,9 @@ func (s *Supervisor) classify(err error, healthy bool) (Ending, error) {
 		return EndingPlanned, nil
 	case err == nil:
 		return EndingFailedStart, errCleanExitEarly
-	case errors.As(err, &perm):
+	case perm:
 		return EndingPermanent, err
-	case errors.As(err, &planned):
+	case planned:
 		return EndingPlanned, err
 	case healthy:
 		return EndingCrash, err

@@ -195,22 +195,30 @@ func NewFleetSupervisionPolicy(cfg FleetConfig, opts ...Option) (*FleetSupervisi
 func (p *FleetSupervisionPolicy) Config() FleetConfig { return p.cfg }
 
 // lockAt locks the policy, re-arms the breaker if its cooldown has ended at
-// now, and returns the time the call uses with the EventFleetRearmed to
-// publish once the lock is released (a zero Event if it did not re-arm).
-func (p *FleetSupervisionPolicy) lockAt(now time.Time) (int64, Event) {
+// now, and returns the time the call uses, with the re-arm (nil if it did
+// not re-arm; taken before the call changes anything else).
+func (p *FleetSupervisionPolicy) lockAt(now time.Time) (int64, *FleetChange) {
 	off := p.tb.off(now)
 	p.mu.Lock()
 	t := p.tb.at(off)
 	if p.cfg.rearm(&p.f, t) {
-		return t, p.cfg.event(EventFleetRearmed, p.o.name, now, p.f.change())
+		return t, p.f.change()
 	}
-	return t, Event{}
+	return t, nil
 }
 
-// unlock releases the lock and publishes the events of the call.
-func (p *FleetSupervisionPolicy) unlock(evs ...Event) {
+// unlock releases the lock and publishes the re-arm and, if tripped, the
+// trip of the call, in that order.
+func (p *FleetSupervisionPolicy) unlock(now time.Time, rearmed *FleetChange, tripped bool) {
+	var evs events
+	if rearmed != nil {
+		evs.add(p.cfg.event(EventFleetRearmed, p.o.name, now, rearmed))
+	}
+	if tripped {
+		evs.add(p.cfg.event(EventFleetTripped, p.o.name, now, p.f.change()))
+	}
 	p.mu.Unlock()
-	emitAll(p.o.handler, evs)
+	emitAll(p.o.handler, evs.list())
 }
 
 // NoteRestart is shorthand for NoteRestartAt(clock.Now()).
@@ -224,15 +232,11 @@ func (p *FleetSupervisionPolicy) NoteRestart() bool { return p.NoteRestartAt(p.o
 func (p *FleetSupervisionPolicy) NoteRestartAt(now time.Time) bool {
 	t, rearmed := p.lockAt(now)
 	tripped, trippedNow := p.cfg.noteRestart(&p.f, t)
-	if !trippedNow && rearmed.Kind == 0 { // the hot path: nothing to announce
+	if !trippedNow && rearmed == nil { // the hot path: nothing to announce
 		p.mu.Unlock()
 		return tripped
 	}
-	var trip Event
-	if trippedNow {
-		trip = p.cfg.event(EventFleetTripped, p.o.name, now, p.f.change())
-	}
-	p.unlock(rearmed, trip)
+	p.unlock(now, rearmed, trippedNow)
 	return tripped
 }
 
@@ -251,11 +255,7 @@ func (p *FleetSupervisionPolicy) NoteFleetState(failing, total int) bool {
 func (p *FleetSupervisionPolicy) NoteFleetStateAt(failing, total int, now time.Time) bool {
 	t, rearmed := p.lockAt(now)
 	tripped, trippedNow := p.cfg.noteState(&p.f, failing, total, t)
-	var trip Event
-	if trippedNow {
-		trip = p.cfg.event(EventFleetTripped, p.o.name, now, p.f.change())
-	}
-	p.unlock(rearmed, trip)
+	p.unlock(now, rearmed, trippedNow)
 	return tripped
 }
 
@@ -268,7 +268,7 @@ func (p *FleetSupervisionPolicy) Tripped() bool { return p.TrippedAt(p.o.clock.N
 func (p *FleetSupervisionPolicy) TrippedAt(now time.Time) bool {
 	_, rearmed := p.lockAt(now)
 	tripped := p.f.tripped
-	p.unlock(rearmed)
+	p.unlock(now, rearmed, false)
 	return tripped
 }
 
@@ -280,7 +280,7 @@ func (p *FleetSupervisionPolicy) Status() FleetStatus { return p.StatusAt(p.o.cl
 func (p *FleetSupervisionPolicy) StatusAt(now time.Time) FleetStatus {
 	t, rearmed := p.lockAt(now)
 	st := p.cfg.status(&p.f, t, &p.tb)
-	p.unlock(rearmed)
+	p.unlock(now, rearmed, false)
 	return st
 }
 
