@@ -149,7 +149,7 @@ func (b *RespawnBudget) Spawn(key string) error {
 	}
 	b.keys.mu.Lock()
 	defer b.keys.mu.Unlock()
-	if e := b.keys.m[key]; e != nil && e.park != nil {
+	if e := b.keys.get(key); e != nil && e.park != nil {
 		return e.park
 	}
 	return nil
@@ -187,7 +187,7 @@ func (b *RespawnBudget) FailedAt(key string, cause error, now time.Time) (time.D
 		emit(b.o.handler, b.cfg.parkedEvent(pe))
 		return 0, pe
 	}
-	b.keys.sweep(func(e *budgetEntry) bool { return b.idle(e, t) })
+	b.keys.reclaim(func(e *budgetEntry) bool { return b.idle(e, t) })
 	b.keys.mu.Unlock()
 	d := b.curve.Delay(attempt, 0)
 	if b.o.handler != nil { // skip building the event when nobody listens
@@ -196,13 +196,10 @@ func (b *RespawnBudget) FailedAt(key string, cause error, now time.Time) (time.D
 	return d, nil
 }
 
-// idle reports whether e holds nothing worth keeping at t.
+// idle reports whether e holds nothing worth keeping at t: it is not
+// parked, and its newest respawn (so every respawn) is out of the window.
 func (b *RespawnBudget) idle(e *budgetEntry, t int64) bool {
-	if e.park != nil {
-		return false
-	}
-	e.win.prune(t, b.cfg.Window)
-	return e.win.len() == 0
+	return e.park == nil && (e.win.len() == 0 || !within(t, e.win.newest(), b.cfg.Window))
 }
 
 // Respawns is shorthand for RespawnsAt(key, clock.Now()).
@@ -213,9 +210,8 @@ func (b *RespawnBudget) Respawns(key string) int { return b.RespawnsAt(key, b.o.
 func (b *RespawnBudget) RespawnsAt(key string, now time.Time) int {
 	t := b.keys.lockAt(now)
 	defer b.keys.mu.Unlock()
-	if e := b.keys.m[key]; e != nil {
-		e.win.prune(t, b.cfg.Window)
-		return e.win.len()
+	if e := b.keys.get(key); e != nil {
+		return b.cfg.count(&e.win, t)
 	}
 	return 0
 }
@@ -224,7 +220,7 @@ func (b *RespawnBudget) RespawnsAt(key string, now time.Time) int {
 func (b *RespawnBudget) IsParked(key string) bool {
 	b.keys.mu.Lock()
 	defer b.keys.mu.Unlock()
-	e := b.keys.m[key]
+	e := b.keys.get(key)
 	return e != nil && e.park != nil
 }
 
@@ -241,7 +237,7 @@ func (b *RespawnBudget) Resume(key string) error { return b.ResumeAt(key, b.o.cl
 // Time now. It returns an error matching ErrNotParked if key is not parked.
 func (b *RespawnBudget) ResumeAt(key string, now time.Time) error {
 	b.keys.mu.Lock()
-	e := b.keys.m[key]
+	e := b.keys.get(key)
 	if e == nil || e.park == nil {
 		b.keys.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrNotParked, key)
@@ -289,10 +285,10 @@ func (b *RespawnBudget) Snapshot() ([]byte, error) {
 		park *ParkedError // immutable
 	}
 	b.keys.mu.Lock()
-	entries := make([]entry, 0, len(b.keys.m))
-	for key, e := range b.keys.m {
-		entries = append(entries, entry{key, window{buf: e.win.appendTo(nil), n: e.win.n}, e.park})
-	}
+	entries := make([]entry, 0, len(b.keys.order))
+	b.keys.each(func(key string, e *budgetEntry) {
+		entries = append(entries, entry{key, copyWindow(&e.win), e.park})
+	})
 	w := &writer{tb: b.keys.tb}
 	b.keys.mu.Unlock()
 	doc := &budgetDoc{Version: SnapshotVersion, Kind: kindBudget, Keys: make(map[string]budgetKeyDoc, len(entries))}
@@ -325,7 +321,7 @@ func (b *RespawnBudget) RestoreAt(data []byte, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	m := make(map[string]*budgetEntry, len(doc.Keys))
+	m := make(map[string]budgetEntry, len(doc.Keys))
 	for _, key := range sortedKeys(doc.Keys) {
 		kd, kp := doc.Keys[key], fmt.Sprintf("%s.keys[%q]", kindBudget, key)
 		win, _, err := readBudgetKey(r, kd, b.cfg.MaxRespawns, kp)
@@ -336,7 +332,7 @@ func (b *RespawnBudget) RestoreAt(data []byte, now time.Time) error {
 		if err != nil {
 			return err
 		}
-		m[key] = &budgetEntry{win: win, park: park}
+		m[key] = budgetEntry{win: win, park: park}
 	}
 	b.keys.replace(m, r.latestOff)
 	return nil

@@ -159,7 +159,7 @@ func (d *ChainDetector) RescueAt(key, incarnation string, reactive bool, now tim
 		emit(d.o.handler, d.cfg.escalatedEvent(key, incarnation, now, n, nil))
 		return n, &needsHumanError{key: key, incarnation: incarnation, chain: n}
 	}
-	d.keys.sweep(func(e *chainEntry) bool { return !e.escalated && d.cfg.length(&e.chainState, e.inc, t) == 0 })
+	d.keys.reclaim(func(e *chainEntry) bool { return !e.escalated && d.cfg.length(&e.chainState, e.inc, t) == 0 })
 	d.keys.mu.Unlock()
 	return n, nil
 }
@@ -174,7 +174,7 @@ func (d *ChainDetector) Chain(key, incarnation string) int {
 func (d *ChainDetector) ChainAt(key, incarnation string, now time.Time) int {
 	t := d.keys.lockAt(now)
 	defer d.keys.mu.Unlock()
-	if e := d.keys.m[key]; e != nil {
+	if e := d.keys.get(key); e != nil {
 		return d.cfg.length(&e.chainState, incarnation, t)
 	}
 	return 0
@@ -184,7 +184,7 @@ func (d *ChainDetector) ChainAt(key, incarnation string, now time.Time) int {
 func (d *ChainDetector) IsNeedsHuman(key string) bool {
 	d.keys.mu.Lock()
 	defer d.keys.mu.Unlock()
-	e := d.keys.m[key]
+	e := d.keys.get(key)
 	return e != nil && e.escalated
 }
 
@@ -202,10 +202,13 @@ func (d *ChainDetector) Clear(key string) { d.ClearAt(key, d.o.clock.Now()) }
 // publishes nothing.
 func (d *ChainDetector) ClearAt(key string, now time.Time) {
 	d.keys.mu.Lock()
-	e := d.keys.m[key]
+	var e chainEntry
+	if p := d.keys.get(key); p != nil {
+		e = *p
+	}
 	d.keys.remove(key)
 	d.keys.mu.Unlock()
-	if e != nil && e.escalated {
+	if e.escalated {
 		emit(d.o.handler, Event{Kind: EventResumed, Key: key, Incarnation: e.inc, Time: now, Reason: ReasonNeedsHuman,
 			Attempts: e.count, Limit: d.cfg.MaxChain, Window: d.cfg.ResetGap})
 	}
@@ -258,10 +261,8 @@ func (d *ChainDetector) Snapshot() ([]byte, error) {
 		chainEntry
 	}
 	d.keys.mu.Lock()
-	entries := make([]entry, 0, len(d.keys.m))
-	for key, e := range d.keys.m {
-		entries = append(entries, entry{key, *e})
-	}
+	entries := make([]entry, 0, len(d.keys.order))
+	d.keys.each(func(key string, e *chainEntry) { entries = append(entries, entry{key, *e}) })
 	w := &writer{tb: d.keys.tb}
 	d.keys.mu.Unlock()
 	doc := &chainDoc{Version: SnapshotVersion, Kind: kindChain, Keys: make(map[string]chainKeyDoc, len(entries))}
@@ -294,14 +295,14 @@ func (d *ChainDetector) RestoreAt(data []byte, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	m := make(map[string]*chainEntry, len(doc.Keys))
+	m := make(map[string]chainEntry, len(doc.Keys))
 	for _, key := range sortedKeys(doc.Keys) {
 		kd := doc.Keys[key]
 		s, err := readChainKey(r, kd, d.cfg.MaxChain, fmt.Sprintf("%s.keys[%q]", kindChain, key))
 		if err != nil {
 			return err
 		}
-		m[key] = &chainEntry{chainState: s, escalated: kd.Escalated}
+		m[key] = chainEntry{chainState: s, escalated: kd.Escalated}
 	}
 	d.keys.replace(m, r.latestOff)
 	return nil

@@ -542,7 +542,7 @@ func (s *Supervisor) Forget(key string) error {
 	}
 	s.setState(r, "", time.Time{}) // no longer a member
 	delete(s.keys, key)
-	if s.peak >= 4*sweepEvery && len(s.keys) <= s.peak/4 {
+	if s.peak >= shrinkLeast && len(s.keys) <= s.peak/4 {
 		s.keys, s.peak = shrunk(s.keys), len(s.keys)
 	}
 	s.mu.Unlock()

@@ -90,6 +90,16 @@ func (w *window) appendTo(dst []int64) []int64 {
 // indexes valid and a window's memory under 8 GiB whatever the limit.
 const maxWindowSlots = 1 << 30
 
+// newest returns the time of the newest event; the window must not be
+// empty.
+func (w *window) newest() int64 {
+	i := int(w.head) + int(w.n) - 1
+	if i >= len(w.buf) {
+		i -= len(w.buf)
+	}
+	return w.buf[i]
+}
+
 // len returns the number of events held.
 func (w *window) len() int { return int(w.n) }
 
