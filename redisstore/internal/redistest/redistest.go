@@ -35,9 +35,10 @@ const startTimeout = 10 * time.Second
 type Option func(*config)
 
 type config struct {
-	aofDir string // "" for no persistence
-	tcp    bool
-	netns  bool
+	aofDir  string // "" for no persistence
+	tcp     bool
+	netns   bool
+	cluster bool
 }
 
 // WithAOF makes the server keep its data in an append-only file in dir,
@@ -49,6 +50,12 @@ func WithAOF(dir string) Option { return func(c *config) { c.aofDir = dir } }
 // WithTCP makes the server listen on 127.0.0.1 at a free port instead of
 // on a unix socket.
 func WithTCP() Option { return func(c *config) { c.tcp = true } }
+
+// WithCluster runs the server as a Redis Cluster of one node that owns every
+// slot (cluster-enabled yes, CLUSTER ADDSLOTSRANGE 0 16383). Plain clients
+// reach every key, and the server enforces the cluster's rules: a command or
+// script whose keys hash to different slots fails with CROSSSLOT.
+func WithCluster() Option { return func(c *config) { c.cluster = true } }
 
 // InNetns runs the server inside a network namespace made by the test,
 // reachable only over a veth link from a second namespace of the test, the
@@ -96,7 +103,33 @@ func Start(t testing.TB, opts ...Option) *Server {
 	if err := s.launch(bin); err != nil {
 		t.Fatal(err)
 	}
+	if s.cfg.cluster {
+		s.ownAllSlots()
+	}
 	return s
+}
+
+// ownAllSlots gives a cluster node every slot and waits until the cluster
+// is ok.
+func (s *Server) ownAllSlots() {
+	s.t.Helper()
+	c := redis.NewClient(s.Options(nil))
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		s.t.Fatalf("redistest: CLUSTER ADDSLOTSRANGE: %v", err)
+	}
+	deadline := time.Now().Add(startTimeout)
+	for {
+		info, err := c.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redistest: cluster not ok within %v: %v %s", startTimeout, err, info)
+		}
+		time.Sleep(5 * time.Millisecond) // polling for readiness, not timing anything
+	}
 }
 
 // serverBinary returns the path of redis-server, or fails t.
@@ -118,6 +151,9 @@ func (s *Server) args() []string {
 	} else {
 		host, port, _ := net.SplitHostPort(s.addr)
 		a = append(a, "--bind", host, "--port", port, "--protected-mode", "no")
+	}
+	if s.cfg.cluster {
+		a = append(a, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(s.dir, "nodes.conf"))
 	}
 	if s.cfg.aofDir != "" {
 		a = append(a, "--dir", s.cfg.aofDir, "--appendonly", "yes", "--appendfsync", "always")

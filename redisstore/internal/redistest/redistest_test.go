@@ -203,3 +203,12 @@ func TestBlackHole(t *testing.T) {
 	rc := s.Client(nil)
 	require.Equal(t, "PONG", rc.Ping(ctx).Val())
 }
+
+func TestClusterEnforcesSlots(t *testing.T) {
+	s := Start(t, WithCluster())
+	c := s.Client(nil)
+	ctx := context.Background()
+	require.NoError(t, c.MSet(ctx, "{a}:1", "x", "{a}:2", "y").Err())
+	err := c.MSet(ctx, "a1", "x", "b2", "y").Err()
+	require.ErrorContains(t, err, "CROSSSLOT")
+}

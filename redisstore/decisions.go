@@ -1,0 +1,332 @@
+package redisstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+)
+
+// The decisions of each guard on Redis, with what the in-memory guard of the
+// library returns and announces for the same call. The conformance tests
+// hold each of them to its in-memory twin; the store built on the library's
+// seam makes its decisions through them.
+
+// budgetDecision is the outcome of a failed start (RespawnBudget.FailedAt).
+type budgetDecision struct {
+	now       time.Time              // the time the call used (the server's in server-time mode)
+	attempt   int                    // a respawn was granted: the respawns now in the window; else 0
+	park      *crashloop.ParkedError // the park, when the key is parked (by this call or before)
+	parkedNow bool                   // this call parked the key: it announces the park
+}
+
+// budgetFailed records a failed start of key with cause at now: a respawn if
+// the window has room, else a park.
+func (k *kernel) budgetFailed(ctx context.Context, cfg crashloop.BudgetConfig, key string, cause error, now time.Time) (budgetDecision, error) {
+	r, err := k.run(ctx, "budget_failed", k.keys.budget(key), now, cfg.MaxRespawns, micros(cfg.Window), encodeCause(cause))
+	if err != nil {
+		return budgetDecision{}, err
+	}
+	return budgetOutcome(key, r), nil
+}
+
+// budgetPark parks key for a reason decided outside the budget (a
+// Supervisor's permanent error, tripped guard or escalated chain); an already
+// parked key keeps its first park.
+func (k *kernel) budgetPark(ctx context.Context, cfg crashloop.BudgetConfig, key, reason string, cause error, now time.Time) (budgetDecision, error) {
+	r, err := k.run(ctx, "budget_park", k.keys.budget(key), now, micros(cfg.Window), reason, encodeCause(cause))
+	if err != nil {
+		return budgetDecision{}, err
+	}
+	return budgetOutcome(key, reply(r)), nil
+}
+
+// budgetOutcome reads the reply of budget_failed and budget_park.
+func budgetOutcome(key string, r reply) budgetDecision {
+	d := budgetDecision{now: fromMicros(r.int(1))}
+	switch r.int(0) {
+	case 0:
+		d.attempt = int(r.int(2))
+	default:
+		d.park = parkAt(key, r, 2)
+		d.parkedNow = r.int(0) == 1
+	}
+	return d
+}
+
+// parkAt reads a park (reason, cause, attempts, since) from r at i.
+func parkAt(key string, r reply, i int) *crashloop.ParkedError {
+	return &crashloop.ParkedError{Key: key, Reason: r.str(i), LastError: decodeCause(r.str(i + 1)),
+		Attempts: int(r.int(i + 2)), Since: fromMicros(r.int(i + 3))}
+}
+
+// events returns what the in-memory budget announces for d: a respawn
+// scheduled with backoff, or the park made by this call, or nothing.
+func (d budgetDecision) events(key string, cfg crashloop.BudgetConfig, cause error, backoff time.Duration) []crashloop.Event {
+	switch {
+	case d.park == nil:
+		return []crashloop.Event{{Kind: crashloop.EventRespawnScheduled, Key: key, Time: d.now, LastError: cause,
+			Attempts: d.attempt, Limit: cfg.MaxRespawns, Window: cfg.Window, Backoff: backoff}}
+	case d.parkedNow:
+		return []crashloop.Event{parkEvent(d.park, cfg)}
+	}
+	return nil
+}
+
+// parkEvent is the EventStartupExhausted announcing pe.
+func parkEvent(pe *crashloop.ParkedError, cfg crashloop.BudgetConfig) crashloop.Event {
+	return crashloop.Event{Kind: crashloop.EventStartupExhausted, Key: pe.Key, Time: pe.Since, Reason: pe.Reason,
+		LastError: pe.LastError, Attempts: pe.Attempts, Limit: cfg.MaxRespawns, Window: cfg.Window}
+}
+
+// budgetSpawn returns the park of key, or nil: the gate before every spawn.
+func (k *kernel) budgetSpawn(ctx context.Context, key string) (*crashloop.ParkedError, error) {
+	r, err := k.run(ctx, "budget_spawn", k.keys.budget(key), time.Time{})
+	if err != nil || len(r) == 0 {
+		return nil, err
+	}
+	return parkAt(key, r, 0), nil
+}
+
+// budgetView returns the respawns of key in the window at now and its park,
+// if any (RespawnBudget.RespawnsAt and what a Status shows).
+func (k *kernel) budgetView(ctx context.Context, cfg crashloop.BudgetConfig, key string, now time.Time) (int, *crashloop.ParkedError, error) {
+	r, err := k.run(ctx, "budget_view", k.keys.budget(key), now, micros(cfg.Window))
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(r) == 1 {
+		return int(reply(r).int(0)), nil, nil
+	}
+	return int(reply(r).int(0)), parkAt(key, r, 1), nil
+}
+
+// budgetResume clears the park and the window of key (RespawnBudget.ResumeAt).
+// It returns the EventResumed to announce, or ok false when key was not
+// parked.
+func (k *kernel) budgetResume(ctx context.Context, cfg crashloop.BudgetConfig, key string, now time.Time) (ev crashloop.Event, ok bool, err error) {
+	r, err := k.run(ctx, "budget_resume", k.keys.budget(key), now, micros(cfg.Window))
+	if err != nil || !reply(r).flag(0) {
+		return crashloop.Event{}, false, err
+	}
+	return crashloop.Event{Kind: crashloop.EventResumed, Key: key, Time: fromMicros(reply(r).int(1)), Reason: reply(r).str(2),
+		LastError: decodeCause(reply(r).str(3)), Limit: cfg.MaxRespawns, Window: cfg.Window}, true, nil
+}
+
+// budgetSettle clears the window of key unless it is parked: a healthy run.
+func (k *kernel) budgetSettle(ctx context.Context, key string) error {
+	_, err := k.run(ctx, "budget_settle", k.keys.budget(key), time.Time{})
+	return err
+}
+
+// budgetForget drops the state of key, parked or not (RespawnBudget.Forget).
+func (k *kernel) budgetForget(ctx context.Context, cfg crashloop.BudgetConfig, key string) error {
+	_, err := k.run(ctx, "budget_forget", k.keys.budget(key), time.Time{}, micros(cfg.Window))
+	return err
+}
+
+// linearBackoff is the budget's own curve, min(InitialBackoff*attempt,
+// MaxBackoff), as the library computes it.
+func linearBackoff(cfg crashloop.BudgetConfig, attempt int) time.Duration {
+	return crashloop.Linear(cfg.InitialBackoff, cfg.MaxBackoff).Delay(attempt, 0)
+}
+
+// chainDecision is the outcome of a rescue (ChainDetector.RescueAt).
+type chainDecision struct {
+	now         time.Time
+	chain       int    // the chain after the rescue, or the full chain that escalated
+	needsHuman  bool   // the key is marked needs-human (by this call or before): the rescue is refused
+	markedNow   bool   // this call marked it: it announces the escalation
+	incarnation string // needsHuman: the incarnation whose chain escalated
+}
+
+// chainRescue asks to rescue key, whose live incarnation is incarnation, at
+// now; reactive is true for a rescue forced by a crash.
+func (k *kernel) chainRescue(ctx context.Context, cfg crashloop.ChainConfig, key, incarnation string, reactive bool, now time.Time) (chainDecision, error) {
+	r, err := k.run(ctx, "chain_rescue", k.keys.chain(key), now, cfg.MaxChain, micros(cfg.ResetGap), incarnation, boolArg(reactive))
+	if err != nil {
+		return chainDecision{}, err
+	}
+	rr := reply(r)
+	d := chainDecision{now: fromMicros(rr.int(1)), chain: int(rr.int(2))}
+	switch rr.int(0) {
+	case 1:
+		d.needsHuman, d.markedNow, d.incarnation = true, true, incarnation
+	case 2:
+		d.needsHuman, d.incarnation = true, rr.str(3)
+	}
+	return d, nil
+}
+
+// events returns what the in-memory detector announces for d.
+func (d chainDecision) events(key string, cfg crashloop.ChainConfig) []crashloop.Event {
+	if !d.markedNow {
+		return nil
+	}
+	return []crashloop.Event{{Kind: crashloop.EventChainEscalated, Key: key, Incarnation: d.incarnation, Time: d.now,
+		Reason: chainReason(d.chain), Attempts: d.chain, Limit: cfg.MaxChain, Window: cfg.ResetGap}}
+}
+
+// chainView returns the chain of incarnation under key ending at now
+// (ChainDetector.ChainAt).
+func (k *kernel) chainView(ctx context.Context, cfg crashloop.ChainConfig, key, incarnation string, now time.Time) (int, error) {
+	r, err := k.run(ctx, "chain_view", k.keys.chain(key), now, micros(cfg.ResetGap), incarnation)
+	return int(reply(r).int(0)), err
+}
+
+// chainMarked reports whether key is marked needs-human.
+func (k *kernel) chainMarked(ctx context.Context, key string) (bool, error) {
+	r, err := k.run(ctx, "chain_marked", k.keys.chain(key), time.Time{})
+	return reply(r).flag(0), err
+}
+
+// chainClear forgets the chain and the mark of key (ChainDetector.Clear).
+func (k *kernel) chainClear(ctx context.Context, cfg crashloop.ChainConfig, key string) error {
+	_, err := k.run(ctx, "chain_clear", k.keys.chain(key), time.Time{}, micros(cfg.ResetGap))
+	return err
+}
+
+// guardDecision is the outcome of a restart seen by a RestartLoopGuard.
+type guardDecision struct {
+	now        time.Time
+	tripped    bool // the window holds MaxRestarts restarts or more
+	trippedNow bool // this restart tripped it: it announces the trip
+	restarts   int  // restarts in the window
+}
+
+// guardRecord records a restart on the guard name at now
+// (RestartLoopGuard.RecordAt).
+func (k *kernel) guardRecord(ctx context.Context, cfg crashloop.GuardConfig, name string, now time.Time) (guardDecision, error) {
+	r, err := k.run(ctx, "guard_record", k.keys.guard(name), now, cfg.MaxRestarts, micros(cfg.Window))
+	if err != nil {
+		return guardDecision{}, err
+	}
+	rr := reply(r)
+	return guardDecision{tripped: rr.flag(0), trippedNow: rr.flag(1), restarts: int(rr.int(2)), now: fromMicros(rr.int(3))}, nil
+}
+
+// events returns what the in-memory guard announces for d.
+func (d guardDecision) events(name string, cfg crashloop.GuardConfig) []crashloop.Event {
+	if !d.trippedNow {
+		return nil
+	}
+	return []crashloop.Event{{Kind: crashloop.EventGuardTripped, Key: name, Time: d.now, Reason: guardReason(cfg),
+		Attempts: d.restarts, Limit: cfg.MaxRestarts, Window: cfg.Window}}
+}
+
+// guardView returns the restarts in the window of the guard name at now
+// (RestartLoopGuard.RestartsAt; TrippedAt is restarts >= MaxRestarts).
+func (k *kernel) guardView(ctx context.Context, cfg crashloop.GuardConfig, name string, now time.Time) (int, error) {
+	r, err := k.run(ctx, "guard_view", k.keys.guard(name), now, micros(cfg.Window))
+	return int(reply(r).int(0)), err
+}
+
+// guardReset clears the window of the guard name (RestartLoopGuard.Reset).
+func (k *kernel) guardReset(ctx context.Context, name string) error {
+	_, err := k.run(ctx, "guard_reset", k.keys.guard(name), time.Time{})
+	return err
+}
+
+// fleetDecision is the outcome of a call on a fleet breaker.
+type fleetDecision struct {
+	now                      time.Time
+	tripped                  bool // tripped (by this call or before) and cooling down
+	rearmed                  bool // this call re-armed it: it announces the re-arm first
+	rearmFailing, rearmTotal int  // the fleet state the re-arm announces (as last noted)
+	trippedNow               bool // this call tripped it: it announces the trip
+	restarts                 int  // trippedNow: restarts in the hour at the trip
+	tripFailing, tripTotal   int  // the fleet state the trip announces
+}
+
+func (k *kernel) fleetRun(ctx context.Context, op string, cfg crashloop.FleetConfig, name string, now time.Time, args ...any) (reply, error) {
+	argv := append([]any{cfg.RestartsPerHour, microsUp(cfg.Cooldown)}, args...)
+	return k.run(ctx, op, k.keys.fleet(name), now, argv...)
+}
+
+// fleetOutcome reads the reply common to the fleet operations.
+func fleetOutcome(r reply) fleetDecision {
+	d := fleetDecision{tripped: r.flag(0), rearmed: r.flag(1), trippedNow: r.flag(2), restarts: int(r.int(3)),
+		rearmFailing: int(r.int(4)), rearmTotal: int(r.int(5)), now: fromMicros(r.int(6))}
+	d.tripFailing, d.tripTotal = d.rearmFailing, d.rearmTotal
+	return d
+}
+
+// fleetRestart records a restart of any member at now
+// (FleetSupervisionPolicy.NoteRestartAt).
+func (k *kernel) fleetRestart(ctx context.Context, cfg crashloop.FleetConfig, name string, now time.Time) (fleetDecision, error) {
+	r, err := k.fleetRun(ctx, "fleet_restart", cfg, name, now)
+	if err != nil {
+		return fleetDecision{}, err
+	}
+	return fleetOutcome(r), nil
+}
+
+// fleetState notes that failing of total members are failing at now
+// (FleetSupervisionPolicy.NoteFleetStateAt): negative counts are read as 0
+// and failing is capped at total, as in memory; whether they trip the
+// breaker is decided here, in the library's float arithmetic.
+func (k *kernel) fleetState(ctx context.Context, cfg crashloop.FleetConfig, name string, failing, total int, now time.Time) (fleetDecision, error) {
+	total = max(total, 0)
+	failing = min(max(failing, 0), total)
+	trips := failing >= cfg.MinFailing && float64(failing)/float64(total) >= cfg.FailingFraction
+	r, err := k.fleetRun(ctx, "fleet_state", cfg, name, now, boolArg(trips), failing, total)
+	if err != nil {
+		return fleetDecision{}, err
+	}
+	d := fleetOutcome(r)
+	d.tripFailing, d.tripTotal = failing, total
+	return d, nil
+}
+
+// fleetTripped reports whether the breaker is tripped at now, re-arming it
+// when its cooldown has ended (FleetSupervisionPolicy.TrippedAt).
+func (k *kernel) fleetTripped(ctx context.Context, cfg crashloop.FleetConfig, name string, now time.Time) (fleetDecision, error) {
+	r, err := k.fleetRun(ctx, "fleet_tripped", cfg, name, now)
+	if err != nil {
+		return fleetDecision{}, err
+	}
+	return fleetOutcome(r), nil
+}
+
+// fleetStatus returns the breaker's status at now, re-arming it first when
+// its cooldown has ended (FleetSupervisionPolicy.StatusAt).
+func (k *kernel) fleetStatus(ctx context.Context, cfg crashloop.FleetConfig, name string, now time.Time) (crashloop.FleetStatus, fleetDecision, error) {
+	r, err := k.fleetRun(ctx, "fleet_status", cfg, name, now)
+	if err != nil {
+		return crashloop.FleetStatus{}, fleetDecision{}, err
+	}
+	d := fleetDecision{tripped: r.flag(0), rearmed: r.flag(1), rearmFailing: int(r.int(2)), rearmTotal: int(r.int(3)),
+		now: fromMicros(r.int(6))}
+	st := crashloop.FleetStatus{BreakerTripped: d.tripped, FleetRestartsPerHour: cfg.RestartsPerHour,
+		FailingChannels: d.rearmFailing, TotalChannels: d.rearmTotal, RestartsInHour: int(r.int(4))}
+	if d.tripped {
+		at := fromMicros(r.int(5)).Add(cfg.Cooldown)
+		st.RearmAt = &at
+	}
+	return st, d, nil
+}
+
+// fleetReset clears the hour, the noted state and any trip
+// (FleetSupervisionPolicy.Reset).
+func (k *kernel) fleetReset(ctx context.Context, cfg crashloop.FleetConfig, name string) error {
+	_, err := k.fleetRun(ctx, "fleet_reset", cfg, name, time.Time{})
+	return err
+}
+
+// events returns what the in-memory breaker announces for d, in its order:
+// the re-arm, then the trip.
+func (d fleetDecision) events(name string, cfg crashloop.FleetConfig) []crashloop.Event {
+	var evs []crashloop.Event
+	if d.rearmed {
+		evs = append(evs, fleetEvent(crashloop.EventFleetRearmed, name, cfg, d.now, 0, d.rearmFailing, d.rearmTotal))
+	}
+	if d.trippedNow {
+		evs = append(evs, fleetEvent(crashloop.EventFleetTripped, name, cfg, d.now, d.restarts, d.tripFailing, d.tripTotal))
+	}
+	return evs
+}
+
+func fleetEvent(kind crashloop.EventKind, name string, cfg crashloop.FleetConfig, now time.Time, restarts, failing, total int) crashloop.Event {
+	return crashloop.Event{Kind: kind, Key: name, Time: now, Reason: fleetReason(failing, total),
+		Attempts: restarts, Limit: cfg.RestartsPerHour, Window: cfg.Cooldown, Failing: failing, Total: total}
+}

@@ -1,0 +1,158 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// kernelsSource is every decision of the package: one Lua script whose first
+// argument names the operation (see the file's header for the conventions).
+//
+//go:embed kernels.lua
+var kernelsSource string
+
+// kernels runs kernelsSource by EVALSHA, falling back to EVAL (which loads
+// it) when the server answers NOSCRIPT: after a restart, a SCRIPT FLUSH or a
+// failover to a replica that never saw it.
+var kernels = redis.NewScript(kernelsSource)
+
+// keyspace names the Redis keys of one deployment. Every key starts with the
+// hash tag {prefix}, so all the keys of a call hash to one slot of a Redis
+// Cluster, and deployments with different prefixes share a server without
+// sharing state.
+type keyspace struct {
+	tag string // "{prefix}:"
+}
+
+// newKeyspace checks prefix: it must be non-empty and hold no brace, or
+// Redis Cluster would hash another part of the key (an empty {} is no tag,
+// and the first "}" closes it).
+func newKeyspace(prefix string) (keyspace, error) {
+	if prefix == "" || strings.ContainsAny(prefix, "{}") {
+		return keyspace{}, fmt.Errorf("redisstore: key prefix %q: must be non-empty, without { or }", prefix)
+	}
+	return keyspace{tag: "{" + prefix + "}:"}, nil
+}
+
+// The keys of each guard: a hash with the guard's latest time and state, and
+// the list of its window where it has one. The kinds differ in their first
+// letters ("b:", "bw:", "c:", ...), so no two keys of different kinds or
+// names are ever equal.
+func (k keyspace) budget(key string) []string {
+	return []string{k.tag + "b:" + key, k.tag + "bw:" + key}
+}
+func (k keyspace) chain(key string) []string { return []string{k.tag + "c:" + key} }
+func (k keyspace) guard(name string) []string {
+	return []string{k.tag + "g:" + name, k.tag + "gw:" + name}
+}
+func (k keyspace) fleet(name string) []string {
+	return []string{k.tag + "f:" + name, k.tag + "fw:" + name}
+}
+
+// kernel runs the decisions of kernels.lua for one deployment.
+type kernel struct {
+	rdb        redis.Scripter
+	keys       keyspace
+	serverTime bool          // read the time from the server's clock (TIME), not the caller's
+	grace      time.Duration // added to every TTL
+	timeout    time.Duration // bounds each call
+}
+
+// run calls operation op on keys at now (ignored in server-time mode) with
+// the operation's own arguments, under the kernel's timeout, and returns the
+// script's array reply.
+func (k *kernel) run(ctx context.Context, op string, keys []string, now time.Time, args ...any) ([]any, error) {
+	ctx, cancel := context.WithTimeout(ctx, k.timeout)
+	defer cancel()
+	argv := make([]any, 0, 3+len(args))
+	argv = append(argv, op, k.nowArg(now), micros(k.grace))
+	argv = append(argv, args...)
+	res, err := kernels.Run(ctx, k.rdb, keys, argv...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	return res, nil
+}
+
+// nowArg is the time argument of a call: integer microseconds since the Unix
+// epoch (a time between two microseconds is read as the earlier one), or ""
+// for the server's clock.
+func (k *kernel) nowArg(now time.Time) any {
+	if k.serverTime {
+		return ""
+	}
+	return now.UnixMicro()
+}
+
+// micros returns d in whole microseconds, rounded down: a window or gap of
+// d holds an age a (a whole number of microseconds) exactly when a <= d/1µs.
+func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
+
+// microsUp returns d in whole microseconds, rounded up: a cooldown of d has
+// passed after an age a (a whole number of microseconds) exactly when
+// a >= ceil(d/1µs).
+func microsUp(d time.Duration) int64 {
+	us := int64(d / time.Microsecond)
+	if d%time.Microsecond > 0 {
+		us++
+	}
+	return us
+}
+
+// fromMicros is the time of a script's microseconds.
+func fromMicros(us int64) time.Time { return time.UnixMicro(us) }
+
+// The replies of a script, read by position. A reply of another shape is a
+// script and code out of step, which the tests catch: reading it gives zero
+// values rather than a panic.
+type reply []any
+
+func (r reply) int(i int) int64 {
+	if i < len(r) {
+		if v, ok := r[i].(int64); ok {
+			return v
+		}
+	}
+	return 0
+}
+
+func (r reply) str(i int) string {
+	if i < len(r) {
+		if v, ok := r[i].(string); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func (r reply) flag(i int) bool { return r.int(i) == 1 }
+
+// encodeCause stores a failure as text: "" for none, else "e" and its
+// message, so that a nil cause and an error with an empty message stay
+// apart. Only the message crosses replicas: decodeCause gives a plain error.
+func encodeCause(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "e" + err.Error()
+}
+
+func decodeCause(s string) error {
+	if s == "" {
+		return nil
+	}
+	return errors.New(s[1:])
+}
+
+func boolArg(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
