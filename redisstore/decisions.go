@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/crashloopguard/crashloop"
@@ -23,7 +25,7 @@ type budgetDecision struct {
 // budgetFailed records a failed start of key with cause at now: a respawn if
 // the window has room, else a park.
 func (k *kernel) budgetFailed(ctx context.Context, cfg crashloop.BudgetConfig, key string, cause error, now time.Time) (budgetDecision, error) {
-	r, err := k.run(ctx, "budget_failed", k.keys.budget(key), now, cfg.MaxRespawns, micros(cfg.Window), encodeCause(cause))
+	r, err := k.run(ctx, "budget_failed", k.keys.budget(key), cfg.Window, now, micros(cfg.Window), cfg.MaxRespawns, encodeCause(cause))
 	if err != nil {
 		return budgetDecision{}, err
 	}
@@ -34,11 +36,14 @@ func (k *kernel) budgetFailed(ctx context.Context, cfg crashloop.BudgetConfig, k
 // Supervisor's permanent error, tripped guard or escalated chain); an already
 // parked key keeps its first park.
 func (k *kernel) budgetPark(ctx context.Context, cfg crashloop.BudgetConfig, key, reason string, cause error, now time.Time) (budgetDecision, error) {
-	r, err := k.run(ctx, "budget_park", k.keys.budget(key), now, micros(cfg.Window), reason, encodeCause(cause))
+	if strings.Contains(reason, "\n") {
+		return budgetDecision{}, fmt.Errorf("redisstore: park reason %q: must be one line", reason)
+	}
+	r, err := k.run(ctx, "budget_park", k.keys.budget(key), cfg.Window, now, micros(cfg.Window), reason, encodeCause(cause))
 	if err != nil {
 		return budgetDecision{}, err
 	}
-	return budgetOutcome(key, reply(r)), nil
+	return budgetOutcome(key, r), nil
 }
 
 // budgetOutcome reads the reply of budget_failed and budget_park.
@@ -81,7 +86,7 @@ func parkEvent(pe *crashloop.ParkedError, cfg crashloop.BudgetConfig) crashloop.
 
 // budgetSpawn returns the park of key, or nil: the gate before every spawn.
 func (k *kernel) budgetSpawn(ctx context.Context, key string) (*crashloop.ParkedError, error) {
-	r, err := k.run(ctx, "budget_spawn", k.keys.budget(key), time.Time{})
+	r, err := k.run(ctx, "budget_spawn", k.keys.budget(key), 0, time.Time{})
 	if err != nil || len(r) == 0 {
 		return nil, err
 	}
@@ -91,37 +96,37 @@ func (k *kernel) budgetSpawn(ctx context.Context, key string) (*crashloop.Parked
 // budgetView returns the respawns of key in the window at now and its park,
 // if any (RespawnBudget.RespawnsAt and what a Status shows).
 func (k *kernel) budgetView(ctx context.Context, cfg crashloop.BudgetConfig, key string, now time.Time) (int, *crashloop.ParkedError, error) {
-	r, err := k.run(ctx, "budget_view", k.keys.budget(key), now, micros(cfg.Window))
+	r, err := k.run(ctx, "budget_view", k.keys.budget(key), cfg.Window, now, micros(cfg.Window))
 	if err != nil {
 		return 0, nil, err
 	}
 	if len(r) == 1 {
-		return int(reply(r).int(0)), nil, nil
+		return int(r.int(0)), nil, nil
 	}
-	return int(reply(r).int(0)), parkAt(key, r, 1), nil
+	return int(r.int(0)), parkAt(key, r, 1), nil
 }
 
 // budgetResume clears the park and the window of key (RespawnBudget.ResumeAt).
 // It returns the EventResumed to announce, or ok false when key was not
 // parked.
 func (k *kernel) budgetResume(ctx context.Context, cfg crashloop.BudgetConfig, key string, now time.Time) (ev crashloop.Event, ok bool, err error) {
-	r, err := k.run(ctx, "budget_resume", k.keys.budget(key), now, micros(cfg.Window))
-	if err != nil || !reply(r).flag(0) {
+	r, err := k.run(ctx, "budget_resume", k.keys.budget(key), cfg.Window, now)
+	if err != nil || !r.flag(0) {
 		return crashloop.Event{}, false, err
 	}
-	return crashloop.Event{Kind: crashloop.EventResumed, Key: key, Time: fromMicros(reply(r).int(1)), Reason: reply(r).str(2),
-		LastError: decodeCause(reply(r).str(3)), Limit: cfg.MaxRespawns, Window: cfg.Window}, true, nil
+	return crashloop.Event{Kind: crashloop.EventResumed, Key: key, Time: fromMicros(r.int(1)), Reason: r.str(2),
+		LastError: decodeCause(r.str(3)), Limit: cfg.MaxRespawns, Window: cfg.Window}, true, nil
 }
 
 // budgetSettle clears the window of key unless it is parked: a healthy run.
 func (k *kernel) budgetSettle(ctx context.Context, key string) error {
-	_, err := k.run(ctx, "budget_settle", k.keys.budget(key), time.Time{})
+	_, err := k.run(ctx, "budget_settle", k.keys.budget(key), 0, time.Time{})
 	return err
 }
 
 // budgetForget drops the state of key, parked or not (RespawnBudget.Forget).
 func (k *kernel) budgetForget(ctx context.Context, cfg crashloop.BudgetConfig, key string) error {
-	_, err := k.run(ctx, "budget_forget", k.keys.budget(key), time.Time{}, micros(cfg.Window))
+	_, err := k.run(ctx, "budget_forget", k.keys.budget(key), cfg.Window, time.Time{})
 	return err
 }
 
@@ -143,17 +148,16 @@ type chainDecision struct {
 // chainRescue asks to rescue key, whose live incarnation is incarnation, at
 // now; reactive is true for a rescue forced by a crash.
 func (k *kernel) chainRescue(ctx context.Context, cfg crashloop.ChainConfig, key, incarnation string, reactive bool, now time.Time) (chainDecision, error) {
-	r, err := k.run(ctx, "chain_rescue", k.keys.chain(key), now, cfg.MaxChain, micros(cfg.ResetGap), incarnation, boolArg(reactive))
+	r, err := k.run(ctx, "chain_rescue", k.keys.chain(key), cfg.ResetGap, now, cfg.MaxChain, micros(cfg.ResetGap), incarnation, boolArg(reactive))
 	if err != nil {
 		return chainDecision{}, err
 	}
-	rr := reply(r)
-	d := chainDecision{now: fromMicros(rr.int(1)), chain: int(rr.int(2))}
-	switch rr.int(0) {
+	d := chainDecision{now: fromMicros(r.int(1)), chain: int(r.int(2))}
+	switch r.int(0) {
 	case 1:
 		d.needsHuman, d.markedNow, d.incarnation = true, true, incarnation
 	case 2:
-		d.needsHuman, d.incarnation = true, rr.str(3)
+		d.needsHuman, d.incarnation = true, r.str(3)
 	}
 	return d, nil
 }
@@ -170,19 +174,19 @@ func (d chainDecision) events(key string, cfg crashloop.ChainConfig) []crashloop
 // chainView returns the chain of incarnation under key ending at now
 // (ChainDetector.ChainAt).
 func (k *kernel) chainView(ctx context.Context, cfg crashloop.ChainConfig, key, incarnation string, now time.Time) (int, error) {
-	r, err := k.run(ctx, "chain_view", k.keys.chain(key), now, micros(cfg.ResetGap), incarnation)
-	return int(reply(r).int(0)), err
+	r, err := k.run(ctx, "chain_view", k.keys.chain(key), cfg.ResetGap, now, micros(cfg.ResetGap), incarnation)
+	return int(r.int(0)), err
 }
 
 // chainMarked reports whether key is marked needs-human.
 func (k *kernel) chainMarked(ctx context.Context, key string) (bool, error) {
-	r, err := k.run(ctx, "chain_marked", k.keys.chain(key), time.Time{})
-	return reply(r).flag(0), err
+	r, err := k.run(ctx, "chain_marked", k.keys.chain(key), 0, time.Time{})
+	return r.flag(0), err
 }
 
 // chainClear forgets the chain and the mark of key (ChainDetector.Clear).
 func (k *kernel) chainClear(ctx context.Context, cfg crashloop.ChainConfig, key string) error {
-	_, err := k.run(ctx, "chain_clear", k.keys.chain(key), time.Time{}, micros(cfg.ResetGap))
+	_, err := k.run(ctx, "chain_clear", k.keys.chain(key), cfg.ResetGap, time.Time{})
 	return err
 }
 
@@ -197,12 +201,11 @@ type guardDecision struct {
 // guardRecord records a restart on the guard name at now
 // (RestartLoopGuard.RecordAt).
 func (k *kernel) guardRecord(ctx context.Context, cfg crashloop.GuardConfig, name string, now time.Time) (guardDecision, error) {
-	r, err := k.run(ctx, "guard_record", k.keys.guard(name), now, cfg.MaxRestarts, micros(cfg.Window))
+	r, err := k.run(ctx, "guard_record", k.keys.guard(name), cfg.Window, now, micros(cfg.Window), cfg.MaxRestarts)
 	if err != nil {
 		return guardDecision{}, err
 	}
-	rr := reply(r)
-	return guardDecision{tripped: rr.flag(0), trippedNow: rr.flag(1), restarts: int(rr.int(2)), now: fromMicros(rr.int(3))}, nil
+	return guardDecision{tripped: r.flag(0), trippedNow: r.flag(1), restarts: int(r.int(2)), now: fromMicros(r.int(3))}, nil
 }
 
 // events returns what the in-memory guard announces for d.
@@ -217,13 +220,13 @@ func (d guardDecision) events(name string, cfg crashloop.GuardConfig) []crashloo
 // guardView returns the restarts in the window of the guard name at now
 // (RestartLoopGuard.RestartsAt; TrippedAt is restarts >= MaxRestarts).
 func (k *kernel) guardView(ctx context.Context, cfg crashloop.GuardConfig, name string, now time.Time) (int, error) {
-	r, err := k.run(ctx, "guard_view", k.keys.guard(name), now, micros(cfg.Window))
-	return int(reply(r).int(0)), err
+	r, err := k.run(ctx, "guard_view", k.keys.guard(name), cfg.Window, now, micros(cfg.Window))
+	return int(r.int(0)), err
 }
 
 // guardReset clears the window of the guard name (RestartLoopGuard.Reset).
 func (k *kernel) guardReset(ctx context.Context, name string) error {
-	_, err := k.run(ctx, "guard_reset", k.keys.guard(name), time.Time{})
+	_, err := k.run(ctx, "guard_reset", k.keys.guard(name), 0, time.Time{})
 	return err
 }
 
@@ -240,7 +243,7 @@ type fleetDecision struct {
 
 func (k *kernel) fleetRun(ctx context.Context, op string, cfg crashloop.FleetConfig, name string, now time.Time, args ...any) (reply, error) {
 	argv := append([]any{cfg.RestartsPerHour, microsUp(cfg.Cooldown)}, args...)
-	return k.run(ctx, op, k.keys.fleet(name), now, argv...)
+	return k.run(ctx, op, k.keys.fleet(name), time.Hour, now, argv...)
 }
 
 // fleetOutcome reads the reply common to the fleet operations.
@@ -295,12 +298,11 @@ func (k *kernel) fleetStatus(ctx context.Context, cfg crashloop.FleetConfig, nam
 	if err != nil {
 		return crashloop.FleetStatus{}, fleetDecision{}, err
 	}
-	d := fleetDecision{tripped: r.flag(0), rearmed: r.flag(1), rearmFailing: int(r.int(2)), rearmTotal: int(r.int(3)),
-		now: fromMicros(r.int(6))}
+	d := fleetOutcome(r)
 	st := crashloop.FleetStatus{BreakerTripped: d.tripped, FleetRestartsPerHour: cfg.RestartsPerHour,
-		FailingChannels: d.rearmFailing, TotalChannels: d.rearmTotal, RestartsInHour: int(r.int(4))}
+		FailingChannels: d.rearmFailing, TotalChannels: d.rearmTotal, RestartsInHour: int(r.int(7))}
 	if d.tripped {
-		at := fromMicros(r.int(5)).Add(cfg.Cooldown)
+		at := fromMicros(r.int(8)).Add(cfg.Cooldown)
 		st.RearmAt = &at
 	}
 	return st, d, nil

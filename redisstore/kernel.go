@@ -40,20 +40,13 @@ func newKeyspace(prefix string) (keyspace, error) {
 	return keyspace{tag: "{" + prefix + "}:"}, nil
 }
 
-// The keys of each guard: a hash with the guard's latest time and state, and
-// the list of its window where it has one. The kinds differ in their first
-// letters ("b:", "bw:", "c:", ...), so no two keys of different kinds or
-// names are ever equal.
-func (k keyspace) budget(key string) []string {
-	return []string{k.tag + "b:" + key, k.tag + "bw:" + key}
-}
-func (k keyspace) chain(key string) []string { return []string{k.tag + "c:" + key} }
-func (k keyspace) guard(name string) []string {
-	return []string{k.tag + "g:" + name, k.tag + "gw:" + name}
-}
-func (k keyspace) fleet(name string) []string {
-	return []string{k.tag + "f:" + name, k.tag + "fw:" + name}
-}
+// The key of each guard: one hash holding its latest time, its window (if it
+// has one) and its state. The kinds differ in their first letter ("b:",
+// "c:", "g:", "f:"), so no two keys of different kinds are ever equal.
+func (k keyspace) budget(key string) string { return k.tag + "b:" + key }
+func (k keyspace) chain(key string) string  { return k.tag + "c:" + key }
+func (k keyspace) guard(name string) string { return k.tag + "g:" + name }
+func (k keyspace) fleet(name string) string { return k.tag + "f:" + name }
 
 // kernel runs the decisions of kernels.lua for one deployment.
 type kernel struct {
@@ -64,30 +57,58 @@ type kernel struct {
 	timeout    time.Duration // bounds each call
 }
 
-// run calls operation op on keys at now (ignored in server-time mode) with
-// the operation's own arguments, under the kernel's timeout, and returns the
-// script's array reply.
-func (k *kernel) run(ctx context.Context, op string, keys []string, now time.Time, args ...any) ([]any, error) {
+// run calls operation op on the guard at key at now (ignored in server-time
+// mode) with the operation's own arguments, under the kernel's timeout, and
+// returns the script's array reply. The key expires span plus the kernel's
+// grace after the call, unless the script keeps it.
+func (k *kernel) run(ctx context.Context, op, key string, span time.Duration, now time.Time, args ...any) (reply, error) {
+	at, err := k.nowArg(now)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, k.timeout)
 	defer cancel()
 	argv := make([]any, 0, 3+len(args))
-	argv = append(argv, op, k.nowArg(now), micros(k.grace))
+	argv = append(argv, op, at, ttlMillis(span+k.grace))
 	argv = append(argv, args...)
-	res, err := kernels.Run(ctx, k.rdb, keys, argv...).Slice()
+	res, err := kernels.Run(ctx, k.rdb, []string{key}, argv...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	return res, nil
 }
 
+// maxMicros bounds the times the kernels keep: 16 decimal digits of
+// microseconds since the Unix epoch, up to the year 2286.
+const maxMicros = 1e16
+
 // nowArg is the time argument of a call: integer microseconds since the Unix
 // epoch (a time between two microseconds is read as the earlier one), or ""
-// for the server's clock.
-func (k *kernel) nowArg(now time.Time) any {
-	if k.serverTime {
-		return ""
+// for the server's clock. The zero time is the argument of operations that
+// read no time: 0, in either mode. Another time before 1970 or after 2286 is
+// an error.
+func (k *kernel) nowArg(now time.Time) (any, error) {
+	switch {
+	case now.IsZero():
+		return int64(0), nil
+	case k.serverTime:
+		return "", nil
 	}
-	return now.UnixMicro()
+	us := now.UnixMicro()
+	if us < 0 || us >= maxMicros {
+		return nil, fmt.Errorf("time %v out of the range 1970 to 2286", now)
+	}
+	return us, nil
+}
+
+// ttlMillis is d in whole milliseconds, rounded up, at least 1 (PEXPIRE's
+// unit; 0 would delete the key at once).
+func ttlMillis(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond > 0 || ms < 1 {
+		ms++
+	}
+	return ms
 }
 
 // micros returns d in whole microseconds, rounded down: a window or gap of

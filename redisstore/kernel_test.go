@@ -20,17 +20,31 @@ import (
 func TestNewKeyspace(t *testing.T) {
 	ks, err := newKeyspace("prod")
 	require.NoError(t, err)
-	require.Equal(t, []string{"{prod}:b:w{1}", "{prod}:bw:w{1}"}, ks.budget("w{1}"))
-	require.Equal(t, []string{"{prod}:c:w"}, ks.chain("w"))
-	require.Equal(t, []string{"{prod}:g:tg", "{prod}:gw:tg"}, ks.guard("tg"))
-	require.Equal(t, []string{"{prod}:f:fleet", "{prod}:fw:fleet"}, ks.fleet("fleet"))
+	require.Equal(t, "{prod}:b:w{1}", ks.budget("w{1}"))
+	require.Equal(t, "{prod}:c:w", ks.chain("w"))
+	require.Equal(t, "{prod}:g:tg", ks.guard("tg"))
+	require.Equal(t, "{prod}:f:fleet", ks.fleet("fleet"))
 	for _, bad := range []string{"", "{a}", "a}", "{"} {
 		_, err := newKeyspace(bad)
 		require.Error(t, err, "%q", bad)
 	}
 }
 
+func TestTimesOutOfRange(t *testing.T) {
+	k := &kernel{}
+	for _, bad := range []time.Time{time.UnixMicro(-1), time.UnixMicro(maxMicros)} {
+		_, err := k.nowArg(bad)
+		require.ErrorContains(t, err, "out of the range 1970 to 2286")
+	}
+	at, err := k.nowArg(time.UnixMicro(maxMicros - 1))
+	require.NoError(t, err)
+	require.Equal(t, int64(maxMicros-1), at)
+}
+
 func TestDurationsInMicroseconds(t *testing.T) {
+	require.Equal(t, int64(1), ttlMillis(0))
+	require.Equal(t, int64(1), ttlMillis(time.Millisecond))
+	require.Equal(t, int64(2), ttlMillis(time.Millisecond+1))
 	require.Equal(t, int64(1000), micros(time.Millisecond))
 	require.Equal(t, int64(1000), micros(time.Millisecond+999))
 	require.Equal(t, int64(1000), microsUp(time.Millisecond))
@@ -46,9 +60,10 @@ func TestCauseRoundTrip(t *testing.T) {
 	require.EqualError(t, decodeCause(encodeCause(errors.New("exit 1"))), "exit 1")
 }
 
-// All the keys of a deployment hash to one slot: every call works on a Redis
-// Cluster node, which refuses any script whose keys span slots (CROSSSLOT),
-// and user keys with braces of their own do not change the slot.
+// All the keys of a deployment hash to one slot: a Redis Cluster node, which
+// refuses any script whose keys span slots (CROSSSLOT), runs every call, and
+// would run a script on several guards of a deployment together; user keys
+// with braces of their own do not change the slot.
 func TestKernelsOnRedisCluster(t *testing.T) {
 	s := redistest.Start(t, redistest.WithCluster())
 	k := testKernel(t, s, false)
@@ -68,15 +83,19 @@ func TestKernelsOnRedisCluster(t *testing.T) {
 	rdb := s.Client(nil)
 	keys, err := rdb.Keys(ctx, "*").Result()
 	require.NoError(t, err)
-	require.Len(t, keys, 3*5+1) // b, bw, c, g, gw of each key; the fleet hash (no restart, no hour)
+	require.Len(t, keys, 3*3+1) // the budget, chain and guard of each key; the fleet
 	slot := rdb.ClusterKeySlot(ctx, keys[0]).Val()
 	for _, key := range keys {
 		require.True(t, strings.HasPrefix(key, k.keys.tag), key)
 		require.Equal(t, slot, rdb.ClusterKeySlot(ctx, key).Val(), key)
 	}
 
+	both := "return redis.call('EXISTS', KEYS[1], KEYS[2])"
+	n, err := rdb.Eval(ctx, both, []string{k.keys.budget("w1"), k.keys.fleet("fleet")}).Int()
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
 	// Without the tag, the same script is refused.
-	err = kernels.Run(ctx, rdb, []string{"b:w1", "bw:w1"}, "budget_failed", t0.UnixMicro(), 0, 3, 60_000_000, "").Err()
+	err = rdb.Eval(ctx, both, []string{"b:w1", "f:fleet"}).Err()
 	require.ErrorContains(t, err, "CROSSSLOT")
 }
 
@@ -90,9 +109,8 @@ func TestTimesAreExactInRedis(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, d.now.Equal(now))
 	rdb := s.Client(nil)
-	keys := k.keys.budget("k")
-	require.Equal(t, "1800000000123457", rdb.HGet(ctx, keys[0], "t").Val())
-	require.Equal(t, []string{"1800000000123457"}, rdb.LRange(ctx, keys[1], 0, -1).Val())
+	key := k.keys.budget("k")
+	require.Equal(t, "1800000000123457"+"1800000000123457", rdb.Get(ctx, key).Val(), "the latest time, then the window")
 	// A time between two microseconds is read as the earlier one.
 	d, err = k.budgetFailed(ctx, crashloop.DefaultBudgetConfig(), "k", nil, now.Add(999))
 	require.NoError(t, err)
@@ -125,29 +143,27 @@ func TestTTLs(t *testing.T) {
 
 	t.Run("budget: expires a window after the last call, never while parked", func(t *testing.T) {
 		cfg := crashloop.BudgetConfig{MaxRespawns: 1, Window: time.Minute}
-		keys := k.keys.budget("k")
+		key := k.keys.budget("k")
 		_, err := k.budgetFailed(ctx, cfg, "k", nil, t0)
 		require.NoError(t, err)
-		requireTTL(t, rdb, keys[0], 61*time.Second)
-		requireTTL(t, rdb, keys[1], 61*time.Second)
+		requireTTL(t, rdb, key, 61*time.Second)
 		d, err := k.budgetFailed(ctx, cfg, "k", nil, t0)
 		require.NoError(t, err)
 		require.True(t, d.parkedNow)
-		require.Equal(t, time.Duration(-1), ttlOf(t, rdb, keys[0]), "a park never expires")
-		requireTTL(t, rdb, keys[1], 61*time.Second)
+		require.Equal(t, time.Duration(-1), ttlOf(t, rdb, key), "a park never expires")
 		_, err = k.budgetFailed(ctx, cfg, "k", nil, t0.Add(time.Hour))
 		require.NoError(t, err)
-		require.Equal(t, time.Duration(-1), ttlOf(t, rdb, keys[0]), "still parked")
+		require.Equal(t, time.Duration(-1), ttlOf(t, rdb, key), "still parked")
 		_, ok, err := k.budgetResume(ctx, cfg, "k", t0)
 		require.NoError(t, err)
 		require.True(t, ok)
-		requireTTL(t, rdb, keys[0], 61*time.Second)
-		require.Equal(t, time.Duration(-2), ttlOf(t, rdb, keys[1]), "the window is gone")
+		requireTTL(t, rdb, key, 61*time.Second)
+		require.Equal(t, "1800003600000000", rdb.Get(ctx, key).Val(), "the window is gone; the latest time (t0+1h) stays")
 	})
 
 	t.Run("chain: expires a reset gap after the last rescue, never while marked", func(t *testing.T) {
 		cfg := crashloop.ChainConfig{MaxChain: 1, ResetGap: 20 * time.Minute}
-		key := k.keys.chain("k")[0]
+		key := k.keys.chain("k")
 		_, err := k.chainRescue(ctx, cfg, "k", "i", true, t0)
 		require.NoError(t, err)
 		requireTTL(t, rdb, key, 20*time.Minute+time.Second)
@@ -161,28 +177,25 @@ func TestTTLs(t *testing.T) {
 
 	t.Run("guard: expires a window after the last restart", func(t *testing.T) {
 		cfg := crashloop.GuardConfig{MaxRestarts: 1, Window: 10 * time.Second}
-		keys := k.keys.guard("g")
 		_, err := k.guardRecord(ctx, cfg, "g", t0)
 		require.NoError(t, err)
-		requireTTL(t, rdb, keys[0], 11*time.Second)
-		requireTTL(t, rdb, keys[1], 11*time.Second)
+		requireTTL(t, rdb, k.keys.guard("g"), 11*time.Second)
 	})
 
 	t.Run("fleet: expires an hour after the last call, never while tripped", func(t *testing.T) {
 		cfg := crashloop.FleetConfig{RestartsPerHour: 2, FailingFraction: 1, MinFailing: 1, Cooldown: time.Minute}
-		keys := k.keys.fleet("f")
+		key := k.keys.fleet("f")
 		_, err := k.fleetRestart(ctx, cfg, "f", t0)
 		require.NoError(t, err)
-		requireTTL(t, rdb, keys[0], time.Hour+time.Second)
-		requireTTL(t, rdb, keys[1], time.Hour+time.Second)
+		requireTTL(t, rdb, key, time.Hour+time.Second)
 		d, err := k.fleetRestart(ctx, cfg, "f", t0)
 		require.NoError(t, err)
 		require.True(t, d.trippedNow)
-		require.Equal(t, time.Duration(-1), ttlOf(t, rdb, keys[0]), "its re-arm must be seen")
+		require.Equal(t, time.Duration(-1), ttlOf(t, rdb, key), "its re-arm must be seen")
 		d, err = k.fleetTripped(ctx, cfg, "f", t0.Add(time.Minute))
 		require.NoError(t, err)
 		require.True(t, d.rearmed)
-		requireTTL(t, rdb, keys[0], time.Hour+time.Second)
+		requireTTL(t, rdb, key, time.Hour+time.Second)
 	})
 }
 
@@ -200,9 +213,9 @@ func TestIdleKeysExpire(t *testing.T) {
 	_, err = k.budgetFailed(ctx, c0, "parked", nil, time.Time{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		return rdb.Exists(ctx, k.keys.budget("idle")...).Val() == 0
+		return rdb.Exists(ctx, k.keys.budget("idle")).Val() == 0
 	}, 10*time.Second, 5*time.Millisecond)
-	require.Equal(t, int64(1), rdb.Exists(ctx, k.keys.budget("parked")[0]).Val(), "a park stays")
+	require.Equal(t, int64(1), rdb.Exists(ctx, k.keys.budget("parked")).Val(), "a park stays")
 	pe, err := k.budgetSpawn(ctx, "parked")
 	require.NoError(t, err)
 	require.Equal(t, crashloop.ReasonBudgetExhausted, pe.Reason)
@@ -266,7 +279,9 @@ func TestServerTime(t *testing.T) {
 	require.False(t, d.now.Before(before), "%v before %v", d.now, before)
 	require.False(t, d.now.After(after), "%v after %v", d.now, after)
 	require.True(t, d.park.Since.Equal(d.now))
-	require.Equal(t, "", k.nowArg(t0))
+	at, err := k.nowArg(t0)
+	require.NoError(t, err)
+	require.Equal(t, "", at)
 }
 
 // Replicas racing on one key: each decision is one atomic step, so exactly
@@ -352,6 +367,8 @@ func TestBudgetParkAndSettle(t *testing.T) {
 	require.True(t, d.parkedNow)
 	require.Equal(t, "key=\"k\" reason=\"permanent_error\" cause=error: exit 78 attempts=2 since=1800000001000000", parkText(d.park))
 	require.Equal(t, []crashloop.EventKind{crashloop.EventStartupExhausted}, kinds(d.events("k", cfg, nil, 0)))
+	_, err = k.budgetPark(ctx, cfg, "other", "two\nlines", nil, t0)
+	require.ErrorContains(t, err, "must be one line")
 
 	d, err = k.budgetPark(ctx, cfg, "k", "restart_loop_guard", nil, t0.Add(2*time.Second))
 	require.NoError(t, err)

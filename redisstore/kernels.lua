@@ -1,208 +1,242 @@
--- crashloop's decisions on Redis: each call is one atomic step on the keys of
--- one guard, with the semantics of the in-memory guards of the library
+-- crashloop's decisions on Redis: each call is one atomic step on the one
+-- key of one guard, with the semantics of the in-memory guards of the library
 -- (budget.go, chain.go, guard.go, fleet.go), which the conformance tests hold
 -- it to.
 --
--- Call: KEYS as each operation says (all under the deployment's hash tag
--- {prefix}, so a call is legal on Redis Cluster); ARGV[1] the operation,
--- ARGV[2] the time of the call in integer microseconds since the Unix epoch,
--- or "" for the server's clock (TIME; Redis 7 replicates scripts by their
--- effects, so reading the clock is allowed), ARGV[3] the grace in
--- microseconds that every TTL adds to the span its key must outlive; then the
--- operation's own arguments from ARGV[4] on.
+-- Call: KEYS[1] the guard's key (under the deployment's hash tag {prefix},
+-- so the call is legal on Redis Cluster); ARGV[1] the operation; ARGV[2] the
+-- time of the call in integer microseconds since the Unix epoch, or "" for
+-- the server's clock (TIME; Redis 7 replicates scripts by their effects, so
+-- reading the clock is allowed); ARGV[3] the key's time to live in
+-- milliseconds once idle (its span plus a grace, computed by the caller);
+-- then the operation's own arguments from ARGV[4] on.
 --
--- Numbers: Lua numbers are doubles, exact for integers below 2^53 (285 years
--- in microseconds). Times and spans are integers; they are never concatenated
--- into strings (Lua would format them with 14 digits): redis.call formats a
--- number argument exactly.
+-- Numbers: Lua numbers are doubles, exact for integers below 2^53. Times are
+-- kept as the decimal strings of integer microseconds, 16 characters wide
+-- (zero-padded; the years 1970 to 2286), and read with tonumber; they are
+-- never formatted with Lua's default 14 digits.
 --
--- Time: a key's hash keeps in field t the latest time a call on it used; a
--- time earlier than that is read as that later one, so the time of a key never
--- runs backwards (the library's rule). Windows hold these times, oldest first,
--- in a list.
+-- Time: a guard's key keeps the latest time a call on it used; a time
+-- earlier than that is read as that later one, so the time of a key never
+-- runs backwards (the library's rule).
 --
--- Expiry: every key expires on its own once idle: a window's list span+grace
--- after its newest entry, a hash span+grace after its last call. A park, a
--- needs-human mark and a tripped fleet breaker never expire (PERSIST) while
--- they stand: losing one would restart a crash loop or lose a re-arm event.
+-- Windows: a window's times, oldest first, packed 16 characters each in one
+-- string, so that one read gets the whole state of a guard and one write puts
+-- it back: a budget or a restart-loop guard is a string (GET, then SET with
+-- PX: two commands a decision), a chain or a fleet breaker a hash (HMGET,
+-- HSET, then PEXPIRE or PERSIST). A window holds at most its limit
+-- (MaxRespawns, MaxRestarts, RestartsPerHour), and a call copies it: this
+-- suits limits up to some thousands.
+--
+-- Expiry: every key expires on its own, ARGV[3] ms after its last call. A
+-- park, a needs-human mark and a tripped fleet breaker never expire while
+-- they stand (PERSIST): losing one would restart a crash loop, or lose a
+-- re-arm that must be announced.
 
-local op = ARGV[1]
-local grace = tonumber(ARGV[3])
-local now
+local op, ttl = ARGV[1], ARGV[3]
+local now, nows
 if ARGV[2] == '' then
   local tm = redis.call('TIME')
   now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+  nows = string.format('%016d', now)
 else
-  now = tonumber(ARGV[2])
-end
-
-local HOUR = 3600000000 -- the fleet's rolling hour, in microseconds
-
--- at returns the time a call on hash h uses: now, or the latest time kept in
--- h if that is later; it keeps the result as the latest.
-local function at(h)
-  local last = tonumber(redis.call('HGET', h, 't'))
-  if last and last >= now then
-    return last
+  now, nows = tonumber(ARGV[2]), ARGV[2]
+  if #nows ~= 16 then
+    nows = string.format('%016d', now)
   end
-  redis.call('HSET', h, 't', now)
-  return now
+end
+local h = KEYS[1]
+
+-- latest returns the time a call uses, as a number and as its string: now,
+-- or the latest time kept (last, a string or false) if that is later.
+local function latest(last)
+  if last then
+    local l = tonumber(last)
+    if l >= now then
+      return l, last
+    end
+  end
+  return now, nows
 end
 
--- prune drops from window w the entries older than span at t: an entry
+-- prune returns window w without the times older than span at t: a time
 -- counts while its age is at most span.
 local function prune(w, t, span)
-  while true do
-    local v = redis.call('LINDEX', w, 0)
-    if not v or t - tonumber(v) <= span then
-      return
-    end
-    redis.call('LPOP', w)
+  if not w then
+    return ''
+  end
+  local i, n = 1, #w
+  while i <= n and t - tonumber(string.sub(w, i, i + 15)) > span do
+    i = i + 16
+  end
+  if i > 1 then
+    return string.sub(w, i)
+  end
+  return w
+end
+
+-- push returns window w with ts added, keeping the newest limit times.
+local function push(w, ts, limit)
+  w = w .. ts
+  if #w > limit * 16 then
+    w = string.sub(w, #w - limit * 16 + 1)
+  end
+  return w
+end
+
+-- live makes the key expire ttl ms from now, or never while keep holds.
+local function live(keep)
+  if keep then
+    redis.call('PERSIST', h)
+  else
+    redis.call('PEXPIRE', h, ttl)
   end
 end
 
--- expire makes key k expire span+grace from now (server time), rounded up to
--- a millisecond.
-local function expire(k, span)
-  redis.call('PEXPIRE', k, math.ceil((span + grace) / 1000))
-end
+-- RespawnBudget. The key is a string: the latest time (16 characters), then
+-- the window; while parked, then a newline, the park's time (16), attempts,
+-- a newline, its reason (never holding a newline), a newline and its cause
+-- (anything). A string needs two commands a decision (GET, and SET with PX
+-- or, to keep a park forever, without), where a hash needs three (HMGET,
+-- HSET, PEXPIRE): the budget is the hottest path of all.
 
-local ops = {}
-
--- RespawnBudget. KEYS: the key's hash (t; while parked: pr reason, pc cause,
--- pa attempts, ps since) and its window of respawns.
--- Results start with an outcome: 0 respawn scheduled, 1 parked by this call,
--- 2 already parked; then the time used; then the attempt (0) or the park
--- (1, 2): reason, cause, attempts, since.
-
-local function parked(h)
-  return redis.call('HMGET', h, 'pr', 'pc', 'pa', 'ps')
-end
-
-local function park(h, reason, cause, n)
-  redis.call('HSET', h, 'pr', reason, 'pc', cause, 'pa', n, 'ps', now)
-  redis.call('PERSIST', h)
-  return {1, now, reason, cause, n, now}
-end
-
-local function was_parked(p)
-  return {2, now, p[1], p[2], tonumber(p[3]), tonumber(p[4])}
-end
-
--- ARGV: max respawns, window, cause.
-function ops.budget_failed()
-  local h, w = KEYS[1], KEYS[2]
-  local max, win = tonumber(ARGV[4]), tonumber(ARGV[5])
-  local t = at(h)
-  local p = parked(h)
-  if p[1] then
-    return was_parked(p)
+-- budget returns the latest time kept (or false), the window, and the park
+-- (false, or since, attempts, reason and cause as strings).
+local function budget()
+  local v = redis.call('GET', h)
+  if not v then
+    return false, '', false
   end
-  prune(w, t, win)
-  local n = redis.call('LLEN', w)
-  if n >= max then
-    return park(h, 'respawn_budget_exhausted', ARGV[6], n)
+  local nl = string.find(v, '\n', 17, true)
+  if not nl then
+    return string.sub(v, 1, 16), string.sub(v, 17), false
   end
-  redis.call('RPUSH', w, t)
-  expire(h, win)
-  expire(w, win)
-  return {0, now, n + 1}
+  local a = string.find(v, '\n', nl + 17, true)
+  local r = string.find(v, '\n', a + 1, true)
+  return string.sub(v, 1, 16), string.sub(v, 17, nl - 1),
+    {string.sub(v, nl + 1, nl + 16), string.sub(v, nl + 17, a - 1), string.sub(v, a + 1, r - 1), string.sub(v, r + 1)}
 end
 
--- ARGV: window, reason, cause. A park decided outside the budget; an
--- already parked key keeps its first park.
-function ops.budget_park()
-  local h, w = KEYS[1], KEYS[2]
-  local t = at(h)
-  local p = parked(h)
-  if p[1] then
-    return was_parked(p)
+-- keep writes the budget: a key that is not parked expires ttl ms from now,
+-- a parked one never.
+local function keep(ts, w, p)
+  if p then
+    redis.call('SET', h, ts .. w .. '\n' .. p[1] .. p[2] .. '\n' .. p[3] .. '\n' .. p[4])
+  else
+    redis.call('SET', h, ts .. w, 'PX', ttl)
   end
-  prune(w, t, tonumber(ARGV[4]))
-  return park(h, ARGV[5], ARGV[6], redis.call('LLEN', w))
 end
 
--- ARGV: window. Returns the respawns in the window, then the park if any.
-function ops.budget_view()
-  local h, w = KEYS[1], KEYS[2]
-  local win = tonumber(ARGV[4])
-  local t = at(h)
-  prune(w, t, win)
-  local n = redis.call('LLEN', w)
-  local p = parked(h)
-  if not p[1] then
-    expire(h, win)
+-- parked returns the park p as a reply: reason, cause, attempts, since.
+local function parked(p)
+  return {p[3], p[4], tonumber(p[2]), tonumber(p[1])}
+end
+
+-- budget_failed and budget_park return an outcome: 0 respawn scheduled, 1
+-- parked by this call, 2 already parked; then the time used; then the
+-- attempt (0) or the park (1, 2): reason, cause, attempts, since.
+if op == 'budget_failed' or op == 'budget_park' then
+  -- ARGV: window; for budget_failed max respawns and cause, for budget_park
+  -- (a park decided outside the budget) reason and cause.
+  local last, w, p = budget()
+  local t, ts = latest(last)
+  if p then -- a parked key records nothing and keeps its first park
+    keep(ts, w, p)
+    local r = parked(p)
+    return {2, now, r[1], r[2], r[3], r[4]}
+  end
+  w = prune(w, t, tonumber(ARGV[4]))
+  local n = #w / 16
+  local reason = 'respawn_budget_exhausted'
+  if op == 'budget_park' then
+    reason = ARGV[5]
+  elseif n < tonumber(ARGV[5]) then
+    keep(ts, w .. ts, false)
+    return {0, now, n + 1}
+  end
+  keep(ts, w, {nows, string.format('%d', n), reason, ARGV[6]})
+  return {1, now, reason, ARGV[6], n, now}
+end
+
+if op == 'budget_view' then
+  -- ARGV: window. Returns the respawns in the window, then the park if any.
+  local last, w, p = budget()
+  local t, ts = latest(last)
+  keep(ts, w, p)
+  local n = #prune(w, t, tonumber(ARGV[4])) / 16
+  if not p then
     return {n}
   end
-  return {n, p[1], p[2], tonumber(p[3]), tonumber(p[4])}
+  local r = parked(p)
+  return {n, r[1], r[2], r[3], r[4]}
 end
 
--- Returns the park if any, else nothing.
-function ops.budget_spawn()
-  local p = parked(KEYS[1])
-  if not p[1] then
+if op == 'budget_spawn' then
+  -- Returns the park if any, else nothing.
+  local _, _, p = budget()
+  if not p then
     return {}
   end
-  return {p[1], p[2], tonumber(p[3]), tonumber(p[4])}
+  return parked(p)
 end
 
--- ARGV: window. Clears the park and the window (a full budget); keeps the
--- latest time. Returns 0 if not parked, else 1, the time, reason and cause.
-function ops.budget_resume()
-  local h, w = KEYS[1], KEYS[2]
-  local p = parked(h)
-  if not p[1] then
+if op == 'budget_resume' then
+  -- Clears the park and the window (a full budget); keeps the latest time.
+  -- Returns 0 if not parked, else 1, the time, the reason and the cause.
+  local last, _, p = budget()
+  if not p then
     return {0}
   end
-  redis.call('HDEL', h, 'pr', 'pc', 'pa', 'ps')
-  redis.call('DEL', w)
-  expire(h, tonumber(ARGV[4]))
-  return {1, now, p[1], p[2]}
+  keep(last, '', false)
+  return {1, now, p[3], p[4]}
 end
 
--- A healthy run: clears the window of a key that is not parked.
-function ops.budget_settle()
-  if not redis.call('HGET', KEYS[1], 'pr') then
-    redis.call('DEL', KEYS[2])
+if op == 'budget_settle' then
+  -- A healthy run: clears the window of a key that is not parked, keeping
+  -- its expiry.
+  local last, w, p = budget()
+  if last and not p and w ~= '' then
+    redis.call('SET', h, last, 'KEEPTTL')
   end
   return {}
 end
 
--- ARGV: window. Drops the key's state, parked or not; keeps the latest time.
-function ops.budget_forget()
-  redis.call('HDEL', KEYS[1], 'pr', 'pc', 'pa', 'ps')
-  redis.call('DEL', KEYS[2])
-  expire(KEYS[1], tonumber(ARGV[4]))
+if op == 'budget_forget' then
+  -- Drops the key's state, parked or not; keeps the latest time.
+  local last = budget()
+  if last then
+    keep(last, '', false)
+  end
   return {}
 end
 
--- ChainDetector. KEYS: the key's hash (t; ci incarnation, cl time and cn
--- count of the newest rescue; ce while marked needs-human).
+-- ChainDetector. Fields: t; ci incarnation, cl time and cn count of the
+-- newest rescue; ce while marked needs-human.
 
 -- chain returns the chain of incarnation inc ending at t.
-local function chain(e, inc, t, gap)
-  local n = tonumber(e[3]) or 0
-  if n == 0 or e[1] ~= inc or t - tonumber(e[2]) > gap then
+local function chain(f, inc, t, gap)
+  local n = tonumber(f[4]) or 0
+  if n == 0 or f[2] ~= inc or t - tonumber(f[3]) > gap then
     return 0
   end
   return n
 end
 
--- ARGV: max chain, reset gap, incarnation, reactive (1 or 0). Returns an
--- outcome (0 rescued, 1 marked needs-human by this call, 2 already marked),
--- the time used, the chain, and for 2 the incarnation marked.
-function ops.chain_rescue()
-  local h = KEYS[1]
-  local max, gap, inc = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
-  local t = at(h)
-  local e = redis.call('HMGET', h, 'ci', 'cl', 'cn', 'ce')
-  if e[4] then
-    return {2, now, tonumber(e[3]), e[1]}
+if op == 'chain_rescue' then
+  -- ARGV: max chain, reset gap, incarnation, reactive (1 or 0). Returns an
+  -- outcome (0 rescued, 1 marked needs-human by this call, 2 already
+  -- marked), the time used, the chain, and for 2 the incarnation marked.
+  local inc = ARGV[6]
+  local f = redis.call('HMGET', h, 't', 'ci', 'cl', 'cn', 'ce')
+  local t, ts = latest(f[1])
+  if f[5] then
+    redis.call('HSET', h, 't', ts)
+    return {2, now, tonumber(f[4]), f[2]}
   end
-  local n = chain(e, inc, t, gap)
-  if n >= max then
-    redis.call('HSET', h, 'ce', 1)
-    redis.call('PERSIST', h)
+  local n = chain(f, inc, t, tonumber(ARGV[5]))
+  if n >= tonumber(ARGV[4]) then
+    redis.call('HSET', h, 't', ts, 'ce', 1)
+    live(true)
     return {1, now, n}
   end
   if ARGV[7] == '1' then
@@ -210,205 +244,144 @@ function ops.chain_rescue()
   else
     n = 0
   end
-  redis.call('HSET', h, 'ci', inc, 'cl', t, 'cn', n)
-  expire(h, gap)
+  redis.call('HSET', h, 't', ts, 'ci', inc, 'cl', ts, 'cn', n)
+  live(false)
   return {0, now, n}
 end
 
--- ARGV: reset gap, incarnation. Returns the chain ending now.
-function ops.chain_view()
-  local h = KEYS[1]
-  local gap = tonumber(ARGV[4])
-  local t = at(h)
-  local e = redis.call('HMGET', h, 'ci', 'cl', 'cn', 'ce')
-  if not e[4] then
-    expire(h, gap)
-  end
-  return {chain(e, ARGV[5], t, gap)}
+if op == 'chain_view' then
+  -- ARGV: reset gap, incarnation. Returns the chain ending now.
+  local f = redis.call('HMGET', h, 't', 'ci', 'cl', 'cn', 'ce')
+  local t, ts = latest(f[1])
+  redis.call('HSET', h, 't', ts)
+  live(f[5])
+  return {chain(f, ARGV[5], t, tonumber(ARGV[4]))}
 end
 
--- Returns 1 when the key is marked needs-human.
-function ops.chain_marked()
-  return {redis.call('HEXISTS', KEYS[1], 'ce')}
+if op == 'chain_marked' then
+  -- Returns 1 when the key is marked needs-human.
+  return {redis.call('HEXISTS', h, 'ce')}
 end
 
--- ARGV: reset gap. Forgets the chain and the mark; keeps the latest time.
-function ops.chain_clear()
-  redis.call('HDEL', KEYS[1], 'ci', 'cl', 'cn', 'ce')
-  expire(KEYS[1], tonumber(ARGV[4]))
+if op == 'chain_clear' then
+  -- Forgets the chain and the mark; keeps the latest time.
+  redis.call('HDEL', h, 'ci', 'cl', 'cn', 'ce')
+  live(false)
   return {}
 end
 
--- RestartLoopGuard. KEYS: the guard's hash (t) and its window.
+-- RestartLoopGuard. The key is a string, as a budget's: the latest time (16
+-- characters), then the window.
 
--- ARGV: max restarts, window. Returns tripped (1/0), tripped by this restart
--- (1/0), the restarts in the window, the time used.
-function ops.guard_record()
-  local h, w = KEYS[1], KEYS[2]
-  local max, win = tonumber(ARGV[4]), tonumber(ARGV[5])
-  local t = at(h)
-  prune(w, t, win)
-  local was = redis.call('LLEN', w) >= max
-  local n = redis.call('RPUSH', w, t)
-  if n > max then
-    redis.call('LTRIM', w, -max, -1)
-    n = max
+if op == 'guard_record' or op == 'guard_view' then
+  -- ARGV: window, max restarts. guard_record returns tripped (1/0),
+  -- tripped by this restart (1/0), the restarts in the window, the time
+  -- used; guard_view the restarts in the window.
+  local v = redis.call('GET', h) or ''
+  local t, ts = latest(v ~= '' and string.sub(v, 1, 16))
+  local w = prune(string.sub(v, 17), t, tonumber(ARGV[4]))
+  if op == 'guard_view' then
+    redis.call('SET', h, ts .. w, 'PX', ttl)
+    return {#w / 16}
   end
-  expire(h, win)
-  expire(w, win)
+  local max = tonumber(ARGV[5])
+  local was = #w / 16 >= max
+  w = push(w, ts, max)
+  redis.call('SET', h, ts .. w, 'PX', ttl)
+  local n = #w / 16
   local trip = n >= max
   return {trip and 1 or 0, (trip and not was) and 1 or 0, n, now}
 end
 
--- ARGV: window. Returns the restarts in the window.
-function ops.guard_view()
-  local h, w = KEYS[1], KEYS[2]
-  local win = tonumber(ARGV[4])
-  prune(w, at(h), win)
-  expire(h, win)
-  return {redis.call('LLEN', w)}
-end
-
--- Clears the window; keeps the latest time.
-function ops.guard_reset()
-  redis.call('DEL', KEYS[2])
+if op == 'guard_reset' then
+  -- Clears the window, keeping the latest time and the expiry.
+  local v = redis.call('GET', h)
+  if v then
+    redis.call('SET', h, string.sub(v, 1, 16), 'KEEPTTL')
+  end
   return {}
 end
 
--- FleetSupervisionPolicy. KEYS: the fleet's hash (t; ft 1 while tripped, fs
--- time of the trip or of its latest extension, ff and fn failing and total
--- members as last noted) and its rolling hour.
-
-local function fleet(h)
-  local f = redis.call('HMGET', h, 'ft', 'fs', 'ff', 'fn')
-  return {tripped = f[1] == '1', since = tonumber(f[2]) or 0, failing = tonumber(f[3]) or 0, total = tonumber(f[4]) or 0}
-end
-
--- rearm re-arms a tripped breaker whose cooldown has ended at t (an age of
--- exactly cooldown re-arms), clearing the hour; returns 1 if it did.
-local function rearm(h, w, s, t, cooldown)
-  if not s.tripped or t - s.since < cooldown then
-    return 0
-  end
-  s.tripped = false
-  redis.call('HSET', h, 'ft', 0)
-  redis.call('DEL', w)
-  return 1
-end
-
-local function trip(h, s, t)
-  s.tripped, s.since = true, t
-  redis.call('HSET', h, 'ft', 1, 'fs', t)
-end
-
--- keep makes the fleet's hash permanent while tripped (its re-arm must be
--- seen and announced), else expire an hour after its last call.
-local function keep(h, s)
-  if s.tripped then
-    redis.call('PERSIST', h)
-  else
-    expire(h, HOUR)
-  end
-end
-
+-- FleetSupervisionPolicy. Fields: t; w the restarts of the rolling hour; ft
+-- 1 while tripped, fs the time of the trip or of its latest extension, ff
+-- and fn the failing and total members as last noted.
 -- Each fleet result: tripped now (1/0), re-armed by this call (1/0), tripped
 -- by this call (1/0), restarts in the hour at the trip, failing and total as
--- announced with a re-arm, the time used.
+-- announced with a re-arm, the time used; fleet_status adds the restarts in
+-- the hour and the time of the trip (0 unless tripped).
 
--- ARGV: restarts per hour, cooldown (rounded up to a microsecond).
-function ops.fleet_restart()
-  local h, w = KEYS[1], KEYS[2]
+local HOUR = 3600000000 -- the fleet's rolling hour, in microseconds
+
+if op == 'fleet_restart' or op == 'fleet_state' or op == 'fleet_tripped' or op == 'fleet_status' then
+  -- ARGV: restarts per hour, cooldown (rounded up to a microsecond); for
+  -- fleet_state: trips (1 when failing and total meet the trip rule, as the
+  -- caller decides), failing and total (clamped by the caller).
   local rph, cooldown = tonumber(ARGV[4]), tonumber(ARGV[5])
-  local t = at(h)
-  local s = fleet(h)
-  if not s.tripped then -- armed, and this restart does not trip it
-    prune(w, t, HOUR)
-    if redis.call('LLEN', w) + 1 < rph then
-      redis.call('RPUSH', w, t)
-      expire(w, HOUR)
-      expire(h, HOUR)
-      return {0, 0, 0, 0, s.failing, s.total, now}
+  local f = redis.call('HMGET', h, 't', 'w', 'ft', 'fs', 'ff', 'fn')
+  local t, ts = latest(f[1])
+  local tripped, since = f[3] == '1', tonumber(f[4]) or 0
+  local failing, total = tonumber(f[5]) or 0, tonumber(f[6]) or 0
+  local w = f[2] or ''
+  local set = {'HSET', h, 't', ts}
+  if op == 'fleet_restart' and not tripped then -- armed, and the restart does not trip it
+    w = prune(w, t, HOUR)
+    if #w / 16 + 1 < rph then
+      redis.call('HSET', h, 't', ts, 'w', w .. ts)
+      live(false)
+      return {0, 0, 0, 0, failing, total, now}
     end
   end
-  local re = rearm(h, w, s, t, cooldown)
-  local tripped, n = 0, 0
-  if not s.tripped then
-    prune(w, t, HOUR)
-    n = redis.call('RPUSH', w, t)
-    if n > rph then
-      redis.call('LTRIM', w, -rph, -1)
-      n = rph
-    end
-    expire(w, HOUR)
+  -- A breaker whose cooldown has ended at t re-arms (an age of exactly the
+  -- cooldown re-arms), with the hour cleared.
+  local re = 0
+  if tripped and t - since >= cooldown then
+    tripped, re, w = false, 1, ''
+    set[#set + 1], set[#set + 2] = 'ft', 0
+  end
+  local trip, n, hold = 0, 0, false
+  if op == 'fleet_restart' and not tripped then
+    w = push(prune(w, t, HOUR), ts, rph)
+    n = #w / 16
     if n >= rph then
-      trip(h, s, t)
-      tripped = 1
+      trip, hold = 1, true
+    end
+  elseif op == 'fleet_state' then
+    set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = 'ff', ARGV[7], 'fn', ARGV[8]
+    if ARGV[6] == '1' then -- trips, or extends the hold of a tripped breaker
+      if not tripped then
+        w = prune(w, t, HOUR)
+        trip, n = 1, #w / 16
+      end
+      hold = true
     end
   end
-  keep(h, s)
-  return {s.tripped and 1 or 0, re, tripped, n, s.failing, s.total, now}
-end
-
--- ARGV: restarts per hour (unused), cooldown, trips (1 when failing and
--- total meet the trip rule, decided by the caller), failing, total (clamped
--- by the caller). A trip while tripped extends the hold.
-function ops.fleet_state()
-  local h, w = KEYS[1], KEYS[2]
-  local t = at(h)
-  local s = fleet(h)
-  local re = rearm(h, w, s, t, tonumber(ARGV[5]))
-  local failing, total = s.failing, s.total -- announced with the re-arm
-  redis.call('HSET', h, 'ff', ARGV[7], 'fn', ARGV[8])
-  local tripped, n = 0, 0
-  if ARGV[6] == '1' then
-    if not s.tripped then
-      prune(w, t, HOUR)
-      n = redis.call('LLEN', w)
-      tripped = 1
+  if hold then
+    tripped, since = true, t
+    set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = 'ft', 1, 'fs', ts
+  end
+  local hour = 0
+  if op == 'fleet_status' then
+    w = prune(w, t, HOUR)
+    hour = #w / 16
+  end
+  set[#set + 1], set[#set + 2] = 'w', w
+  redis.call(unpack(set))
+  live(tripped)
+  local r = {tripped and 1 or 0, re, trip, n, failing, total, now}
+  if op == 'fleet_status' then
+    if not tripped then
+      since = 0
     end
-    trip(h, s, t)
+    r[8], r[9] = hour, since
   end
-  keep(h, s)
-  return {s.tripped and 1 or 0, re, tripped, n, failing, total, now}
+  return r
 end
 
--- ARGV: restarts per hour (unused), cooldown. Re-arms when due.
-function ops.fleet_tripped()
-  local h, w = KEYS[1], KEYS[2]
-  local t = at(h)
-  local s = fleet(h)
-  local re = rearm(h, w, s, t, tonumber(ARGV[5]))
-  keep(h, s)
-  return {s.tripped and 1 or 0, re, 0, 0, s.failing, s.total, now}
-end
-
--- ARGV: restarts per hour (unused), cooldown. Re-arms when due; returns
--- tripped, re-armed, failing, total, restarts in the hour, the time of the
--- trip (0 unless tripped), the time used.
-function ops.fleet_status()
-  local h, w = KEYS[1], KEYS[2]
-  local t = at(h)
-  local s = fleet(h)
-  local re = rearm(h, w, s, t, tonumber(ARGV[5]))
-  prune(w, t, HOUR)
-  keep(h, s)
-  local since = 0
-  if s.tripped then
-    since = s.since
-  end
-  return {s.tripped and 1 or 0, re, s.failing, s.total, redis.call('LLEN', w), since, now}
-end
-
--- Clears the hour, the noted state and any trip; keeps the latest time.
-function ops.fleet_reset()
-  redis.call('DEL', KEYS[2])
-  redis.call('HDEL', KEYS[1], 'ft', 'fs', 'ff', 'fn')
-  expire(KEYS[1], HOUR)
+if op == 'fleet_reset' then
+  -- Clears the hour, the noted state and any trip; keeps the latest time.
+  redis.call('HDEL', h, 'w', 'ft', 'fs', 'ff', 'fn')
+  live(false)
   return {}
 end
 
-local f = ops[op]
-if not f then
-  return redis.error_reply('crashloop: unknown operation ' .. tostring(op))
-end
-return f()
+return redis.error_reply('crashloop: unknown operation ' .. tostring(op))
