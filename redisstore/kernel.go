@@ -48,6 +48,29 @@ func (k keyspace) chain(key string) string  { return k.tag + "c:" + key }
 func (k keyspace) guard(name string) string { return k.tag + "g:" + name }
 func (k keyspace) fleet(name string) string { return k.tag + "f:" + name }
 
+// events is the deployment's channel of notices (sharded pub/sub,
+// SSUBSCRIBE): one message "KIND KEY" for each transition that other
+// replicas must see at once, published by the script that made it.
+func (k keyspace) events() string { return k.tag + "events" }
+
+// The kinds of notice, and the key each names: a budget's key (parked,
+// resumed: by ResumeAt, or by Forget of a parked key), a chain's
+// (needs_human, cleared: by Clear of a marked key), a fleet's name
+// (fleet_tripped, fleet_rearmed: at the end of its cooldown or by Reset).
+const (
+	noticeParked       = "parked"
+	noticeResumed      = "resumed"
+	noticeNeedsHuman   = "needs_human"
+	noticeCleared      = "cleared"
+	noticeFleetTripped = "fleet_tripped"
+	noticeFleetRearmed = "fleet_rearmed"
+)
+
+// parseNotice splits a message of the events channel into its kind and key.
+func parseNotice(msg string) (kind, key string, ok bool) {
+	return strings.Cut(msg, " ")
+}
+
 // kernel runs the decisions of kernels.lua for one deployment.
 type kernel struct {
 	rdb        redis.Scripter

@@ -28,6 +28,9 @@
 -- (MaxRespawns, MaxRestarts, RestartsPerHour), and a call copies it: this
 -- suits limits up to some thousands.
 --
+-- Notices: the transitions other replicas must see at once are published on
+-- the channel {prefix}:events (see announce).
+--
 -- Expiry: every key expires on its own, ARGV[3] ms after its last call. A
 -- park, a needs-human mark and a tripped fleet breaker never expire while
 -- they stand (PERSIST): losing one would restart a crash loop, or lose a
@@ -93,6 +96,17 @@ local function live(keep)
   end
 end
 
+-- announce publishes a transition that other replicas must see at once (a
+-- park, a resume, a needs-human mark and its clearing, a fleet trip and its
+-- re-arm) on the deployment's channel {prefix}:events, as "KIND KEY". It is
+-- sharded pub/sub (SPUBLISH): the channel hashes to the slot of the keys, so
+-- on Redis Cluster it stays on the node that holds them. Only the call that
+-- makes a transition announces it, so each is published exactly once.
+local function announce(kind)
+  local tag = string.match(h, '^{[^}]*}:')
+  redis.call('SPUBLISH', tag .. 'events', kind .. ' ' .. string.sub(h, #tag + 3))
+end
+
 -- RespawnBudget. The key is a string: the latest time (16 characters), then
 -- the window; while parked, then a newline, the park's time (16), attempts,
 -- a newline, its reason (never holding a newline), a newline and its cause
@@ -155,6 +169,7 @@ if op == 'budget_failed' or op == 'budget_park' then
     return {0, now, n + 1}
   end
   keep(ts, w, {nows, string.format('%d', n), reason, ARGV[6]})
+  announce('parked')
   return {1, now, reason, ARGV[6], n, now}
 end
 
@@ -188,6 +203,7 @@ if op == 'budget_resume' then
     return {0}
   end
   keep(last, '', false)
+  announce('resumed')
   return {1, now, p[3], p[4]}
 end
 
@@ -203,9 +219,12 @@ end
 
 if op == 'budget_forget' then
   -- Drops the key's state, parked or not; keeps the latest time.
-  local last = budget()
+  local last, _, p = budget()
   if last then
     keep(last, '', false)
+  end
+  if p then
+    announce('resumed')
   end
   return {}
 end
@@ -237,6 +256,7 @@ if op == 'chain_rescue' then
   if n >= tonumber(ARGV[4]) then
     redis.call('HSET', h, 't', ts, 'ce', 1)
     live(true)
+    announce('needs_human')
     return {1, now, n}
   end
   if ARGV[7] == '1' then
@@ -265,8 +285,12 @@ end
 
 if op == 'chain_clear' then
   -- Forgets the chain and the mark; keeps the latest time.
+  local marked = redis.call('HEXISTS', h, 'ce') == 1
   redis.call('HDEL', h, 'ci', 'cl', 'cn', 'ce')
   live(false)
+  if marked then
+    announce('cleared')
+  end
   return {}
 end
 
@@ -367,6 +391,12 @@ if op == 'fleet_restart' or op == 'fleet_state' or op == 'fleet_tripped' or op =
   set[#set + 1], set[#set + 2] = 'w', w
   redis.call(unpack(set))
   live(tripped)
+  if re == 1 then
+    announce('fleet_rearmed')
+  end
+  if trip == 1 then
+    announce('fleet_tripped')
+  end
   local r = {tripped and 1 or 0, re, trip, n, failing, total, now}
   if op == 'fleet_status' then
     if not tripped then
@@ -379,8 +409,12 @@ end
 
 if op == 'fleet_reset' then
   -- Clears the hour, the noted state and any trip; keeps the latest time.
+  local tripped = redis.call('HGET', h, 'ft') == '1'
   redis.call('HDEL', h, 'w', 'ft', 'fs', 'ff', 'fn')
   live(false)
+  if tripped then
+    announce('fleet_rearmed')
+  end
   return {}
 end
 
