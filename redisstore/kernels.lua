@@ -78,24 +78,6 @@ local function prune(w, t, span)
   return w
 end
 
--- push returns window w with ts added, keeping the newest limit times.
-local function push(w, ts, limit)
-  w = w .. ts
-  if #w > limit * 16 then
-    w = string.sub(w, #w - limit * 16 + 1)
-  end
-  return w
-end
-
--- live makes the key expire ttl ms from now, or never while keep holds.
-local function live(keep)
-  if keep then
-    redis.call('PERSIST', h)
-  else
-    redis.call('PEXPIRE', h, ttl)
-  end
-end
-
 -- announce publishes a transition that other replicas must see at once (a
 -- park, a resume, a needs-human mark and its clearing, a fleet trip and its
 -- re-arm) on the deployment's channel {prefix}:events, as "KIND KEY". It is
@@ -114,119 +96,139 @@ end
 -- or, to keep a park forever, without), where a hash needs three (HMGET,
 -- HSET, PEXPIRE): the budget is the hottest path of all.
 
--- budget returns the latest time kept (or false), the window, and the park
--- (false, or since, attempts, reason and cause as strings).
-local function budget()
-  local v = redis.call('GET', h)
-  if not v then
-    return false, '', false
+if string.sub(op, 1, 7) == 'budget_' then -- its helpers are made only for its calls
+  -- budget returns the latest time kept (or false), the window, and the park
+  -- (false, or since, attempts, reason and cause as strings).
+  local function budget()
+    local v = redis.call('GET', h)
+    if not v then
+      return false, '', false
+    end
+    local nl = string.find(v, '\n', 17, true)
+    if not nl then
+      return string.sub(v, 1, 16), string.sub(v, 17), false
+    end
+    local a = string.find(v, '\n', nl + 17, true)
+    local r = string.find(v, '\n', a + 1, true)
+    return string.sub(v, 1, 16), string.sub(v, 17, nl - 1),
+      {string.sub(v, nl + 1, nl + 16), string.sub(v, nl + 17, a - 1), string.sub(v, a + 1, r - 1), string.sub(v, r + 1)}
   end
-  local nl = string.find(v, '\n', 17, true)
-  if not nl then
-    return string.sub(v, 1, 16), string.sub(v, 17), false
+
+  -- keep writes the budget: a key that is not parked expires ttl ms from now,
+  -- a parked one never.
+  local function keep(ts, w, p)
+    if p then
+      redis.call('SET', h, ts .. w .. '\n' .. p[1] .. p[2] .. '\n' .. p[3] .. '\n' .. p[4])
+    else
+      redis.call('SET', h, ts .. w, 'PX', ttl)
+    end
   end
-  local a = string.find(v, '\n', nl + 17, true)
-  local r = string.find(v, '\n', a + 1, true)
-  return string.sub(v, 1, 16), string.sub(v, 17, nl - 1),
-    {string.sub(v, nl + 1, nl + 16), string.sub(v, nl + 17, a - 1), string.sub(v, a + 1, r - 1), string.sub(v, r + 1)}
-end
 
--- keep writes the budget: a key that is not parked expires ttl ms from now,
--- a parked one never.
-local function keep(ts, w, p)
-  if p then
-    redis.call('SET', h, ts .. w .. '\n' .. p[1] .. p[2] .. '\n' .. p[3] .. '\n' .. p[4])
-  else
-    redis.call('SET', h, ts .. w, 'PX', ttl)
+  -- parked returns the park p as a reply: reason, cause, attempts, since.
+  local function parked(p)
+    return {p[3], p[4], tonumber(p[2]), tonumber(p[1])}
   end
-end
 
--- parked returns the park p as a reply: reason, cause, attempts, since.
-local function parked(p)
-  return {p[3], p[4], tonumber(p[2]), tonumber(p[1])}
-end
+  -- budget_failed and budget_park return an outcome: 0 respawn scheduled, 1
+  -- parked by this call, 2 already parked; then the time used; then the
+  -- attempt (0) or the park (1, 2): reason, cause, attempts, since.
+  if op == 'budget_failed' or op == 'budget_park' then
+    -- ARGV: window; for budget_failed max respawns and cause, for budget_park
+    -- (a park decided outside the budget) reason and cause.
+    local last, w, p = budget()
+    local t, ts = latest(last)
+    if p then -- a parked key records nothing and keeps its first park
+      keep(ts, w, p)
+      local r = parked(p)
+      return {2, now, r[1], r[2], r[3], r[4]}
+    end
+    w = prune(w, t, tonumber(ARGV[4]))
+    local n = #w / 16
+    local reason = 'respawn_budget_exhausted'
+    if op == 'budget_park' then
+      reason = ARGV[5]
+    elseif n < tonumber(ARGV[5]) then
+      keep(ts, w .. ts, false)
+      return {0, now, n + 1}
+    end
+    keep(ts, w, {nows, string.format('%d', n), reason, ARGV[6]})
+    announce('parked')
+    return {1, now, reason, ARGV[6], n, now}
+  end
 
--- budget_failed and budget_park return an outcome: 0 respawn scheduled, 1
--- parked by this call, 2 already parked; then the time used; then the
--- attempt (0) or the park (1, 2): reason, cause, attempts, since.
-if op == 'budget_failed' or op == 'budget_park' then
-  -- ARGV: window; for budget_failed max respawns and cause, for budget_park
-  -- (a park decided outside the budget) reason and cause.
-  local last, w, p = budget()
-  local t, ts = latest(last)
-  if p then -- a parked key records nothing and keeps its first park
+  if op == 'budget_view' then
+    -- ARGV: window. Returns the respawns in the window, then the park if any.
+    local last, w, p = budget()
+    local t, ts = latest(last)
     keep(ts, w, p)
+    local n = #prune(w, t, tonumber(ARGV[4])) / 16
+    if not p then
+      return {n}
+    end
     local r = parked(p)
-    return {2, now, r[1], r[2], r[3], r[4]}
+    return {n, r[1], r[2], r[3], r[4]}
   end
-  w = prune(w, t, tonumber(ARGV[4]))
-  local n = #w / 16
-  local reason = 'respawn_budget_exhausted'
-  if op == 'budget_park' then
-    reason = ARGV[5]
-  elseif n < tonumber(ARGV[5]) then
-    keep(ts, w .. ts, false)
-    return {0, now, n + 1}
-  end
-  keep(ts, w, {nows, string.format('%d', n), reason, ARGV[6]})
-  announce('parked')
-  return {1, now, reason, ARGV[6], n, now}
-end
 
-if op == 'budget_view' then
-  -- ARGV: window. Returns the respawns in the window, then the park if any.
-  local last, w, p = budget()
-  local t, ts = latest(last)
-  keep(ts, w, p)
-  local n = #prune(w, t, tonumber(ARGV[4])) / 16
-  if not p then
-    return {n}
+  if op == 'budget_spawn' then
+    -- Returns the park if any, else nothing.
+    local _, _, p = budget()
+    if not p then
+      return {}
+    end
+    return parked(p)
   end
-  local r = parked(p)
-  return {n, r[1], r[2], r[3], r[4]}
-end
 
-if op == 'budget_spawn' then
-  -- Returns the park if any, else nothing.
-  local _, _, p = budget()
-  if not p then
+  if op == 'budget_resume' then
+    -- Clears the park and the window (a full budget); keeps the latest time.
+    -- Returns 0 if not parked, else 1, the time, the reason and the cause.
+    local last, _, p = budget()
+    if not p then
+      return {0}
+    end
+    keep(last, '', false)
+    announce('resumed')
+    return {1, now, p[3], p[4]}
+  end
+
+  if op == 'budget_settle' then
+    -- A healthy run: clears the window of a key that is not parked, keeping
+    -- its expiry.
+    local last, w, p = budget()
+    if last and not p and w ~= '' then
+      redis.call('SET', h, last, 'KEEPTTL')
+    end
     return {}
   end
-  return parked(p)
+
+  if op == 'budget_forget' then
+    -- Drops the key's state, parked or not; keeps the latest time.
+    local last, _, p = budget()
+    if last then
+      keep(last, '', false)
+    end
+    if p then
+      announce('resumed')
+    end
+    return {}
+  end
 end
 
-if op == 'budget_resume' then
-  -- Clears the park and the window (a full budget); keeps the latest time.
-  -- Returns 0 if not parked, else 1, the time, the reason and the cause.
-  local last, _, p = budget()
-  if not p then
-    return {0}
+-- push returns window w with ts added, keeping the newest limit times.
+local function push(w, ts, limit)
+  w = w .. ts
+  if #w > limit * 16 then
+    w = string.sub(w, #w - limit * 16 + 1)
   end
-  keep(last, '', false)
-  announce('resumed')
-  return {1, now, p[3], p[4]}
+  return w
 end
 
-if op == 'budget_settle' then
-  -- A healthy run: clears the window of a key that is not parked, keeping
-  -- its expiry.
-  local last, w, p = budget()
-  if last and not p and w ~= '' then
-    redis.call('SET', h, last, 'KEEPTTL')
+-- live makes the key expire ttl ms from now, or never while keep holds.
+local function live(keep)
+  if keep then
+    redis.call('PERSIST', h)
+  else
+    redis.call('PEXPIRE', h, ttl)
   end
-  return {}
-end
-
-if op == 'budget_forget' then
-  -- Drops the key's state, parked or not; keeps the latest time.
-  local last, _, p = budget()
-  if last then
-    keep(last, '', false)
-  end
-  if p then
-    announce('resumed')
-  end
-  return {}
 end
 
 -- ChainDetector. Fields: t; ci incarnation, cl time and cn count of the
