@@ -50,6 +50,34 @@ else
 end
 local h = KEYS[1]
 
+-- The hot path comes first and makes no helper (a helper is a closure,
+-- made afresh by every call): a failed start granted a respawn, the
+-- budget_failed of a key that is not parked and whose window has room (see
+-- the budget below for the layout). Everything else goes on below, where
+-- budget_failed is handled in full.
+if op == 'budget_failed' then
+  local v = redis.call('GET', h)
+  if not v or not string.find(v, '\n', 17, true) then
+    local t, ts, w = now, nows, ''
+    if v then
+      w = string.sub(v, 17)
+      local l = tonumber(string.sub(v, 1, 16))
+      if l >= now then
+        t, ts = l, string.sub(v, 1, 16)
+      end
+    end
+    local span, i, n = tonumber(ARGV[4]), 1, #w
+    while i <= n and t - tonumber(string.sub(w, i, i + 15)) > span do
+      i = i + 16
+    end
+    w = string.sub(w, i)
+    if #w / 16 < tonumber(ARGV[5]) then
+      redis.call('SET', h, ts .. w .. ts, 'PX', ttl)
+      return {0, now, #w / 16 + 1}
+    end
+  end
+end
+
 -- latest returns the time a call uses, as a number and as its string: now,
 -- or the latest time kept (last, a string or false) if that is later.
 local function latest(last)
