@@ -147,6 +147,7 @@ func TestBoundedBlackHole(t *testing.T) {
 	require.GreaterOrEqual(t, d, budget, "it waited for the read timeout")
 	require.Less(t, d, slack*budget)
 	require.Equal(t, int32(1), dials.Load(), "the pooled connection was used, nothing dialed")
+	t.Logf("black hole, open connection: %v", d)
 
 	d, err = timed(ping(c)) // the timed-out connection was dropped: a new dial
 	require.True(t, isTimeout(err), "%v", err)

@@ -37,7 +37,9 @@ const (
 // link: the server's (Server) and the client's (Client). A process run with
 // "ip netns exec NAME" lives in one of them; DialContext connects from the
 // client's. The namespaces and the link are deleted when the test ends.
-// Making them needs root: NewNetns fails the test otherwise.
+// Making them needs root: NewNetns fails the test otherwise. Its methods are
+// safe for concurrent use; the zero value is not usable: get one from
+// NewNetns (or Server.Netns).
 type Netns struct {
 	Server, Client string // namespace names, for ip netns exec
 	sLink, cLink   string // veth ends

@@ -18,7 +18,7 @@ import (
 // slow (swapping, a long-running command, an overloaded host). Requests pass
 // at once. It listens on a unix socket in the test's temporary folder and
 // closes every connection when the test ends. Its methods are safe for
-// concurrent use.
+// concurrent use. The zero value is not usable: get one from NewSlowProxy.
 type SlowProxy struct {
 	srv   *Server
 	ln    net.Listener

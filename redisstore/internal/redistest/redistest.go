@@ -65,7 +65,8 @@ func WithCluster() Option { return func(c *config) { c.cluster = true } }
 func InNetns() Option { return func(c *config) { c.netns = true } }
 
 // Server is a redis-server started by Start for one test and stopped when the
-// test ends. Its methods are safe for concurrent use.
+// test ends. Its methods are safe for concurrent use. The zero value is not
+// usable: get one from Start.
 type Server struct {
 	t    testing.TB
 	cfg  config
