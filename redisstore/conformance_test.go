@@ -392,7 +392,7 @@ func (p *fleetPair) restart(now time.Time) bool {
 func (p *fleetPair) state(failing, total int, now time.Time) bool {
 	p.tr.add("NoteFleetStateAt(%d, %d, %d)", failing, total, now.UnixMicro())
 	tripped := p.mem.NoteFleetStateAt(failing, total, now)
-	d, err := p.k.fleetState(context.Background(), p.cfg, p.name, failing, total, now)
+	d, err := p.k.fleetState(context.Background(), p.cfg, p.name, "", failing, total, 0, now)
 	require.NoError(p.t, err)
 	p.check("NoteFleetStateAt", tripped, d)
 	return tripped

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -264,20 +265,23 @@ func (k *kernel) fleetRestart(ctx context.Context, cfg crashloop.FleetConfig, na
 	return fleetOutcome(r), nil
 }
 
-// fleetState notes that failing of total members are failing at now
-// (FleetSupervisionPolicy.NoteFleetStateAt): negative counts are read as 0
-// and failing is capped at total, as in memory; whether they trip the
-// breaker is decided here, in the library's float arithmetic.
-func (k *kernel) fleetState(ctx context.Context, cfg crashloop.FleetConfig, name string, failing, total int, now time.Time) (fleetDecision, error) {
+// fleetState notes that failing of total members of replica are failing at
+// now (FleetSupervisionPolicy.NoteFleetStateAt, with the fleet state summed
+// over replicas): negative counts are read as 0 and failing is capped at
+// total, as in memory. The replica's report replaces its previous one and
+// counts until it is older than lifetime (0: forever); the breaker judges the
+// sum of the live reports. One replica ("") whose report lives forever is
+// the library's policy exactly.
+func (k *kernel) fleetState(ctx context.Context, cfg crashloop.FleetConfig, name, replica string, failing, total int, lifetime time.Duration, now time.Time) (fleetDecision, error) {
 	total = max(total, 0)
 	failing = min(max(failing, 0), total)
-	trips := failing >= cfg.MinFailing && float64(failing)/float64(total) >= cfg.FailingFraction
-	r, err := k.fleetRun(ctx, "fleet_state", cfg, name, now, boolArg(trips), failing, total)
+	r, err := k.fleetRun(ctx, "fleet_state", cfg, name, now, strconv.FormatFloat(cfg.FailingFraction, 'g', -1, 64),
+		cfg.MinFailing, replica, failing, total, micros(lifetime))
 	if err != nil {
 		return fleetDecision{}, err
 	}
 	d := fleetOutcome(r)
-	d.tripFailing, d.tripTotal = failing, total
+	d.tripFailing, d.tripTotal = int(r.int(7)), int(r.int(8))
 	return d, nil
 }
 

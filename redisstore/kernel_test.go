@@ -77,7 +77,7 @@ func TestKernelsOnRedisCluster(t *testing.T) {
 		_, err = k.guardRecord(ctx, gcfg, key, t0)
 		require.NoError(t, err)
 	}
-	_, err := k.fleetState(ctx, fcfg, "fleet", 1, 2, t0)
+	_, err := k.fleetState(ctx, fcfg, "fleet", "", 1, 2, 0, t0)
 	require.NoError(t, err)
 
 	rdb := s.Client(nil)
@@ -392,4 +392,55 @@ func TestBudgetParkAndSettle(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, n, "a healthy run clears the window")
 	require.Nil(t, pe)
+}
+
+// The fleet state is the sum of every replica's report; a report counts
+// while its age is at most its lifetime (exactly the lifetime still counts),
+// and a replica that stopped reporting stops counting.
+func TestFleetSumsReplicaReports(t *testing.T) {
+	s := redistest.Start(t)
+	k := testKernel(t, s, false)
+	rdb := s.Client(nil)
+	ctx := context.Background()
+	cfg := crashloop.FleetConfig{RestartsPerHour: 40, FailingFraction: 0.5, MinFailing: 2, Cooldown: 2 * time.Minute}
+	life := 30 * time.Second
+	note := func(fleet, replica string, failing, total int, at time.Duration) fleetDecision {
+		t.Helper()
+		d, err := k.fleetState(ctx, cfg, fleet, replica, failing, total, life, t0.Add(at))
+		require.NoError(t, err)
+		return d
+	}
+
+	d := note("f1", "a", 1, 1, 0)
+	require.False(t, d.tripped, "one failing member never trips on the fraction")
+	d = note("f1", "b", 1, 1, life) // a's report is exactly its lifetime old: it counts
+	require.True(t, d.trippedNow)
+	evs := d.events("f1", cfg)
+	require.Len(t, evs, 1)
+	require.Equal(t, 2, evs[0].Failing)
+	require.Equal(t, 2, evs[0].Total)
+	require.Equal(t, "channel crash-loop: 2/2 channels failing", evs[0].Reason)
+
+	note("f2", "a", 1, 1, 0)
+	d = note("f2", "b", 1, 1, life+time.Microsecond) // a's report has expired
+	require.False(t, d.tripped)
+	require.False(t, rdb.HExists(ctx, k.keys.fleet("f2"), "r:a").Val(), "the expired report is dropped")
+	st, _, err := k.fleetStatus(ctx, cfg, "f2", t0.Add(life+time.Microsecond))
+	require.NoError(t, err)
+	require.Equal(t, 1, st.FailingChannels)
+	require.Equal(t, 1, st.TotalChannels)
+
+	note("f3", "a", 1, 4, 0)
+	note("f3", "b", 0, 4, 0)
+	d = note("f3", "a", 3, 4, 0) // a's new report replaces its old one: 3/8
+	require.False(t, d.tripped)
+	d = note("f3", "b", 1, 4, 0) // 4/8
+	require.True(t, d.trippedNow)
+	require.Equal(t, 4, d.tripFailing)
+	require.Equal(t, 8, d.tripTotal)
+	require.NoError(t, k.fleetReset(ctx, cfg, "f3"))
+	d = note("f3", "a", 1, 4, 0)
+	require.False(t, d.tripped, "Reset dropped every report")
+	require.Equal(t, 1, d.tripFailing)
+	require.Equal(t, 4, d.tripTotal)
 }

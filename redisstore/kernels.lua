@@ -358,23 +358,27 @@ end
 
 -- FleetSupervisionPolicy. Fields: t; w the restarts of the rolling hour; ft
 -- 1 while tripped, fs the time of the trip or of its latest extension, ff
--- and fn the failing and total members as last noted.
+-- and fn the failing and total members as last noted (summed over the
+-- replicas' reports, r:REPLICA).
 -- Each fleet result: tripped now (1/0), re-armed by this call (1/0), tripped
 -- by this call (1/0), restarts in the hour at the trip, failing and total as
 -- announced with a re-arm, the time used; fleet_status adds the restarts in
--- the hour and the time of the trip (0 unless tripped).
+-- the hour and the time of the trip (0 unless tripped), fleet_state the
+-- failing and total it noted (the sums of the live reports).
 
 local HOUR = 3600000000 -- the fleet's rolling hour, in microseconds
 
 if op == 'fleet_restart' or op == 'fleet_state' or op == 'fleet_tripped' or op == 'fleet_status' then
   -- ARGV: restarts per hour, cooldown (rounded up to a microsecond); for
-  -- fleet_state: trips (1 when failing and total meet the trip rule, as the
-  -- caller decides), failing and total (clamped by the caller).
+  -- fleet_state: failing fraction (as Go formats a float64, read back
+  -- exactly), min failing, the reporting replica, its failing and total
+  -- (clamped by the caller), and how long its report lives (0: forever).
   local rph, cooldown = tonumber(ARGV[4]), tonumber(ARGV[5])
   local f = redis.call('HMGET', h, 't', 'w', 'ft', 'fs', 'ff', 'fn')
   local t, ts = latest(f[1])
   local tripped, since = f[3] == '1', tonumber(f[4]) or 0
   local failing, total = tonumber(f[5]) or 0, tonumber(f[6]) or 0
+  local noted, notedTotal = failing, total -- as announced with a re-arm
   local w = f[2] or ''
   local set = {'HSET', h, 't', ts}
   if op == 'fleet_restart' and not tripped then -- armed, and the restart does not trip it
@@ -400,8 +404,33 @@ if op == 'fleet_restart' or op == 'fleet_state' or op == 'fleet_tripped' or op =
       trip, hold = 1, true
     end
   elseif op == 'fleet_state' then
-    set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = 'ff', ARGV[7], 'fn', ARGV[8]
-    if ARGV[6] == '1' then -- trips, or extends the hold of a tripped breaker
+    -- Each replica reports its own members in field r:REPLICA as
+    -- "failing,total,expiry" (expiry 0: never); the fleet state is the sum
+    -- of the reports alive at t (age at most their lifetime), and a report
+    -- whose replica stopped reporting is dropped. One replica whose report
+    -- never expires is the library's single noted state.
+    local exp, life = 0, tonumber(ARGV[11])
+    if life > 0 then
+      exp = t + life
+    end
+    redis.call('HSET', h, 'r:' .. ARGV[8], ARGV[9] .. ',' .. ARGV[10] .. ',' .. string.format('%d', exp))
+    local all = redis.call('HGETALL', h)
+    failing, total = 0, 0
+    for i = 1, #all, 2 do
+      if string.sub(all[i], 1, 2) == 'r:' then
+        local a, b, e = string.match(all[i + 1], '^(%d+),(%d+),(%d+)$')
+        e = tonumber(e)
+        if e ~= 0 and t > e then
+          redis.call('HDEL', h, all[i])
+        else
+          failing, total = failing + tonumber(a), total + tonumber(b)
+        end
+      end
+    end
+    set[#set + 1], set[#set + 2] = 'ff', string.format('%d', failing)
+    set[#set + 1], set[#set + 2] = 'fn', string.format('%d', total)
+    if failing >= tonumber(ARGV[7]) and failing / total >= tonumber(ARGV[6]) then
+      -- trips, or extends the hold of a tripped breaker
       if not tripped then
         w = prune(w, t, HOUR)
         trip, n = 1, #w / 16
@@ -427,12 +456,14 @@ if op == 'fleet_restart' or op == 'fleet_state' or op == 'fleet_tripped' or op =
   if trip == 1 then
     announce('fleet_tripped')
   end
-  local r = {tripped and 1 or 0, re, trip, n, failing, total, now}
+  local r = {tripped and 1 or 0, re, trip, n, noted, notedTotal, now}
   if op == 'fleet_status' then
     if not tripped then
       since = 0
     end
     r[8], r[9] = hour, since
+  elseif op == 'fleet_state' then
+    r[8], r[9] = failing, total
   end
   return r
 end
@@ -440,6 +471,12 @@ end
 if op == 'fleet_reset' then
   -- Clears the hour, the noted state and any trip; keeps the latest time.
   local tripped = redis.call('HGET', h, 'ft') == '1'
+  local all = redis.call('HKEYS', h)
+  for _, k in ipairs(all) do
+    if string.sub(k, 1, 2) == 'r:' then
+      redis.call('HDEL', h, k)
+    end
+  end
   redis.call('HDEL', h, 'w', 'ft', 'fs', 'ff', 'fn')
   live(false)
   if tripped then

@@ -117,9 +117,9 @@ func TestNoticesOnTransitions(t *testing.T) {
 		require.Equal(t, []string{noticeFleetTripped + " fleet"}, l.drain(t), "a held restart is silent")
 		_, err := k.fleetTripped(ctx, cfg, "fleet", t0.Add(time.Second))
 		require.NoError(t, err)
-		_, err = k.fleetState(ctx, cfg, "fleet", 1, 1, t0.Add(time.Second))
+		_, err = k.fleetState(ctx, cfg, "fleet", "", 1, 1, 0, t0.Add(time.Second))
 		require.NoError(t, err)
-		_, err = k.fleetState(ctx, cfg, "fleet", 1, 1, t0.Add(time.Second)) // an extension
+		_, err = k.fleetState(ctx, cfg, "fleet", "", 1, 1, 0, t0.Add(time.Second)) // an extension
 		require.NoError(t, err)
 		for range 2 {
 			require.NoError(t, k.fleetReset(ctx, cfg, "fleet"))
