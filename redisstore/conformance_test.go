@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -222,7 +223,21 @@ func (p *budgetPair) spawn(key string) error {
 	pe, kerr := p.k.budgetSpawn(context.Background(), key)
 	require.NoError(p.t, kerr)
 	require.Equal(p.t, parkText(asPark(err)), parkText(pe), "Spawn\n%s", &p.tr)
+	p.listed()
 	return err
+}
+
+// listed compares Parked: every key's guard's on one side, the set of
+// parked keys on the other.
+func (p *budgetPair) listed() {
+	want := []string{}
+	for _, b := range p.mem.m {
+		want = append(want, b.Parked()...)
+	}
+	slices.Sort(want)
+	got, err := p.k.parkedKeys(context.Background())
+	require.NoError(p.t, err)
+	require.Equal(p.t, want, append([]string{}, got...), "Parked\n%s", &p.tr)
 }
 
 func (p *budgetPair) respawns(key string, now time.Time) int {
@@ -298,6 +313,14 @@ func (p *chainPair) chain(key, inc string, now time.Time) int {
 	m, err := p.k.chainMarked(context.Background(), key)
 	require.NoError(p.t, err)
 	require.Equal(p.t, p.detector(key).IsNeedsHuman(key), m, "IsNeedsHuman\n%s", &p.tr)
+	want := []string{}
+	for _, d := range p.mem.m {
+		want = append(want, d.NeedsHuman()...)
+	}
+	slices.Sort(want)
+	got, err := p.k.needsHumanKeys(context.Background())
+	require.NoError(p.t, err)
+	require.Equal(p.t, want, append([]string{}, got...), "NeedsHuman\n%s", &p.tr)
 	return n
 }
 

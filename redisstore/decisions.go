@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,38 @@ import (
 // hold each of them to its in-memory twin; the store built on the library's
 // seam makes its decisions through them.
 
+// budgetKeys and chainKeys are the keys of a budget or chain call: the
+// guard's, and the set listing its kind's standing marks.
+func (k *kernel) budgetKeys(key string) []string {
+	return []string{k.keys.budget(key), k.keys.parked()}
+}
+func (k *kernel) chainKeys(key string) []string {
+	return []string{k.keys.chain(key), k.keys.needsHuman()}
+}
+
+// parkedKeys returns the keys that stand parked, sorted
+// (RespawnBudget.Parked, across every replica).
+func (k *kernel) parkedKeys(ctx context.Context) ([]string, error) {
+	return k.members(ctx, k.keys.parked())
+}
+
+// needsHumanKeys returns the keys marked needs-human, sorted
+// (ChainDetector.NeedsHuman, across every replica).
+func (k *kernel) needsHumanKeys(ctx context.Context) ([]string, error) {
+	return k.members(ctx, k.keys.needsHuman())
+}
+
+func (k *kernel) members(ctx context.Context, set string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, k.timeout)
+	defer cancel()
+	keys, err := k.rdb.SMembers(ctx, set).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list %s: %w", set, err)
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
 // budgetDecision is the outcome of a failed start (RespawnBudget.FailedAt).
 type budgetDecision struct {
 	now       time.Time              // the time the call used (the server's in server-time mode)
@@ -26,7 +59,7 @@ type budgetDecision struct {
 // budgetFailed records a failed start of key with cause at now: a respawn if
 // the window has room, else a park.
 func (k *kernel) budgetFailed(ctx context.Context, cfg crashloop.BudgetConfig, key string, cause error, now time.Time) (budgetDecision, error) {
-	r, err := k.run(ctx, "budget_failed", k.keys.budget(key), cfg.Window, now, micros(cfg.Window), cfg.MaxRespawns, encodeCause(cause))
+	r, err := k.run(ctx, "budget_failed", k.budgetKeys(key), cfg.Window, now, micros(cfg.Window), cfg.MaxRespawns, encodeCause(cause))
 	if err != nil {
 		return budgetDecision{}, err
 	}
@@ -40,7 +73,7 @@ func (k *kernel) budgetPark(ctx context.Context, cfg crashloop.BudgetConfig, key
 	if strings.Contains(reason, "\n") {
 		return budgetDecision{}, fmt.Errorf("redisstore: park reason %q: must be one line", reason)
 	}
-	r, err := k.run(ctx, "budget_park", k.keys.budget(key), cfg.Window, now, micros(cfg.Window), reason, encodeCause(cause))
+	r, err := k.run(ctx, "budget_park", k.budgetKeys(key), cfg.Window, now, micros(cfg.Window), reason, encodeCause(cause))
 	if err != nil {
 		return budgetDecision{}, err
 	}
@@ -87,7 +120,7 @@ func parkEvent(pe *crashloop.ParkedError, cfg crashloop.BudgetConfig) crashloop.
 
 // budgetSpawn returns the park of key, or nil: the gate before every spawn.
 func (k *kernel) budgetSpawn(ctx context.Context, key string) (*crashloop.ParkedError, error) {
-	r, err := k.run(ctx, "budget_spawn", k.keys.budget(key), 0, time.Time{})
+	r, err := k.run(ctx, "budget_spawn", k.budgetKeys(key), 0, time.Time{})
 	if err != nil || len(r) == 0 {
 		return nil, err
 	}
@@ -97,7 +130,7 @@ func (k *kernel) budgetSpawn(ctx context.Context, key string) (*crashloop.Parked
 // budgetView returns the respawns of key in the window at now and its park,
 // if any (RespawnBudget.RespawnsAt and what a Status shows).
 func (k *kernel) budgetView(ctx context.Context, cfg crashloop.BudgetConfig, key string, now time.Time) (int, *crashloop.ParkedError, error) {
-	r, err := k.run(ctx, "budget_view", k.keys.budget(key), cfg.Window, now, micros(cfg.Window))
+	r, err := k.run(ctx, "budget_view", k.budgetKeys(key), cfg.Window, now, micros(cfg.Window))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -111,7 +144,7 @@ func (k *kernel) budgetView(ctx context.Context, cfg crashloop.BudgetConfig, key
 // It returns the EventResumed to announce, or ok false when key was not
 // parked.
 func (k *kernel) budgetResume(ctx context.Context, cfg crashloop.BudgetConfig, key string, now time.Time) (ev crashloop.Event, ok bool, err error) {
-	r, err := k.run(ctx, "budget_resume", k.keys.budget(key), cfg.Window, now)
+	r, err := k.run(ctx, "budget_resume", k.budgetKeys(key), cfg.Window, now)
 	if err != nil || !r.flag(0) {
 		return crashloop.Event{}, false, err
 	}
@@ -121,13 +154,13 @@ func (k *kernel) budgetResume(ctx context.Context, cfg crashloop.BudgetConfig, k
 
 // budgetSettle clears the window of key unless it is parked: a healthy run.
 func (k *kernel) budgetSettle(ctx context.Context, key string) error {
-	_, err := k.run(ctx, "budget_settle", k.keys.budget(key), 0, time.Time{})
+	_, err := k.run(ctx, "budget_settle", k.budgetKeys(key), 0, time.Time{})
 	return err
 }
 
 // budgetForget drops the state of key, parked or not (RespawnBudget.Forget).
 func (k *kernel) budgetForget(ctx context.Context, cfg crashloop.BudgetConfig, key string) error {
-	_, err := k.run(ctx, "budget_forget", k.keys.budget(key), cfg.Window, time.Time{})
+	_, err := k.run(ctx, "budget_forget", k.budgetKeys(key), cfg.Window, time.Time{})
 	return err
 }
 
@@ -149,7 +182,7 @@ type chainDecision struct {
 // chainRescue asks to rescue key, whose live incarnation is incarnation, at
 // now; reactive is true for a rescue forced by a crash.
 func (k *kernel) chainRescue(ctx context.Context, cfg crashloop.ChainConfig, key, incarnation string, reactive bool, now time.Time) (chainDecision, error) {
-	r, err := k.run(ctx, "chain_rescue", k.keys.chain(key), cfg.ResetGap, now, cfg.MaxChain, micros(cfg.ResetGap), incarnation, boolArg(reactive))
+	r, err := k.run(ctx, "chain_rescue", k.chainKeys(key), cfg.ResetGap, now, cfg.MaxChain, micros(cfg.ResetGap), incarnation, boolArg(reactive))
 	if err != nil {
 		return chainDecision{}, err
 	}
@@ -175,19 +208,19 @@ func (d chainDecision) events(key string, cfg crashloop.ChainConfig) []crashloop
 // chainView returns the chain of incarnation under key ending at now
 // (ChainDetector.ChainAt).
 func (k *kernel) chainView(ctx context.Context, cfg crashloop.ChainConfig, key, incarnation string, now time.Time) (int, error) {
-	r, err := k.run(ctx, "chain_view", k.keys.chain(key), cfg.ResetGap, now, micros(cfg.ResetGap), incarnation)
+	r, err := k.run(ctx, "chain_view", k.chainKeys(key), cfg.ResetGap, now, micros(cfg.ResetGap), incarnation)
 	return int(r.int(0)), err
 }
 
 // chainMarked reports whether key is marked needs-human.
 func (k *kernel) chainMarked(ctx context.Context, key string) (bool, error) {
-	r, err := k.run(ctx, "chain_marked", k.keys.chain(key), 0, time.Time{})
+	r, err := k.run(ctx, "chain_marked", k.chainKeys(key), 0, time.Time{})
 	return r.flag(0), err
 }
 
 // chainClear forgets the chain and the mark of key (ChainDetector.Clear).
 func (k *kernel) chainClear(ctx context.Context, cfg crashloop.ChainConfig, key string) error {
-	_, err := k.run(ctx, "chain_clear", k.keys.chain(key), cfg.ResetGap, time.Time{})
+	_, err := k.run(ctx, "chain_clear", k.chainKeys(key), cfg.ResetGap, time.Time{})
 	return err
 }
 
@@ -202,7 +235,7 @@ type guardDecision struct {
 // guardRecord records a restart on the guard name at now
 // (RestartLoopGuard.RecordAt).
 func (k *kernel) guardRecord(ctx context.Context, cfg crashloop.GuardConfig, name string, now time.Time) (guardDecision, error) {
-	r, err := k.run(ctx, "guard_record", k.keys.guard(name), cfg.Window, now, micros(cfg.Window), cfg.MaxRestarts)
+	r, err := k.run(ctx, "guard_record", []string{k.keys.guard(name)}, cfg.Window, now, micros(cfg.Window), cfg.MaxRestarts)
 	if err != nil {
 		return guardDecision{}, err
 	}
@@ -221,13 +254,13 @@ func (d guardDecision) events(name string, cfg crashloop.GuardConfig) []crashloo
 // guardView returns the restarts in the window of the guard name at now
 // (RestartLoopGuard.RestartsAt; TrippedAt is restarts >= MaxRestarts).
 func (k *kernel) guardView(ctx context.Context, cfg crashloop.GuardConfig, name string, now time.Time) (int, error) {
-	r, err := k.run(ctx, "guard_view", k.keys.guard(name), cfg.Window, now, micros(cfg.Window))
+	r, err := k.run(ctx, "guard_view", []string{k.keys.guard(name)}, cfg.Window, now, micros(cfg.Window))
 	return int(r.int(0)), err
 }
 
 // guardReset clears the window of the guard name (RestartLoopGuard.Reset).
 func (k *kernel) guardReset(ctx context.Context, name string) error {
-	_, err := k.run(ctx, "guard_reset", k.keys.guard(name), 0, time.Time{})
+	_, err := k.run(ctx, "guard_reset", []string{k.keys.guard(name)}, 0, time.Time{})
 	return err
 }
 
@@ -244,7 +277,7 @@ type fleetDecision struct {
 
 func (k *kernel) fleetRun(ctx context.Context, op string, cfg crashloop.FleetConfig, name string, now time.Time, args ...any) (reply, error) {
 	argv := append([]any{cfg.RestartsPerHour, microsUp(cfg.Cooldown)}, args...)
-	return k.run(ctx, op, k.keys.fleet(name), time.Hour, now, argv...)
+	return k.run(ctx, op, []string{k.keys.fleet(name)}, time.Hour, now, argv...)
 }
 
 // fleetOutcome reads the reply common to the fleet operations.

@@ -48,6 +48,12 @@ func (k keyspace) chain(key string) string  { return k.tag + "c:" + key }
 func (k keyspace) guard(name string) string { return k.tag + "g:" + name }
 func (k keyspace) fleet(name string) string { return k.tag + "f:" + name }
 
+// The sets listing the keys that stand parked or marked needs-human,
+// maintained by the scripts that set and lift the marks. They never expire
+// (they hold only marks that never do) and vanish when emptied.
+func (k keyspace) parked() string     { return k.tag + "parked" }
+func (k keyspace) needsHuman() string { return k.tag + "needs_human" }
+
 // events is the deployment's channel of notices (sharded pub/sub,
 // SSUBSCRIBE): one message "KIND KEY" for each transition that other
 // replicas must see at once, published by the script that made it.
@@ -73,18 +79,19 @@ func parseNotice(msg string) (kind, key string, ok bool) {
 
 // kernel runs the decisions of kernels.lua for one deployment.
 type kernel struct {
-	rdb        redis.Scripter
+	rdb        redis.UniversalClient // a Client, ClusterClient or Ring
 	keys       keyspace
 	serverTime bool          // read the time from the server's clock (TIME), not the caller's
 	grace      time.Duration // added to every TTL
 	timeout    time.Duration // bounds each call
 }
 
-// run calls operation op on the guard at key at now (ignored in server-time
-// mode) with the operation's own arguments, under the kernel's timeout, and
-// returns the script's array reply. The key expires span plus the kernel's
-// grace after the call, unless the script keeps it.
-func (k *kernel) run(ctx context.Context, op, key string, span time.Duration, now time.Time, args ...any) (reply, error) {
+// run calls operation op on the guard at keys[0] (and the set of marks at
+// keys[1], for a budget or a chain) at now (ignored in server-time mode) with
+// the operation's own arguments, under the kernel's timeout, and returns the
+// script's array reply. The key expires span plus the kernel's grace after
+// the call, unless the script keeps it.
+func (k *kernel) run(ctx context.Context, op string, keys []string, span time.Duration, now time.Time, args ...any) (reply, error) {
 	at, err := k.nowArg(now)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
@@ -94,7 +101,7 @@ func (k *kernel) run(ctx context.Context, op, key string, span time.Duration, no
 	argv := make([]any, 0, 3+len(args))
 	argv = append(argv, op, at, ttlMillis(span+k.grace))
 	argv = append(argv, args...)
-	res, err := kernels.Run(ctx, k.rdb, []string{key}, argv...).Slice()
+	res, err := kernels.Run(ctx, k.rdb, keys, argv...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}

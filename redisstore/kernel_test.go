@@ -151,6 +151,8 @@ func TestTTLs(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, d.parkedNow)
 		require.Equal(t, time.Duration(-1), ttlOf(t, rdb, key), "a park never expires")
+		require.Equal(t, []string{"k"}, rdb.SMembers(ctx, k.keys.parked()).Val())
+		require.Equal(t, time.Duration(-1), ttlOf(t, rdb, k.keys.parked()), "nor does the list of parks")
 		_, err = k.budgetFailed(ctx, cfg, "k", nil, t0.Add(time.Hour))
 		require.NoError(t, err)
 		require.Equal(t, time.Duration(-1), ttlOf(t, rdb, key), "still parked")
@@ -159,6 +161,7 @@ func TestTTLs(t *testing.T) {
 		require.True(t, ok)
 		requireTTL(t, rdb, key, 61*time.Second)
 		require.Equal(t, "1800003600000000", rdb.Get(ctx, key).Val(), "the window is gone; the latest time (t0+1h) stays")
+		require.Equal(t, time.Duration(-2), ttlOf(t, rdb, k.keys.parked()), "the emptied list is gone")
 	})
 
 	t.Run("chain: expires a reset gap after the last rescue, never while marked", func(t *testing.T) {

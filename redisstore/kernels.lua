@@ -3,7 +3,9 @@
 -- (budget.go, chain.go, guard.go, fleet.go), which the conformance tests hold
 -- it to.
 --
--- Call: KEYS[1] the guard's key (under the deployment's hash tag {prefix},
+-- Call: KEYS[1] the guard's key, for a budget or a chain KEYS[2] the set of
+-- its kind's standing marks (see list), all under the deployment's hash tag
+-- {prefix} (
 -- so the call is legal on Redis Cluster); ARGV[1] the operation; ARGV[2] the
 -- time of the call in integer microseconds since the Unix epoch, or "" for
 -- the server's clock (TIME; Redis 7 replicates scripts by their effects, so
@@ -117,6 +119,19 @@ local function announce(kind)
   redis.call('SPUBLISH', tag .. 'events', kind .. ' ' .. string.sub(h, #tag + 3))
 end
 
+-- list adds (or with remove, removes) the guard's name to (from) the set
+-- KEYS[2] that lists the standing marks of its kind ({prefix}:parked,
+-- {prefix}:needs_human), so that a status lists them in one call. The sets
+-- hold only marks that never expire, and vanish when emptied.
+local function list(remove)
+  local tag = string.match(h, '^{[^}]*}:')
+  local cmd = 'SADD'
+  if remove then
+    cmd = 'SREM'
+  end
+  redis.call(cmd, KEYS[2], string.sub(h, #tag + 3))
+end
+
 -- RespawnBudget. The key is a string: the latest time (16 characters), then
 -- the window; while parked, then a newline, the park's time (16), attempts,
 -- a newline, its reason (never holding a newline), a newline and its cause
@@ -180,6 +195,7 @@ if string.sub(op, 1, 7) == 'budget_' then -- its helpers are made only for its c
       return {0, now, n + 1}
     end
     keep(ts, w, {nows, string.format('%d', n), reason, ARGV[6]})
+    list(false)
     announce('parked')
     return {1, now, reason, ARGV[6], n, now}
   end
@@ -214,6 +230,7 @@ if string.sub(op, 1, 7) == 'budget_' then -- its helpers are made only for its c
       return {0}
     end
     keep(last, '', false)
+    list(true)
     announce('resumed')
     return {1, now, p[3], p[4]}
   end
@@ -235,6 +252,7 @@ if string.sub(op, 1, 7) == 'budget_' then -- its helpers are made only for its c
       keep(last, '', false)
     end
     if p then
+      list(true)
       announce('resumed')
     end
     return {}
@@ -286,6 +304,7 @@ if op == 'chain_rescue' then
   if n >= tonumber(ARGV[4]) then
     redis.call('HSET', h, 't', ts, 'ce', 1)
     live(true)
+    list(false)
     announce('needs_human')
     return {1, now, n}
   end
@@ -319,6 +338,7 @@ if op == 'chain_clear' then
   redis.call('HDEL', h, 'ci', 'cl', 'cn', 'ce')
   live(false)
   if marked then
+    list(true)
     announce('cleared')
   end
   return {}
