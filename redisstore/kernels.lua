@@ -1,17 +1,16 @@
--- crashloop's decisions on Redis: each call is one atomic step on the one
--- key of one guard, with the semantics of the in-memory guards of the library
+-- crashloop's decisions on Redis: each call is one atomic step on the key of
+-- one guard, with the semantics of the in-memory guards of the library
 -- (budget.go, chain.go, guard.go, fleet.go), which the conformance tests hold
 -- it to.
 --
--- Call: KEYS[1] the guard's key, for a budget or a chain KEYS[2] the set of
--- its kind's standing marks (see list), all under the deployment's hash tag
--- {prefix} (
--- so the call is legal on Redis Cluster); ARGV[1] the operation; ARGV[2] the
--- time of the call in integer microseconds since the Unix epoch, or "" for
--- the server's clock (TIME; Redis 7 replicates scripts by their effects, so
--- reading the clock is allowed); ARGV[3] the key's time to live in
--- milliseconds once idle (its span plus a grace, computed by the caller);
--- then the operation's own arguments from ARGV[4] on.
+-- Call: KEYS[1] the guard's key, and for a budget or a chain KEYS[2] the set
+-- of its kind's standing marks (see list), all under the deployment's hash
+-- tag {prefix} so that the call is legal on Redis Cluster; ARGV[1] the
+-- operation; ARGV[2] the time of the call in integer microseconds since the
+-- Unix epoch, or "" for the server's clock (TIME; Redis 7 replicates scripts
+-- by their effects, so reading the clock is allowed); ARGV[3] the key's time
+-- to live in milliseconds once idle (its span plus a grace, computed by the
+-- caller); then the operation's own arguments from ARGV[4] on.
 --
 -- Numbers: Lua numbers are doubles, exact for integers below 2^53. Times are
 -- kept as the decimal strings of integer microseconds, 16 characters wide
@@ -35,8 +34,9 @@
 --
 -- Expiry: every key expires on its own, ARGV[3] ms after its last call. A
 -- park, a needs-human mark and a tripped fleet breaker never expire while
--- they stand (PERSIST): losing one would restart a crash loop, or lose a
--- re-arm that must be announced.
+-- they stand (a budget written without PX, PERSIST for a hash): losing one
+-- would restart a crash loop, or lose a re-arm that must be announced. The
+-- sets listing parks and marks hold only such marks, and vanish when empty.
 
 local op, ttl = ARGV[1], ARGV[3]
 local now, nows
