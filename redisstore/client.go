@@ -1,0 +1,57 @@
+package redisstore
+
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultTimeout is the longest one decision waits for Redis when no other
+// timeout is set: 300ms. It is far above a healthy round trip (tens of
+// microseconds on one host, a millisecond or two across a data centre) and
+// short enough that a supervisor that falls back to its local guards does so
+// before a restart is noticeably late.
+const DefaultTimeout = 300 * time.Millisecond
+
+// BoundedOptions returns a copy of o (nil for the zero Options) whose
+// settings keep one command from waiting for Redis longer than timeout
+// (DefaultTimeout when timeout <= 0), whatever the failure: a refused
+// connection fails at once, and a black-holed server (packets vanish), a
+// slow one, or one killed mid-command fail after at most timeout, without
+// retries. It sets
+//
+//   - DialTimeout, ReadTimeout, WriteTimeout and PoolTimeout to timeout;
+//   - DialerRetries to 1: one dial attempt. go-redis dials 5 times with
+//     100ms pauses by default, and reads 0 or less as that default, so a
+//     refused connection took 400ms and a black hole 5 dial timeouts;
+//   - MaxRetries to -1: no command is sent twice. The default (3 retries,
+//     each with its own dials) turns one refused decision into 20 dials,
+//     and a decision whose reply was lost (a reset, a timeout) may have run
+//     on the server already: sending it again would count a failure twice;
+//   - ContextTimeoutEnabled: the deadline of the caller's context bounds the
+//     socket reads and writes too, so a decision made under
+//     context.WithTimeout(ctx, timeout) ends by its deadline even when the
+//     pool has to dial and handshake first (each phase alone is bounded by
+//     the settings above; together, only the context bounds them).
+//
+// Everything else (address, credentials, TLS, pool size) is kept. Apply it
+// after redis.ParseURL: a URL cannot set DialerRetries. BoundedOptions is a
+// pure function, safe for concurrent use.
+func BoundedOptions(o *redis.Options, timeout time.Duration) *redis.Options {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	var c redis.Options
+	if o != nil {
+		c = *o
+	}
+	c.DialTimeout = timeout
+	c.DialerRetries = 1
+	c.DialerRetryBackoff = nil
+	c.ReadTimeout = timeout
+	c.WriteTimeout = timeout
+	c.PoolTimeout = timeout
+	c.MaxRetries = -1
+	c.ContextTimeoutEnabled = true
+	return &c
+}

@@ -1,0 +1,18 @@
+module github.com/crashloopguard/crashloop/redisstore
+
+go 1.26.0
+
+require (
+	github.com/benbjohnson/clock v1.3.5
+	github.com/crashloopguard/crashloop v0.0.0-00010101000000-000000000000
+	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/stretchr/testify v1.12.1
+	golang.org/x/sys v0.48.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+)

@@ -1,0 +1,367 @@
+// Package redistest runs a real redis-server for one test: on a unix socket
+// in the test's temporary folder by default, on 127.0.0.1 or inside network
+// namespaces made by the test on request, with or without AOF persistence.
+// It also has a proxy that delays replies (SlowProxy) and, with InNetns, a
+// link that can be cut so that packets vanish (Server.BlackHole).
+//
+// A test that asks for a server when redis-server is not installed fails: it
+// never skips. ./test.sh at the root of the repository installs it.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// startTimeout bounds how long Start and Restart wait for a new server to
+// answer PING.
+const startTimeout = 10 * time.Second
+
+// Option configures Start. The zero set of options gives a server on a unix
+// socket with no persistence.
+type Option func(*config)
+
+type config struct {
+	aofDir  string // "" for no persistence
+	tcp     bool
+	netns   bool
+	cluster bool
+}
+
+// WithAOF makes the server keep its data in an append-only file in dir,
+// flushed to disk after every write (appendonly yes, appendfsync always),
+// so that Restart finds every acknowledged write. The default is no
+// persistence at all (save "" and appendonly no).
+func WithAOF(dir string) Option { return func(c *config) { c.aofDir = dir } }
+
+// WithTCP makes the server listen on 127.0.0.1 at a free port instead of
+// on a unix socket.
+func WithTCP() Option { return func(c *config) { c.tcp = true } }
+
+// WithCluster runs the server as a Redis Cluster of one node that owns every
+// slot (cluster-enabled yes, CLUSTER ADDSLOTSRANGE 0 16383). Plain clients
+// reach every key, and the server enforces the cluster's rules: a command or
+// script whose keys hash to different slots fails with CROSSSLOT.
+func WithCluster() Option { return func(c *config) { c.cluster = true } }
+
+// InNetns runs the server inside a network namespace made by the test,
+// reachable only over a veth link from a second namespace of the test, the
+// client's (see Netns). The server listens on TCP at ServerIP; Options and
+// Client dial it from the client's namespace, and BlackHole cuts the link.
+// The test must run as root, and fails otherwise.
+func InNetns() Option { return func(c *config) { c.netns = true } }
+
+// Server is a redis-server started by Start for one test and stopped when the
+// test ends. Its methods are safe for concurrent use. The zero value is not
+// usable: get one from Start.
+type Server struct {
+	t    testing.TB
+	cfg  config
+	dir  string
+	sock string // unix socket path; "" on TCP
+	addr string // host:port on TCP
+	ns   *Netns // nil unless InNetns
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has been waited for
+}
+
+// Start runs a redis-server for t and waits until it answers PING. The
+// server is killed and its files are removed when t ends. Without redis-server
+// on PATH, Start fails t with a message saying to run ./test.sh.
+func Start(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	bin := serverBinary(t)
+	s := &Server{t: t, dir: t.TempDir()}
+	for _, o := range opts {
+		o(&s.cfg)
+	}
+	switch {
+	case s.cfg.netns:
+		s.ns = NewNetns(t)
+		s.addr = net.JoinHostPort(ServerIP, "6379")
+	case s.cfg.tcp:
+		s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	default:
+		// A short name: a unix socket path must fit in 108 bytes.
+		s.sock = filepath.Join(s.dir, "r.sock")
+	}
+	t.Cleanup(s.stop)
+	if err := s.launch(bin); err != nil {
+		t.Fatal(err)
+	}
+	if s.cfg.cluster {
+		s.ownAllSlots()
+	}
+	return s
+}
+
+// ownAllSlots gives a cluster node every slot and waits until the cluster
+// is ok.
+func (s *Server) ownAllSlots() {
+	s.t.Helper()
+	c := redis.NewClient(s.Options(nil))
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		s.t.Fatalf("redistest: CLUSTER ADDSLOTSRANGE: %v", err)
+	}
+	deadline := time.Now().Add(startTimeout)
+	for {
+		info, err := c.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redistest: cluster not ok within %v: %v %s", startTimeout, err, info)
+		}
+		time.Sleep(5 * time.Millisecond) // polling for readiness, not timing anything
+	}
+}
+
+// serverBinary returns the path of redis-server, or fails t.
+func serverBinary(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redistest: redis-server is not installed (%v): run ./test.sh at the root of the repository, which installs it (Debian package redis-server)", err)
+	}
+	return bin
+}
+
+// args returns the server's command line: the same on every launch, so a
+// restarted server has the same socket or port, folder and persistence.
+func (s *Server) args() []string {
+	a := []string{"--daemonize", "no", "--logfile", filepath.Join(s.dir, "redis.log"), "--save", ""}
+	if s.sock != "" {
+		a = append(a, "--port", "0", "--unixsocket", s.sock, "--unixsocketperm", "700")
+	} else {
+		host, port, _ := net.SplitHostPort(s.addr)
+		a = append(a, "--bind", host, "--port", port, "--protected-mode", "no")
+	}
+	if s.cfg.cluster {
+		a = append(a, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(s.dir, "nodes.conf"))
+	}
+	if s.cfg.aofDir != "" {
+		a = append(a, "--dir", s.cfg.aofDir, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		a = append(a, "--dir", s.dir, "--appendonly", "no")
+	}
+	return a
+}
+
+// launch starts the server process and waits until it answers PING.
+func (s *Server) launch(bin string) error {
+	name, args := bin, s.args()
+	if s.ns != nil {
+		// ip netns exec runs the server in the namespace (it execs, so the
+		// process is redis-server itself and Kill reaches it).
+		name, args = "ip", append([]string{"netns", "exec", s.ns.Server, bin}, args...)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
+	out, err := os.Create(filepath.Join(s.dir, "redis.out"))
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redistest: start redis-server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+
+	deadline := time.Now().Add(startTimeout)
+	for {
+		select {
+		case <-done:
+			return fmt.Errorf("redistest: redis-server exited before answering PING (%v):\n%s", cmd.ProcessState, s.logs())
+		default:
+		}
+		if err := s.ping(); err == nil {
+			return nil
+		} else if time.Now().After(deadline) {
+			s.Kill()
+			return fmt.Errorf("redistest: redis-server did not answer PING within %v: %v\n%s", startTimeout, err, s.logs())
+		}
+		time.Sleep(5 * time.Millisecond) // polling for readiness, not timing anything
+	}
+}
+
+// ping sends one PING over a fresh connection and expects +PONG.
+func (s *Server) ping() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c, err := s.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+func (s *Server) dial(ctx context.Context) (net.Conn, error) {
+	if s.ns != nil {
+		return s.ns.DialContext(ctx, "tcp", s.addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, s.Network(), s.Addr())
+}
+
+// logs returns the server's log and output, for failure messages.
+func (s *Server) logs() string {
+	var b strings.Builder
+	for _, f := range []string{"redis.out", "redis.log"} {
+		if data, err := os.ReadFile(filepath.Join(s.dir, f)); err == nil {
+			b.Write(data)
+		}
+	}
+	return b.String()
+}
+
+// Kill sends SIGKILL to the server and waits until it is gone; the test's
+// connections see it die as a crashed server's would. It does nothing when
+// the server is not running.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+}
+
+// Restart kills the server if it is running and starts it again with the
+// same folder, socket or port, namespace and persistence, and waits until it
+// answers PING. With WithAOF the new server loads every write the old one
+// acknowledged; without, it starts empty.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Kill()
+	if err := s.launch(serverBinary(s.t)); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *Server) stop() {
+	s.Kill()
+}
+
+// Network returns "unix" for a server on a unix socket and "tcp" otherwise,
+// as redis.Options.Network takes it.
+func (s *Server) Network() string {
+	if s.sock != "" {
+		return "unix"
+	}
+	return "tcp"
+}
+
+// Addr returns the socket path of a unix server, or host:port.
+func (s *Server) Addr() string {
+	if s.sock != "" {
+		return s.sock
+	}
+	return s.addr
+}
+
+// URL returns the server's address as a URL that redis.ParseURL reads:
+// unix:///path/to/socket or redis://host:port. A server InNetns is
+// reachable at its URL only from the client's namespace (Netns.Client).
+func (s *Server) URL() string {
+	if s.sock != "" {
+		return "unix://" + s.sock
+	}
+	return "redis://" + s.addr
+}
+
+// Netns returns the namespaces of a server started InNetns, or nil.
+func (s *Server) Netns() *Netns { return s.ns }
+
+// BlackHole cuts the link to a server started InNetns: from now on every
+// packet between client and server vanishes, with no refusal and no reset,
+// as with a dead host or a partitioned network. Heal restores the link. It
+// fails the test for a server not started InNetns.
+func (s *Server) BlackHole() {
+	s.t.Helper()
+	if s.ns == nil {
+		s.t.Fatal("redistest: BlackHole needs a server started with InNetns")
+	}
+	s.ns.setLink(s.t, false)
+}
+
+// Heal restores the link that BlackHole cut; connections whose packets were
+// lost resume once TCP retransmits them.
+func (s *Server) Heal() {
+	s.t.Helper()
+	if s.ns == nil {
+		s.t.Fatal("redistest: Heal needs a server started with InNetns")
+	}
+	s.ns.setLink(s.t, true)
+}
+
+// Options returns a copy of o (nil for the zero Options) with Network, Addr
+// and, for a server InNetns, Dialer set to reach the server. Set the
+// timeouts and retries the test needs on o; a Dialer in o is replaced for a
+// server InNetns, and its DialTimeout is honoured through the context.
+func (s *Server) Options(o *redis.Options) *redis.Options {
+	var c redis.Options
+	if o != nil {
+		c = *o
+	}
+	c.Network, c.Addr = s.Network(), s.Addr()
+	if s.ns != nil {
+		c.Dialer = s.ns.DialContext
+	}
+	return &c
+}
+
+// Client returns a client of the server built from Options(o), closed when
+// the test ends.
+func (s *Server) Client(o *redis.Options) *redis.Client {
+	c := redis.NewClient(s.Options(o))
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

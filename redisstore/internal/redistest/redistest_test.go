@@ -1,0 +1,214 @@
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// These tests prove the harness itself with raw sockets, so that what they
+// show is the server's and the network's behaviour, not a client's: each
+// failure the harness makes is the failure it claims to be. The go-redis
+// settings that bound each wait are tested in package redisstore.
+
+// roundTrip sends PING on c with a deadline of timeout and returns the reply
+// line.
+func roundTrip(c net.Conn, timeout time.Duration) (string, error) {
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		return "", err
+	}
+	return bufio.NewReader(c).ReadString('\n')
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func TestStartUnixNoPersistence(t *testing.T) {
+	s := Start(t)
+	require.Equal(t, "unix", s.Network())
+	require.Equal(t, "unix://"+s.Addr(), s.URL())
+	c := s.Client(nil)
+	ctx := context.Background()
+	cfg, err := c.ConfigGet(ctx, "*").Result()
+	require.NoError(t, err)
+	require.Equal(t, "", cfg["save"])
+	require.Equal(t, "no", cfg["appendonly"])
+	require.Equal(t, s.Addr(), cfg["unixsocket"])
+	require.Equal(t, "0", cfg["port"])
+
+	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
+	s.Restart()
+	require.ErrorIs(t, c.Get(ctx, "k").Err(), redis.Nil, "a server without persistence restarts empty")
+}
+
+func TestStartTCP(t *testing.T) {
+	s := Start(t, WithTCP())
+	require.Equal(t, "tcp", s.Network())
+	host, _, err := net.SplitHostPort(s.Addr())
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1", host)
+	require.Equal(t, "redis://"+s.Addr(), s.URL())
+	opt, err := redis.ParseURL(s.URL())
+	require.NoError(t, err)
+	c := redis.NewClient(opt)
+	defer c.Close()
+	require.Equal(t, "PONG", c.Ping(context.Background()).Val())
+	addr := s.Addr()
+	s.Restart()
+	require.Equal(t, addr, s.Addr())
+	require.Equal(t, "PONG", c.Ping(context.Background()).Val())
+}
+
+func TestAOFKeepsAcknowledgedWritesAcrossKill(t *testing.T) {
+	dir := t.TempDir()
+	s := Start(t, WithAOF(dir))
+	c := s.Client(nil)
+	ctx := context.Background()
+	cfg, err := c.ConfigGet(ctx, "*").Result()
+	require.NoError(t, err)
+	require.Equal(t, "yes", cfg["appendonly"])
+	require.Equal(t, "always", cfg["appendfsync"])
+	require.Equal(t, dir, cfg["dir"])
+
+	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
+	s.Kill() // SIGKILL: no shutdown, no final save
+	s.Restart()
+	require.Equal(t, "v", c.Get(ctx, "k").Val())
+	entries, err := os.ReadDir(filepath.Join(dir, "appendonlydir"))
+	require.NoError(t, err)
+	require.NotEmpty(t, entries)
+}
+
+func TestKilledServerRefusesAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{{"unix", nil}, {"tcp", []Option{WithTCP()}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Start(t, tc.opts...)
+			s.Kill()
+			s.Kill() // a second Kill does nothing
+			// No deadline to run into: a refusal is an answer, not a wait.
+			_, err := net.Dial(s.Network(), s.Addr())
+			require.ErrorIs(t, err, syscall.ECONNREFUSED)
+		})
+	}
+}
+
+func TestMissingServerFailsWithInstructions(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	ft := &fatalRecorder{TB: t}
+	func() {
+		defer func() { _ = recover() }()
+		Start(ft)
+	}()
+	require.Contains(t, ft.msg, "redis-server is not installed")
+	require.Contains(t, ft.msg, "./test.sh")
+}
+
+// fatalRecorder records the message of Fatalf and stops the call there.
+type fatalRecorder struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalRecorder) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	panic(f)
+}
+
+func (f *fatalRecorder) Helper() {}
+
+func TestSlowProxyDelaysReplies(t *testing.T) {
+	s := Start(t)
+	p := NewSlowProxy(t, s, time.Hour)
+	c, err := net.Dial("unix", p.Options(nil).Addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = roundTrip(c, 50*time.Millisecond)
+	require.True(t, isTimeout(err), "a reply held back for an hour runs into the deadline: %v", err)
+
+	p.SetDelay(0)
+	c2, err := net.Dial("unix", p.Options(nil).Addr)
+	require.NoError(t, err)
+	defer c2.Close()
+	line, err := roundTrip(c2, 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "+PONG\r\n", line)
+
+	rc := p.Client(nil)
+	require.Equal(t, "PONG", rc.Ping(context.Background()).Val())
+}
+
+func TestBlackHole(t *testing.T) {
+	s := Start(t, InNetns())
+	ns := s.Netns()
+	require.NotNil(t, ns)
+	require.Equal(t, "redis://"+ServerIP+":6379", s.URL())
+
+	ctx := context.Background()
+	c, err := ns.DialContext(ctx, "tcp", s.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	require.Equal(t, ClientIP, c.LocalAddr().(*net.TCPAddr).IP.String())
+	line, err := roundTrip(c, 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "+PONG\r\n", line)
+
+	// Nothing sent from either namespace can leave them: the link is their
+	// only route.
+	for _, name := range []string{ns.Client, ns.Server} {
+		out, err := exec.Command("ip", "-n", name, "-4", "route", "show").CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		require.Len(t, lines, 1, "%s", out)
+		require.True(t, strings.HasPrefix(lines[0], "10.213.0.0/30 dev crl"), "%s", out)
+	}
+
+	s.BlackHole()
+	// An open connection: the request vanishes, no reset comes back.
+	_, err = roundTrip(c, 100*time.Millisecond)
+	require.True(t, isTimeout(err), "read on a black-holed connection: %v", err)
+	// A new connection: the SYN vanishes, no refusal comes back.
+	dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = ns.DialContext(dctx, "tcp", s.Addr())
+	require.Error(t, err)
+	require.True(t, isTimeout(err) || errors.Is(err, context.DeadlineExceeded), "dial into a black hole: %v", err)
+	require.NotErrorIs(t, err, syscall.ECONNREFUSED)
+
+	s.Heal()
+	c3, err := ns.DialContext(ctx, "tcp", s.Addr())
+	require.NoError(t, err)
+	defer c3.Close()
+	line, err = roundTrip(c3, 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "+PONG\r\n", line)
+
+	rc := s.Client(nil)
+	require.Equal(t, "PONG", rc.Ping(ctx).Val())
+}
+
+func TestClusterEnforcesSlots(t *testing.T) {
+	s := Start(t, WithCluster())
+	c := s.Client(nil)
+	ctx := context.Background()
+	require.NoError(t, c.MSet(ctx, "{a}:1", "x", "{a}:2", "y").Err())
+	err := c.MSet(ctx, "a1", "x", "b2", "y").Err()
+	require.ErrorContains(t, err, "CROSSSLOT")
+}
