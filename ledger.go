@@ -49,7 +49,9 @@ type Ledger interface {
 	Forget(ctx context.Context, key string) error
 	// Restore writes back parks a Supervisor decided alone while the ledger
 	// could not be reached; a key parked meanwhile keeps its park. It
-	// returns how many it wrote.
+	// returns how many it wrote. A Supervisor also calls it with no parks
+	// to learn whether the ledger answers again: it must reach the ledger
+	// all the same.
 	Restore(ctx context.Context, parks []*ParkedError) (int, error)
 	// Parked returns the parks of every key, sorted by key.
 	Parked(ctx context.Context) ([]*ParkedError, error)

@@ -75,15 +75,48 @@ func (s *Supervisor) useShared(now time.Time) bool {
 		return false
 	}
 	sh.retryAt = now.Add(sharedRetry) // one caller asks; the others go on alone
+	s.mu.Unlock()
+	return s.writeBack(context.Background(), now) == nil
+}
+
+// Flush writes back to the shared ledger the parks this Supervisor decided
+// alone while the ledger failed, now, rather than at its next decision:
+// for a program about to exit, so that the other replicas refuse the keys
+// it parked. It returns nil when there is nothing to write back, or when
+// the ledger took it (announcing EventStoreRecovered if the ledger had
+// failed); an error matching ErrStoreUnavailable when the ledger still
+// fails (call it again, within the time the program allows). Without a
+// shared ledger it does nothing. ctx bounds the call together with the
+// ledger's own timeout.
+func (s *Supervisor) Flush(ctx context.Context) error {
+	if s.shared == nil {
+		return nil
+	}
+	return s.writeBack(ctx, s.o.clock.Now())
+}
+
+// writeBack writes the parks decided alone to the ledger; when the ledger
+// takes them, the Supervisor uses it again, announcing its recovery if it
+// had failed.
+func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
+	s.mu.Lock()
+	sh := s.shared
 	parks := make([]*ParkedError, 0, len(sh.alone))
 	for _, pe := range sh.alone {
 		parks = append(parks, pe)
 	}
+	down := sh.down
 	s.mu.Unlock()
-	n, err := sh.l.Restore(context.Background(), parks)
+	if len(parks) == 0 && !down {
+		return nil
+	}
+	n, err := sh.l.Restore(ctx, parks)
 	if err != nil {
 		s.lost(err, now)
-		return false
+		s.mu.Lock()
+		err = sh.lastErr
+		s.mu.Unlock()
+		return fmt.Errorf("%w: writing back %s decided alone: %v", ErrStoreUnavailable, plural(len(parks), "park"), err)
 	}
 	s.mu.Lock()
 	recovered := sh.down
@@ -97,7 +130,7 @@ func (s *Supervisor) useShared(now time.Time) bool {
 	if recovered {
 		emit(s.o.handler, Event{Kind: EventStoreRecovered, Key: "store", Time: now, Attempts: n})
 	}
-	return true
+	return nil
 }
 
 // lost records a failed call of the ledger at now, and announces the first

@@ -231,3 +231,28 @@ func TestSharedRefusesAStore(t *testing.T) {
 	require.NoError(t, err, "a nil ledger is NewSupervisor")
 	assert.NotNil(t, s)
 }
+
+// Flush writes back at once, for a program about to exit, the parks made
+// while the ledger failed; while it still fails, Flush says so.
+func TestSharedFlush(t *testing.T) {
+	ledgers := memoryReplicas(2)
+	flaky := &flakyLedger{Ledger: ledgers[0]}
+	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), []crashloop.Ledger{flaky, ledgers[1]})
+	require.NoError(t, sups[0].Flush(context.Background()), "nothing to write back")
+	flaky.down.Store(true)
+	for range 4 {
+		sups[0].DecideAt("k", crashloop.RunResult{Err: errors.New("boom")}, testT0)
+	}
+	require.Equal(t, []string{"k"}, sups[0].Parked())
+	err := sups[0].Flush(context.Background())
+	assert.ErrorIs(t, err, crashloop.ErrStoreUnavailable)
+	assert.ErrorContains(t, err, "writing back 1 park decided alone")
+	assert.Empty(t, sups[1].Parked())
+
+	flaky.down.Store(false)
+	require.NoError(t, sups[0].Flush(context.Background()))
+	assert.Equal(t, []string{"k"}, sups[1].Parked())
+	assert.Equal(t, 1, recs[0].count(crashloop.EventStoreRecovered))
+	require.NoError(t, sups[0].Flush(context.Background()), "written back once")
+	assert.Equal(t, 1, recs[0].count(crashloop.EventStoreRecovered))
+}
