@@ -247,7 +247,9 @@ func TestSharedFlush(t *testing.T) {
 	err := sups[0].Flush(context.Background())
 	assert.ErrorIs(t, err, crashloop.ErrStoreUnavailable)
 	assert.ErrorContains(t, err, "writing back 1 park decided alone")
-	run := func() error { return sups[1].Run(context.Background(), "k", func(context.Context) error { return nil }) }
+	run := func() error {
+		return sups[1].Run(context.Background(), "k", func(context.Context) error { return nil })
+	}
 	assert.NoError(t, run(), "the other replica does not know of the park")
 
 	flaky.down.Store(false)
