@@ -39,9 +39,9 @@ func dialCounter(o *redis.Options) (*redis.Options, *atomic.Int32) {
 	return o, &n
 }
 
-// isTimeout reports whether err is a timeout: a net.Error that says so, or
+// timedOut reports whether err is a timeout: a net.Error that says so, or
 // a context deadline.
-func isTimeout(err error) bool {
+func timedOut(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
@@ -143,20 +143,20 @@ func TestBoundedBlackHole(t *testing.T) {
 	s.BlackHole()
 
 	d, err := timed(ping(c)) // on the pooled connection
-	require.True(t, isTimeout(err), "%v", err)
+	require.True(t, timedOut(err), "%v", err)
 	require.GreaterOrEqual(t, d, budget, "it waited for the read timeout")
 	require.Less(t, d, slack*budget)
 	require.Equal(t, int32(1), dials.Load(), "the pooled connection was used, nothing dialed")
 	t.Logf("black hole, open connection: %v", d)
 
 	d, err = timed(ping(c)) // the timed-out connection was dropped: a new dial
-	require.True(t, isTimeout(err), "%v", err)
+	require.True(t, timedOut(err), "%v", err)
 	require.GreaterOrEqual(t, d, budget, "it waited for the dial timeout")
 	require.Less(t, d, slack*budget)
 	require.Equal(t, int32(2), dials.Load(), "one dial, no retry")
 	require.NotErrorIs(t, err, syscall.ECONNREFUSED)
 
-	measure(t, "black hole, new connection", 5, ping(c), isTimeout)
+	measure(t, "black hole, new connection", 5, ping(c), timedOut)
 
 	s.Heal()
 	require.NoError(t, c.Ping(context.Background()).Err())
@@ -172,10 +172,10 @@ func TestBoundedSlowServer(t *testing.T) {
 	p.SetDelay(time.Hour)
 
 	d, err := timed(ping(c))
-	require.True(t, isTimeout(err), "%v", err)
+	require.True(t, timedOut(err), "%v", err)
 	require.GreaterOrEqual(t, d, budget)
 	require.Less(t, d, slack*budget)
-	measure(t, "slow server", 5, ping(c), isTimeout)
+	measure(t, "slow server", 5, ping(c), timedOut)
 
 	// A reply just within the budget still arrives.
 	p.SetDelay(budget / 4)
@@ -208,7 +208,7 @@ func TestBoundedServerKilled(t *testing.T) {
 	s.Kill()
 	err := <-inFlight
 	require.Error(t, err)
-	require.False(t, isTimeout(err), "the kill is seen as a closed connection, not a timeout: %v", err)
+	require.False(t, timedOut(err), "the kill is seen as a closed connection, not a timeout: %v", err)
 
 	n := dials.Load()
 	d, err := timed(ping(c))
@@ -259,6 +259,6 @@ func TestContextDeadlineBoundsTheCall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	d, err := timed(func() error { return c.Ping(ctx).Err() })
-	require.True(t, isTimeout(err), "%v", err)
+	require.True(t, timedOut(err), "%v", err)
 	require.Less(t, d, slack*budget)
 }
