@@ -88,14 +88,16 @@ func isTimeout(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-// hear takes a notice: a change made by another Store is told to notify.
+// hear takes a notice: a change made by another Store is told to notify,
+// unless the Supervisor holds it already (a reconcile told it first).
 func (s *Store) hear(msg string) {
 	ch, origin, ok := decodeNotice(msg)
 	if !ok || origin == s.origin {
 		return
 	}
-	s.believe(ch.Key, ch.Park != nil)
-	s.notify(ch)
+	if s.believe(ch.Key, ch.Park != nil) {
+		s.notify(ch)
+	}
 }
 
 // reconcile reads the parks that stand and tells notify of the differences

@@ -452,15 +452,18 @@ func (s *Store) callTime(now time.Time) time.Time {
 }
 
 // believe records whether this Store's Supervisor now holds key as parked,
-// as it was told by a verdict, a lookup or a notice (see reconcile).
-func (s *Store) believe(key string, parked bool) {
+// as it was told by a verdict, a lookup or a notice (see reconcile), and
+// reports whether that changed.
+func (s *Store) believe(key string, parked bool) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, had := s.known[key]
 	if parked {
 		s.known[key] = struct{}{}
 	} else {
 		delete(s.known, key)
 	}
-	s.mu.Unlock()
+	return had != parked
 }
 
 func boolArg(b bool) int {
