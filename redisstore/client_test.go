@@ -262,3 +262,68 @@ func TestContextDeadlineBoundsTheCall(t *testing.T) {
 	require.True(t, timedOut(err), "%v", err)
 	require.Less(t, d, slack*budget)
 }
+
+func TestNewClientParsesURLs(t *testing.T) {
+	for _, tc := range []struct {
+		url, password             string
+		network, addr, user, pass string
+		db                        int
+		tls                       bool
+	}{
+		{"redis://localhost:6380/2", "", "tcp", "localhost:6380", "", "", 2, false},
+		{"redis://user:fromurl@h:1/0", "fromenv", "tcp", "h:1", "user", "fromurl", 0, false},
+		{"redis://h:1", "fromenv", "tcp", "h:1", "", "fromenv", 0, false},
+		{"rediss://h:1/3", "", "tcp", "h:1", "", "", 3, true},
+		{"unix:///run/redis.sock?db=4", "fromenv", "unix", "/run/redis.sock", "", "fromenv", 4, false},
+	} {
+		c, err := NewClient(tc.url, tc.password, budget)
+		require.NoError(t, err, tc.url)
+		o := c.Options()
+		require.Equal(t, []any{tc.network, tc.addr, tc.user, tc.pass, tc.db, tc.tls},
+			[]any{o.Network, o.Addr, o.Username, o.Password, o.DB, o.TLSConfig != nil}, tc.url)
+		require.Equal(t, BoundedOptions(&redis.Options{}, budget).ReadTimeout, o.ReadTimeout)
+		require.Equal(t, 1, o.DialerRetries)
+		require.Equal(t, 0, o.MaxRetries, "the client reads MaxRetries -1 as none, 0 after")
+		require.True(t, o.ContextTimeoutEnabled)
+		require.NoError(t, c.Close())
+	}
+}
+
+// A password is never part of an error, whether it came in the URL or
+// from the environment, and a URL that cannot be parsed is not shown.
+func TestNewClientErrorsHideThePassword(t *testing.T) {
+	for _, raw := range []string{
+		"redis://user:s3cret@h:1/x/y",        // bad path
+		"redis://user:s3cret@h:1/notanumber", // bad database
+		"http://user:s3cret@h:1/0",           // bad scheme
+		"redis://user:s3/cret@h:1/0",         // a password that breaks the URL's form
+		"redis://user:s3cret@h:port/0",       // bad port
+		"redis://h:1/0?dial_timeout=s3cret",  // the password where an option goes
+		"unix://user:s3cret@?db=1",           // no socket path
+	} {
+		_, err := NewClient(raw, "s3cret", budget)
+		require.Error(t, err, raw)
+		require.NotContains(t, err.Error(), "s3cret", raw)
+		require.NotContains(t, err.Error(), "s3/cret", raw)
+		require.Contains(t, err.Error(), "redisstore: ", raw)
+	}
+}
+
+// The password from the environment reaches the server; a wrong one is
+// refused without being echoed.
+func TestNewClientAuthenticates(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	require.NoError(t, s.Client(nil).ConfigSet(ctx, "requirepass", "s3cret").Err())
+	c, err := NewClient(s.URL(), "s3cret", budget)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Ping(ctx).Err())
+
+	wrong, err := NewClient(s.URL(), "wrong-pw", budget)
+	require.NoError(t, err)
+	defer wrong.Close()
+	err = wrong.Ping(ctx).Err()
+	require.ErrorContains(t, err, "WRONGPASS")
+	require.NotContains(t, err.Error(), "wrong-pw")
+}
