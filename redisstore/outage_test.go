@@ -1,0 +1,213 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/redisstore/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// Supervisors whose Redis fails: each decision waits at most the Store's
+// timeout (budget; asserted under slack times it), each replica announces
+// the outage once, keeps guarding with its own guards, and writes back the
+// parks it decided alone when the server answers again.
+
+// boundedOn returns a newStore for fleet whose Stores reach the server
+// through opts (a server, a proxy) with the bounded options and timeout
+// of production, and decide in client time (the replicas' mock clocks
+// pace their retries).
+func boundedOn(t testing.TB, opts func(*redis.Options) *redis.Options) func(int) *Store {
+	prefix := newPrefix()
+	return func(i int) *Store {
+		c := redis.NewClient(opts(BoundedOptions(nil, budget)))
+		t.Cleanup(func() { _ = c.Close() })
+		return New(c, Options{Prefix: prefix, Replica: fmt.Sprintf("replica-%d", i), Timeout: budget, ClientTime: true})
+	}
+}
+
+// decide runs one decision and returns it with how long it took.
+func decide(r *replica, key string, res crashloop.RunResult) (crashloop.Decision, time.Duration) {
+	start := time.Now()
+	d := r.sup.Decide(key, res)
+	return d, time.Since(start)
+}
+
+// The server is killed while three replicas decide: every decision ends
+// within the bound, each replica announces store.unavailable once and
+// decides alone (a park it makes is its own; a Resume is refused). The
+// server comes back empty (no persistence): the replica that parked a key
+// alone writes it back and announces store.recovered, and the others
+// refuse the key.
+func TestOutageServerKilledMidRun(t *testing.T) {
+	s := redistest.Start(t)
+	cfg := crashloop.DefaultSupervisorConfig()
+	rs := fleet(t, 3, cfg, true, boundedOn(t, s.Options))
+	var slowest atomic.Int64
+	var after [3]atomic.Int32 // decisions made since the kill
+	var killed atomic.Bool
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var made [3]atomic.Int32
+	for i, r := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// a new key each time: a failed start, granted by the budget
+				d, took := decide(r, fmt.Sprintf("w%d-%d", i, n), crashloop.RunResult{Err: errors.New("exit 1")})
+				if d.Action == crashloop.ActionStop {
+					t.Errorf("replica %d: %+v", i, d)
+				}
+				for took > time.Duration(slowest.Load()) {
+					slowest.CompareAndSwap(slowest.Load(), int64(took))
+				}
+				made[i].Add(1)
+				if killed.Load() {
+					after[i].Add(1)
+				}
+			}
+		}()
+	}
+	progress := func(c *[3]atomic.Int32, n int32) func() bool {
+		return func() bool { return c[0].Load() >= n && c[1].Load() >= n && c[2].Load() >= n }
+	}
+	require.Eventually(t, progress(&made, 20), watchdog, time.Millisecond)
+	s.Kill()
+	killed.Store(true)
+	require.Eventually(t, progress(&after, 20), watchdog, time.Millisecond)
+	close(stop)
+	wg.Wait()
+	require.Less(t, time.Duration(slowest.Load()), slack*budget, "the slowest decision")
+	for i, r := range rs {
+		evs := r.evs.of(crashloop.EventStoreUnavailable)
+		require.Len(t, evs, 1, "replica %d announces the outage once", i)
+		require.NotErrorIs(t, evs[0].LastError, context.DeadlineExceeded, "a killed server is no timeout: %v", evs[0].LastError)
+	}
+
+	// Alone, replica 0 parks a key; nobody can resume it now.
+	d, took := decide(rs[0], "solo", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))})
+	require.ErrorIs(t, d.Err, crashloop.ErrParked)
+	require.Less(t, took, budget)
+	require.ErrorIs(t, rs[0].sup.Resume("solo"), crashloop.ErrStoreUnavailable)
+
+	s.Restart()
+	// Each replica asks again once a second by its clock; go-redis may need
+	// up to a second of its own before it dials again.
+	require.Eventually(t, func() bool {
+		rs[0].clock.Add(time.Second)
+		return rs[0].sup.Flush(context.Background()) == nil
+	}, watchdog, 10*time.Millisecond)
+	rec := rs[0].evs.of(crashloop.EventStoreRecovered)
+	require.Len(t, rec, 1)
+	require.Equal(t, 1, rec[0].Attempts, "one park written back")
+	for _, r := range rs[1:] {
+		require.Eventually(t, func() bool {
+			r.clock.Add(time.Second)
+			err := r.sup.Run(context.Background(), "solo", func(context.Context) error { return nil })
+			return errors.Is(err, crashloop.ErrParked)
+		}, watchdog, 10*time.Millisecond, "the others refuse the park written back")
+		require.Len(t, r.evs.of(crashloop.EventStoreRecovered), 1)
+		require.Len(t, r.evs.of(crashloop.EventStoreUnavailable), 1, "still once")
+	}
+	require.NoError(t, rs[2].sup.Resume("solo"), "a Resume goes through again")
+}
+
+// A refused connection and a black hole are different failures: a refusal
+// is an answer, and comes at once; a black hole answers nothing, and each
+// call runs into the bound, the read timeout on an open connection and the
+// dial timeout on a new one. Either way the replica decides alone.
+func TestOutageRefusedAndBlackHole(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  []redistest.Option
+		cut   func(s *redistest.Server)
+		check func(t *testing.T, err error, took time.Duration)
+	}{
+		{"refused", nil, (*redistest.Server).Kill, func(t *testing.T, err error, took time.Duration) {
+			require.ErrorIs(t, err, syscall.ECONNREFUSED)
+			require.Less(t, took, budget, "a refusal waits for no timeout")
+		}},
+		{"black hole", []redistest.Option{redistest.InNetns()}, (*redistest.Server).BlackHole, func(t *testing.T, err error, took time.Duration) {
+			require.True(t, timedOut(err), "%v", err)
+			require.NotErrorIs(t, err, syscall.ECONNREFUSED)
+			require.GreaterOrEqual(t, took, budget, "it waited for the timeout")
+			require.Less(t, took, slack*budget)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t, tc.opts...)
+			r := fleet(t, 1, crashloop.DefaultSupervisorConfig(), true, boundedOn(t, s.Options))[0]
+			boom := crashloop.RunResult{Err: errors.New("exit 1")}
+			d, _ := decide(r, "k", boom)
+			require.Equal(t, crashloop.ActionRestart, d.Action)
+			tc.cut(s)
+
+			// An open connection: EOF or the read timeout. The replica decides
+			// alone with its own budget, which has counted nothing yet.
+			d, took := decide(r, "k", boom)
+			require.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: 500 * time.Millisecond}, d)
+			evs := r.evs.of(crashloop.EventStoreUnavailable)
+			require.Len(t, evs, 1)
+			t.Logf("%s, open connection: %v: %v", tc.name, took, evs[0].LastError)
+			if tc.name == "black hole" {
+				tc.check(t, evs[0].LastError, took)
+			}
+
+			d, took = decide(r, "k", boom) // asks the ledger again only a second later
+			require.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: time.Second}, d)
+			require.Less(t, took, budget)
+
+			r.clock.Add(time.Second) // now it asks: a new connection
+			start := time.Now()
+			err := r.sup.Flush(context.Background())
+			took = time.Since(start)
+			require.ErrorIs(t, err, crashloop.ErrStoreUnavailable)
+			_, lerr := r.store.Lookup(context.Background(), "k")
+			t.Logf("%s, new connection: %v: %v", tc.name, took, lerr)
+			tc.check(t, lerr, took)
+			require.Len(t, r.evs.of(crashloop.EventStoreUnavailable), 1, "announced once")
+		})
+	}
+}
+
+// A slow server (every reply held back) runs into the timeout, not a hang,
+// and the replica decides alone until it answers in time again.
+func TestOutageSlowServer(t *testing.T) {
+	s := redistest.Start(t)
+	p := redistest.NewSlowProxy(t, s, 0)
+	r := fleet(t, 1, crashloop.DefaultSupervisorConfig(), true, boundedOn(t, p.Options))[0]
+	boom := crashloop.RunResult{Err: errors.New("exit 1")}
+	d, _ := decide(r, "k", boom)
+	require.Equal(t, crashloop.ActionRestart, d.Action)
+
+	p.SetDelay(time.Hour)
+	d, took := decide(r, "k", boom)
+	require.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: 500 * time.Millisecond}, d, "decided alone")
+	require.GreaterOrEqual(t, took, budget)
+	require.Less(t, took, slack*budget)
+	evs := r.evs.of(crashloop.EventStoreUnavailable)
+	require.Len(t, evs, 1)
+	require.True(t, timedOut(evs[0].LastError), "%v", evs[0].LastError)
+
+	p.SetDelay(0)
+	r.clock.Add(time.Second)
+	require.Eventually(t, func() bool {
+		r.clock.Add(time.Second)
+		return r.sup.Flush(context.Background()) == nil
+	}, watchdog, 10*time.Millisecond)
+	require.Len(t, r.evs.of(crashloop.EventStoreRecovered), 1)
+}
