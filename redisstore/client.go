@@ -77,14 +77,14 @@ func NewClient(rawURL, password string, timeout time.Duration) (*redis.Client, e
 			// split its password anywhere: say nothing of it.
 			return nil, errors.New("redisstore: the Redis URL cannot be parsed (not shown: it may hold a password); use redis://host:port/db, rediss://host:port/db or unix:///path/redis.sock")
 		}
-		msg := err.Error()
+		msg := fmt.Sprintf("redisstore: Redis URL %s: %v", u.Redacted(), err)
 		if p, ok := u.User.Password(); ok && p != "" {
 			msg = strings.ReplaceAll(msg, p, "xxxxx")
 		}
 		if password != "" {
 			msg = strings.ReplaceAll(msg, password, "xxxxx")
 		}
-		return nil, fmt.Errorf("redisstore: Redis URL %s: %s", u.Redacted(), msg)
+		return nil, errors.New(msg)
 	}
 	if o.Password == "" {
 		o.Password = password
