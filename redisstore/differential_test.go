@@ -306,14 +306,24 @@ func TestDifferentialScenarios(t *testing.T) {
 		{"a full chain is not ended by a planned restart", []crashloop.Judgment{crash(at(0), "i"), crash(at(1), "i"), planned(at(2), "i"), crash(at(3), "i")}, 1},
 		{"the chain counts one incarnation", []crashloop.Judgment{crash(at(0), "i"), crash(at(1), "j"), crash(at(2), "j"), crash(at(3), "j")}, 1},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			d := newDiff(t, s, 2, cfg)
-			for i, j := range tc.steps {
-				d.judge(i%2, j)
-			}
-			d.state(0, at(len(tc.steps)), []string{"k"})
-			require.Equal(t, tc.parks, d.seen["park needs_human"])
-		})
+		// Each with the breaker armed (the script's fast path decides the
+		// restarts) and tripped (its general path holds them).
+		for _, tripped := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/tripped=%v", tc.name, tripped), func(t *testing.T) {
+				d := newDiff(t, s, 2, cfg)
+				if tripped {
+					for i := range cfg.Fleet.RestartsPerHour {
+						d.judge(i%2, crashloop.Judgment{Key: fmt.Sprintf("o%d", i), Ending: crashloop.EndingPlanned, Incarnation: "i", Now: at(0)})
+					}
+				}
+				for i, j := range tc.steps {
+					d.judge(i%2, j)
+				}
+				d.state(0, at(len(tc.steps)), []string{"k"})
+				require.Equal(t, tc.parks, d.seen["park needs_human"])
+				require.Equal(t, tripped, d.seen["held"] > len(tc.steps)-tc.parks)
+			})
+		}
 	}
 	t.Run("held restarts leave in order, one gap apart", func(t *testing.T) {
 		d := newDiff(t, s, 3, cfg)

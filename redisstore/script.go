@@ -61,9 +61,9 @@ const maxMicros = 1e16
 const maxExact = 1 << 53
 
 // timeArg is the time argument of a step at now: integer microseconds since
-// the Unix epoch (a time between two microseconds is read as the earlier
-// one), or "" for the server's clock. A time before 1970 or after 2286 is an
-// error.
+// the Unix epoch in 16 digits (a time between two microseconds is read as
+// the earlier one), or "" for the server's clock. A time before 1970 or
+// after 2286 is an error.
 func timeArg(now time.Time, serverTime bool) (any, error) {
 	if serverTime {
 		return "", nil
@@ -72,7 +72,17 @@ func timeArg(now time.Time, serverTime bool) (any, error) {
 	if us < 0 || us >= maxMicros {
 		return nil, fmt.Errorf("time %v out of the range 1970 to 2286", now)
 	}
-	return us, nil
+	return micros16(us), nil
+}
+
+// micros16 writes us (0 <= us < maxMicros) in 16 digits, zero-padded.
+func micros16(us int64) string {
+	var b [16]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = byte('0' + us%10)
+		us /= 10
+	}
+	return string(b[:])
 }
 
 // noTime is the time argument of a step that reads no time.
@@ -188,10 +198,9 @@ func (r reply) verdict(key string, now time.Time) crashloop.Verdict {
 		now = time.UnixMicro(r.int(0))
 	}
 	flags := r.int(1)
-	v := crashloop.Verdict{Now: now, NewPark: flags&1 != 0, Held: flags&2 != 0, Attempt: int(r.int(2)),
-		Restarts: int(r.int(3)), Wait: time.Duration(r.int(4)), Park: r.park(key, 5),
-		Tripped: r.change(9), Rearmed: r.change(13)}
-	return v
+	return crashloop.Verdict{Now: now, NewPark: flags&1 != 0, Held: flags&2 != 0, Attempt: int(r.int(2)),
+		Restarts: int(r.int(3)), Wait: time.Duration(r.int(5)), Park: r.park(key, 6),
+		Tripped: r.change(10), Rearmed: r.change(14)}
 }
 
 // The notices of the deployment's channel (see notice in store.lua): a park

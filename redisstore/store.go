@@ -136,11 +136,12 @@ func randomSuffix(n int) string {
 }
 
 // plan is what Open makes of a Supervisor's configuration: the arguments
-// every judge and proceed step passes (ARGV[3] to ARGV[17] of store.lua).
+// every judge and proceed step passes (ARGV[3] to ARGV[18] of store.lua).
 type plan struct {
-	cfg  crashloop.SupervisorConfig
-	args []any
-	fttl int64 // the fleet string's TTL, ms
+	cfg       crashloop.SupervisorConfig
+	args      []any
+	fttl      int64 // the fleet string's TTL, ms
+	rph, cdns int64 // the fleet's limit and cooldown (ns), 0 without one
 }
 
 // newPlan turns cfg into the script's arguments, or an error for a
@@ -175,9 +176,9 @@ func newPlan(cfg crashloop.SupervisorConfig, o Options) (*plan, error) {
 			return nil, fmt.Errorf("redisstore: a window of %v: too long to keep", d)
 		}
 	}
-	p := &plan{cfg: cfg, fttl: ttlMillis(fspan + ttlGrace)}
+	p := &plan{cfg: cfg, fttl: ttlMillis(fspan + ttlGrace), rph: rph, cdns: cdns}
 	p.args = []any{cfg.Budget.MaxRespawns, micros(cfg.Budget.Window), cmax, cgap, gmax, gwin, cfg.HourlyCap,
-		rph, frac, minf, cdus, cdns, ttlMillis(span + ttlGrace), p.fttl, ttlMillis(o.ReportTTL)}
+		rph, fmt.Sprintf("%d,%d,", rph, cdns), cdus, cdns, frac, minf, ttlMillis(span + ttlGrace), p.fttl, ttlMillis(o.ReportTTL)}
 	return p, nil
 }
 
@@ -268,7 +269,7 @@ func (s *Store) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verd
 	if err != nil {
 		return crashloop.Verdict{}, fmt.Errorf("redisstore: judge: %w", err)
 	}
-	args := make([]any, 0, 25)
+	args := make([]any, 0, 26)
 	args = append(args, "judge", at)
 	args = append(args, p.args...)
 	args = append(args, int(j.Ending), boolArg(j.Healthy), j.Incarnation, encodeCause(j.Cause, j.Cause != ""),
@@ -280,7 +281,7 @@ func (s *Store) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verd
 		return crashloop.Verdict{}, err
 	}
 	v := r.verdict(j.Key, s.callTime(j.Now))
-	if rep := r.str(17); rep != "" {
+	if rep := r.str(4); rep != "" {
 		s.report.Store(&rep)
 	}
 	if v.Park != nil {
@@ -300,7 +301,7 @@ func (s *Store) Proceed(ctx context.Context, key string, now time.Time) (crashlo
 	if err != nil {
 		return crashloop.Verdict{}, fmt.Errorf("redisstore: proceed: %w", err)
 	}
-	args := make([]any, 0, 17)
+	args := make([]any, 0, 18)
 	args = append(args, "proceed", at)
 	args = append(args, p.args...)
 	r, err := s.runReply(ctx, "proceed", []string{s.keys.record(key), s.keys.fleet(), s.keys.held()}, args...)
@@ -366,7 +367,7 @@ func (s *Store) Restore(ctx context.Context, parks []*crashloop.ParkedError) (in
 		}
 		since := min(max(pe.Since.UnixMicro(), 0), maxMicros-1)
 		keys = append(keys, s.keys.record(pe.Key))
-		args = append(args, pe.Reason, pe.Attempts, fmt.Sprintf("%016d", since), cause)
+		args = append(args, pe.Reason, pe.Attempts, micros16(since), cause)
 	}
 	res, err := s.run(ctx, "restore", keys, args...)
 	if err != nil {
@@ -412,9 +413,9 @@ func (s *Store) Fleet(ctx context.Context, now time.Time) (crashloop.FleetStatus
 		return crashloop.FleetStatus{}, fmt.Errorf("redisstore: fleet: %w", err)
 	}
 	p := s.plan.Load()
-	args := []any{"fleet", at, "r", 0}
+	args := []any{"fleet", at, "r"}
 	if p != nil {
-		args[2], args[3] = "w", p.fttl
+		args = []any{"fleet", at, "w", p.fttl, p.rph, p.cdns}
 	}
 	r, err := s.runReply(ctx, "fleet", []string{s.keys.fleet()}, args...)
 	if err != nil {

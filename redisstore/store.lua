@@ -47,12 +47,11 @@ local HOUR = 3600000000 -- the fleet's rolling hour, in microseconds
 
 local now, nows
 if ARGV[2] == '' then
-  local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-  nows = string.format('%016d', now)
+  local tm = redis.call('TIME') -- seconds (10 digits until 2286) and microseconds
+  nows = tm[1] .. string.sub('00000' .. tm[2], -6)
+  now = tonumber(nows)
 elseif ARGV[2] ~= '-' then
-  now = tonumber(ARGV[2])
-  nows = string.format('%016d', now)
+  now, nows = tonumber(ARGV[2]), ARGV[2] -- the caller sends 16 digits
 end
 
 -- prune returns window w (times packed 16 characters each, oldest first)
@@ -67,6 +66,139 @@ local function prune(w, t, span)
     return string.sub(w, i)
   end
   return w
+end
+
+-- report writes this replica's report of its members, rep, unless it
+-- stands already (the Store's refresher keeps it alive): KEYS[5] the
+-- report, KEYS[6] the set of replicas, ARGV[18] its TTL, ARGV[26] the
+-- replica's name. A new report lists the replica, and drops the replicas
+-- whose report expired.
+local function report(rep)
+  local old = redis.call('GET', KEYS[5])
+  if old == rep then
+    return
+  end
+  redis.call('SET', KEYS[5], rep, 'PX', ARGV[18])
+  if not old then
+    for _, name in ipairs(redis.call('SMEMBERS', KEYS[6])) do
+      if redis.call('EXISTS', tag .. 'r:' .. name) == 0 then
+        redis.call('SREM', KEYS[6], name)
+      end
+    end
+    redis.call('SADD', KEYS[6], ARGV[26])
+    redis.call('PEXPIRE', KEYS[6], ARGV[18])
+  end
+end
+
+-- The fast path: a judge that grants a restart (a failed start, a crash or
+-- a planned restart) to a key that is neither parked nor held, while the
+-- breaker is armed, and that neither parks the key nor trips the breaker:
+-- nearly every decision. It makes no helper but prune and report (each
+-- helper is a closure, made afresh by every call, and a call pays for
+-- every Lua step), and writes nothing until it knows the decision is
+-- this one; anything else leaves the loop (break) for the general path
+-- below, which reads afresh and decides in full. It decides exactly as
+-- the general path would (the conformance and differential tests go
+-- through both).
+if op == 'judge' and ARGV[19] ~= '1' and ARGV[19] ~= '2' then
+  repeat
+    -- one read: the fleet string, the record and this replica's report
+    local vs = redis.call('MGET', KEYS[2], K1, KEYS[5])
+    -- the fleet string (see fload): armed, written with this configuration
+    local fv = vs[1]
+    local t, ts, head, fw = now, nows, nil, ''
+    if fv then
+      if string.sub(fv, 17, 17) ~= '0' or string.sub(fv, 34, 33 + #ARGV[11]) ~= ARGV[11] then
+        break
+      end
+      local l = string.sub(fv, 1, 16)
+      if l > nows then -- 16 digits each: the later string is the later time
+        t, ts = tonumber(l), l
+      end
+      local nl = string.find(fv, '\n', 34, true)
+      head, fw = string.sub(fv, 17, nl), string.sub(fv, nl + 1)
+    else
+      head = '00000000000000000' .. ARGV[11] .. '0,0,0,\n'
+    end
+    -- the record (see rdec): neither parked nor held
+    local rv = vs[2]
+    local n, b, g, h, c = 0, '', '', '', ''
+    if rv then
+      local rn, held, nb, ng, nh, lc, lp, lr, i =
+        string.match(rv, '^(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+);()')
+      if held ~= '0' or lp ~= '0' or lr ~= '0' then
+        break
+      end
+      n, nb, ng, nh = tonumber(rn), nb * 16, ng * 16, nh * 16
+      b = string.sub(rv, i, i + nb - 1)
+      i = i + nb
+      g = string.sub(rv, i, i + ng - 1)
+      i = i + ng
+      h = string.sub(rv, i, i + nh - 1)
+      c = string.sub(rv, i + nh, i + nh + lc - 1)
+    end
+    if ARGV[20] == '1' then
+      b = '' -- a healthy run was a good start
+    end
+    local attempt = 0
+    if ARGV[19] == '3' then -- a failed start: the budget
+      b = prune(b, t, tonumber(ARGV[4]))
+      if #b / 16 >= tonumber(ARGV[3]) then
+        break
+      end
+      b = b .. ts
+      attempt = #b / 16
+    elseif ARGV[5] ~= '0' then -- a crash or a planned restart: the chain
+      local cmax, cn, inc = tonumber(ARGV[5]), 0, ARGV[21]
+      if c ~= '' then
+        local colon = string.find(c, ':', 17, true)
+        if string.sub(c, colon + 1) == inc and t - tonumber(string.sub(c, 1, 16)) <= tonumber(ARGV[6]) then
+          cn = tonumber(string.sub(c, 17, colon - 1))
+        end
+      end
+      if ARGV[19] == '4' then
+        if cn >= cmax then
+          break
+        end
+        c = ts .. (cn + 1) .. ':' .. inc
+      elseif cn < cmax then -- a planned restart ends the chain, but a full one
+        c = ''
+      end
+    end
+    if ARGV[7] ~= '0' then -- the per-key guard
+      g = prune(g, t, tonumber(ARGV[8]))
+      if #g / 16 >= tonumber(ARGV[7]) then
+        break
+      end
+      g = g .. ts
+    end
+    if ARGV[9] ~= '0' then -- the hourly cap
+      h = prune(h, t, HOUR)
+      if #h / 16 >= tonumber(ARGV[9]) then
+        break
+      end
+      h = h .. ts
+    end
+    if ARGV[10] ~= '0' then -- the fleet's hour
+      fw = prune(fw, t, HOUR)
+      if #fw / 16 + 1 >= tonumber(ARGV[10]) then
+        break
+      end
+      fw = fw .. ts
+    end
+    n = n + 1
+    redis.call('SET', K1, string.format('%d,0,%d,%d,%d,%d,0,0;', n, #b / 16, #g / 16, #h / 16, #c) ..
+      b .. g .. h .. c, 'PX', ARGV[16])
+    redis.call('SET', KEYS[2], ts .. head .. fw, 'PX', ARGV[17])
+    local rep = ''
+    if ARGV[10] ~= '0' then
+      rep = (ARGV[23] + 1) .. ',' .. ARGV[24]
+      if vs[3] ~= rep then
+        report(rep)
+      end
+    end
+    return {now, 0, attempt, n, rep}
+  until true
 end
 
 -- push returns window w with ts added, keeping the newest limit times.
@@ -187,17 +319,17 @@ end
 
 -- The fleet string (fload, fsave): the latest time (16 characters), the
 -- breaker's state ('1' tripped, else '0'), the time of the trip or of its
--- latest extension (16), then holds,failing,total,rph,cooldown-ns, the
+-- latest extension (16), then rph,cooldown-ns, (the configuration last
+-- written: the fast path compares it with its own, and a reader that has
+-- none, an operator's status, reads it), then holds,failing,total, the
 -- reason, a newline, and the restarts of the rolling hour (the window).
--- rph and the cooldown are the configuration last written, for a reader
--- that has none (an operator's status).
 local function fload()
   local v = redis.call('GET', tag .. 'fleet')
   local f = {t = 0, ts = string.format('%016d', 0), tripped = false, since = 0, sinces = string.format('%016d', 0),
     holds = 0, failing = 0, total = 0, rph = 0, cdns = '0', reason = '', w = ''}
   if v then
     local nl = string.find(v, '\n', 34, true)
-    local holds, failing, total, rph, cdns, reason =
+    local rph, cdns, holds, failing, total, reason =
       string.match(string.sub(v, 34, nl - 1), '^(%d+),(%d+),(%d+),(%d+),(%d+),(.*)$')
     f.ts, f.tripped, f.sinces = string.sub(v, 1, 16), string.sub(v, 17, 17) == '1', string.sub(v, 18, 33)
     f.t, f.since = tonumber(f.ts), tonumber(f.sinces)
@@ -214,8 +346,8 @@ local function fsave(f, ttl)
   if f.tripped then
     flag = '1'
   end
-  local v = table.concat({f.ts, flag, f.sinces, string.format('%d', f.holds), ',', f.failing, ',', f.total, ',',
-    f.rph, ',', f.cdns, ',', f.reason, '\n', f.w})
+  local v = f.ts .. flag .. f.sinces .. f.rph .. ',' .. f.cdns .. ',' .. string.format('%d', f.holds) .. ',' ..
+    f.failing .. ',' .. f.total .. ',' .. f.reason .. '\n' .. f.w
   if f.tripped then
     redis.call('SET', tag .. 'fleet', v)
   else
@@ -279,19 +411,18 @@ local function untilRearm(f, t, cdns)
   return left
 end
 
--- The configuration of judge and proceed, ARGV[3] to ARGV[17] (see
+-- The configuration of judge and proceed, ARGV[3] to ARGV[18] (see
 -- plan.args in store.go).
 local function config()
   return {bmax = tonumber(ARGV[3]), bwin = tonumber(ARGV[4]), cmax = tonumber(ARGV[5]), cgap = tonumber(ARGV[6]),
     gmax = tonumber(ARGV[7]), gwin = tonumber(ARGV[8]), hcap = tonumber(ARGV[9]), rph = tonumber(ARGV[10]),
-    frac = tonumber(ARGV[11]), minf = tonumber(ARGV[12]), cdus = tonumber(ARGV[13]), cdns = tonumber(ARGV[14]),
-    rttl = ARGV[15], fttl = ARGV[16], pttl = ARGV[17]}
+    cdus = tonumber(ARGV[12]), cdns = tonumber(ARGV[13]), frac = tonumber(ARGV[14]), minf = tonumber(ARGV[15]),
+    rttl = ARGV[16], fttl = ARGV[17]}
 end
 
 -- begin starts a judge or proceed step: the configuration, the fleet
 -- string, the time the step uses, and the re-arm it made (or false). The
--- configuration the step judges by is written with the breaker, for
--- readers that have none.
+-- configuration the step judges by is written with the breaker.
 local function begin()
   local c = config()
   local f = fload()
@@ -299,21 +430,22 @@ local function begin()
   local re = false
   if c.rph > 0 then
     re = rearm(f, t, c.cdus, c.cdns, c.fttl)
-    f.rph, f.cdns = c.rph, ARGV[14]
   end
+  f.rph, f.cdns = ARGV[10], ARGV[13]
   return c, f, t, re
 end
 
 -- reply is a verdict: the time used, flags (1 a new park, 2 held), the
--- attempt, the restarts, the wait in nanoseconds, the park (reason,
--- attempts, since, cause), the trip and the re-arm (reason, restarts,
--- failing, total; an empty reason for none), and the report written.
-local function reply(flags, attempt, restarts, wait, p, trip, re, report)
+-- attempt, the restarts, the report written, the wait in nanoseconds, the
+-- park (reason, attempts, since, cause), the trip and the re-arm (reason,
+-- restarts, failing, total; an empty reason for none). The fast path
+-- returns the first five.
+local function reply(flags, attempt, restarts, wait, p, trip, re, rep)
   local pr, pa, ps, pc = parkReply(p)
   trip = trip or {'', 0, 0, 0}
   re = re or {'', 0, 0, 0}
-  return {now, flags, attempt, restarts, wait, pr, pa, ps, pc,
-    trip[1], trip[2], trip[3], trip[4], re[1], re[2], re[3], re[4], report}
+  return {now, flags, attempt, restarts, rep, wait, pr, pa, ps, pc,
+    trip[1], trip[2], trip[3], trip[4], re[1], re[2], re[3], re[4]}
 end
 
 local CLEAN, PERMANENT, FAILED, CRASH, PLANNED = 1, 2, 3, 4, 5
@@ -324,8 +456,8 @@ if op == 'judge' then
   -- cause ('' none, else 'e' and its text), members and failing (this
   -- replica's, without the key), origin, replica.
   local c, f, t, re = begin()
-  local ending, healthy, inc, cause = tonumber(ARGV[18]), ARGV[19] == '1', ARGV[20], ARGV[21]
-  local members, failing, origin, replica = tonumber(ARGV[22]), tonumber(ARGV[23]), ARGV[24], ARGV[25]
+  local ending, healthy, inc, cause = tonumber(ARGV[19]), ARGV[20] == '1', ARGV[21], ARGV[22]
+  local members, failing, origin, replica = tonumber(ARGV[23]), tonumber(ARGV[24]), ARGV[25], ARGV[26]
   local r = rdec(redis.call('GET', K1))
   local key = string.sub(K1, #tag + 3)
   local flags, attempt, wait, trip = 0, 0, 0, false
@@ -458,26 +590,17 @@ if op == 'judge' then
   fsave(f, c.fttl)
   -- This replica's report: its members and failing members as the verdict
   -- leaves them (reportAfter).
-  local report = ''
+  local rep = ''
   if c.rph > 0 then
     if r.p then
       members, failing = members + 1, failing + 1
     elseif ending ~= CLEAN then
       members = members + 1
     end
-    report = string.format('%d,%d', members, failing)
-    if not redis.call('SET', KEYS[5], report, 'PX', c.pttl, 'GET') then
-      -- a new report: list the replica, and drop those whose report expired
-      for _, name in ipairs(redis.call('SMEMBERS', KEYS[6])) do
-        if redis.call('EXISTS', tag .. 'r:' .. name) == 0 then
-          redis.call('SREM', KEYS[6], name)
-        end
-      end
-      redis.call('SADD', KEYS[6], replica)
-      redis.call('PEXPIRE', KEYS[6], c.pttl)
-    end
+    rep = string.format('%d,%d', members, failing)
+    report(rep)
   end
-  return reply(flags, attempt, r.n, wait, r.p, trip, re, report)
+  return reply(flags, attempt, r.n, wait, r.p, trip, re, rep)
 end
 
 if op == 'proceed' then
@@ -513,13 +636,15 @@ end
 
 if op == 'fleet' then
   -- KEYS: fleet. ARGV[3]: 'w' to raise the latest time (a Store that was
-  -- opened, as the library's ledger does), 'r' to read only; ARGV[4] the
-  -- fleet TTL (with 'w'). Returns the breaker at t as it would be after a
-  -- re-arm (which it does not make): tripped (1/0), since, failing, total,
-  -- restarts in the hour, rph and cooldown-ns as last written, and the time.
+  -- opened, as the library's ledger does), with ARGV[4] the fleet TTL and
+  -- ARGV[5] and ARGV[6] its rph and cooldown-ns; 'r' to read only.
+  -- Returns the breaker at t as it would be after a re-arm (which it does
+  -- not make): tripped (1/0), since, failing, total, restarts in the hour,
+  -- rph and cooldown-ns as last written, and the time.
   local f = fload()
   local t = at(f)
   if ARGV[3] == 'w' then
+    f.rph, f.cdns = ARGV[5], ARGV[6]
     fsave(f, ARGV[4])
   end
   local cdns = tonumber(f.cdns)
@@ -531,7 +656,7 @@ if op == 'fleet' then
   if tripped then
     flag = 1
   end
-  return {flag, f.since, f.failing, f.total, #prune(w, t, HOUR) / 16, f.rph, f.cdns, now}
+  return {flag, f.since, f.failing, f.total, #prune(w, t, HOUR) / 16, tonumber(f.rph), f.cdns, now}
 end
 
 if op == 'lookup' then
