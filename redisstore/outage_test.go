@@ -92,6 +92,7 @@ func TestOutageServerKilledMidRun(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	require.Less(t, time.Duration(slowest.Load()), slack*budget, "the slowest decision")
+	t.Logf("the slowest of %d decisions: %v", made[0].Load()+made[1].Load()+made[2].Load(), time.Duration(slowest.Load()))
 	for i, r := range rs {
 		evs := r.evs.of(crashloop.EventStoreUnavailable)
 		require.Len(t, evs, 1, "replica %d announces the outage once", i)
@@ -202,6 +203,7 @@ func TestOutageSlowServer(t *testing.T) {
 	evs := r.evs.of(crashloop.EventStoreUnavailable)
 	require.Len(t, evs, 1)
 	require.True(t, timedOut(evs[0].LastError), "%v", evs[0].LastError)
+	t.Logf("slow server: %v: %v", took, evs[0].LastError)
 
 	p.SetDelay(0)
 	r.clock.Add(time.Second)
