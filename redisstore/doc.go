@@ -1,4 +1,20 @@
 // Package redisstore keeps the state of crashloop's guards on Redis, so that
-// several replicas of a supervisor share one budget, one chain and one fleet
-// breaker per key.
+// the replicas of a service, on one host or many, share one budget, one
+// chain and one fleet breaker per key: a crashloop.Ledger for
+// crashloop.NewSharedSupervisor.
+//
+//	client, err := redisstore.NewClient(os.Getenv("REDIS_URL"), os.Getenv("REDIS_PASSWORD"), redisstore.DefaultTimeout)
+//	store := redisstore.New(client, redisstore.Options{Prefix: "gateway"}) // defer store.Close()
+//	sup, err := crashloop.NewSharedSupervisor(cfg, store)
+//
+// Each decision is one atomic step on the server (one Lua script), with the
+// library's own rules: the library's conformance suite holds a Store to
+// crashloop.MemoryLedger against a real redis-server. Every key of a
+// deployment shares one hash tag ({Prefix}), so the scripts run on Redis
+// Cluster; the time is the server's unless Options.ClientTime; a park or
+// resume reaches the other replicas through sharded pub/sub; no call waits
+// longer than Options.Timeout, and a Supervisor whose store fails decides
+// alone and writes its parks back later. docs/redis.md in the repository
+// covers the key layout, time, outages, the persistence the guarantees need
+// and what failover can lose, and the benchmarks.
 package redisstore
