@@ -1,6 +1,10 @@
 package redisstore
 
 import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,4 +58,36 @@ func BoundedOptions(o *redis.Options, timeout time.Duration) *redis.Options {
 	c.MaxRetries = -1
 	c.ContextTimeoutEnabled = true
 	return &c
+}
+
+// NewClient returns a client of the Redis server at rawURL, as
+// redis.ParseURL reads it: redis://[user:password@]host:port/db,
+// rediss://... (TLS) or unix://[user:password@]/path/redis.sock?db=N. When
+// the URL holds no password, password is used (the command passes
+// $REDIS_PASSWORD; "" for none). BoundedOptions(timeout) bounds every wait
+// (timeout <= 0: DefaultTimeout). It does no I/O. Its errors never hold the
+// password, nor a URL that could not be parsed (it may hold one). It is
+// safe for concurrent use.
+func NewClient(rawURL, password string, timeout time.Duration) (*redis.Client, error) {
+	o, err := redis.ParseURL(rawURL)
+	if err != nil {
+		u, perr := url.Parse(rawURL)
+		if perr != nil {
+			// url.Parse quotes the whole URL, and a malformed one may
+			// split its password anywhere: say nothing of it.
+			return nil, errors.New("redisstore: the Redis URL cannot be parsed (not shown: it may hold a password); use redis://host:port/db, rediss://host:port/db or unix:///path/redis.sock")
+		}
+		msg := err.Error()
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+		if password != "" {
+			msg = strings.ReplaceAll(msg, password, "xxxxx")
+		}
+		return nil, fmt.Errorf("redisstore: Redis URL %s: %s", u.Redacted(), msg)
+	}
+	if o.Password == "" {
+		o.Password = password
+	}
+	return redis.NewClient(BoundedOptions(o, timeout)), nil
 }

@@ -39,9 +39,9 @@ func dialCounter(o *redis.Options) (*redis.Options, *atomic.Int32) {
 	return o, &n
 }
 
-// isTimeout reports whether err is a timeout: a net.Error that says so, or
+// timedOut reports whether err is a timeout: a net.Error that says so, or
 // a context deadline.
-func isTimeout(err error) bool {
+func timedOut(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
@@ -143,20 +143,20 @@ func TestBoundedBlackHole(t *testing.T) {
 	s.BlackHole()
 
 	d, err := timed(ping(c)) // on the pooled connection
-	require.True(t, isTimeout(err), "%v", err)
+	require.True(t, timedOut(err), "%v", err)
 	require.GreaterOrEqual(t, d, budget, "it waited for the read timeout")
 	require.Less(t, d, slack*budget)
 	require.Equal(t, int32(1), dials.Load(), "the pooled connection was used, nothing dialed")
 	t.Logf("black hole, open connection: %v", d)
 
 	d, err = timed(ping(c)) // the timed-out connection was dropped: a new dial
-	require.True(t, isTimeout(err), "%v", err)
+	require.True(t, timedOut(err), "%v", err)
 	require.GreaterOrEqual(t, d, budget, "it waited for the dial timeout")
 	require.Less(t, d, slack*budget)
 	require.Equal(t, int32(2), dials.Load(), "one dial, no retry")
 	require.NotErrorIs(t, err, syscall.ECONNREFUSED)
 
-	measure(t, "black hole, new connection", 5, ping(c), isTimeout)
+	measure(t, "black hole, new connection", 5, ping(c), timedOut)
 
 	s.Heal()
 	require.NoError(t, c.Ping(context.Background()).Err())
@@ -172,10 +172,10 @@ func TestBoundedSlowServer(t *testing.T) {
 	p.SetDelay(time.Hour)
 
 	d, err := timed(ping(c))
-	require.True(t, isTimeout(err), "%v", err)
+	require.True(t, timedOut(err), "%v", err)
 	require.GreaterOrEqual(t, d, budget)
 	require.Less(t, d, slack*budget)
-	measure(t, "slow server", 5, ping(c), isTimeout)
+	measure(t, "slow server", 5, ping(c), timedOut)
 
 	// A reply just within the budget still arrives.
 	p.SetDelay(budget / 4)
@@ -208,7 +208,7 @@ func TestBoundedServerKilled(t *testing.T) {
 	s.Kill()
 	err := <-inFlight
 	require.Error(t, err)
-	require.False(t, isTimeout(err), "the kill is seen as a closed connection, not a timeout: %v", err)
+	require.False(t, timedOut(err), "the kill is seen as a closed connection, not a timeout: %v", err)
 
 	n := dials.Load()
 	d, err := timed(ping(c))
@@ -259,6 +259,71 @@ func TestContextDeadlineBoundsTheCall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	d, err := timed(func() error { return c.Ping(ctx).Err() })
-	require.True(t, isTimeout(err), "%v", err)
+	require.True(t, timedOut(err), "%v", err)
 	require.Less(t, d, slack*budget)
+}
+
+func TestNewClientParsesURLs(t *testing.T) {
+	for _, tc := range []struct {
+		url, password             string
+		network, addr, user, pass string
+		db                        int
+		tls                       bool
+	}{
+		{"redis://localhost:6380/2", "", "tcp", "localhost:6380", "", "", 2, false},
+		{"redis://user:fromurl@h:1/0", "fromenv", "tcp", "h:1", "user", "fromurl", 0, false},
+		{"redis://h:1", "fromenv", "tcp", "h:1", "", "fromenv", 0, false},
+		{"rediss://h:1/3", "", "tcp", "h:1", "", "", 3, true},
+		{"unix:///run/redis.sock?db=4", "fromenv", "unix", "/run/redis.sock", "", "fromenv", 4, false},
+	} {
+		c, err := NewClient(tc.url, tc.password, budget)
+		require.NoError(t, err, tc.url)
+		o := c.Options()
+		require.Equal(t, []any{tc.network, tc.addr, tc.user, tc.pass, tc.db, tc.tls},
+			[]any{o.Network, o.Addr, o.Username, o.Password, o.DB, o.TLSConfig != nil}, tc.url)
+		require.Equal(t, BoundedOptions(&redis.Options{}, budget).ReadTimeout, o.ReadTimeout)
+		require.Equal(t, 1, o.DialerRetries)
+		require.Equal(t, 0, o.MaxRetries, "the client reads MaxRetries -1 as none, 0 after")
+		require.True(t, o.ContextTimeoutEnabled)
+		require.NoError(t, c.Close())
+	}
+}
+
+// A password is never part of an error, whether it came in the URL or
+// from the environment, and a URL that cannot be parsed is not shown.
+func TestNewClientErrorsHideThePassword(t *testing.T) {
+	for _, raw := range []string{
+		"redis://user:s3cret@h:1/x/y",        // bad path
+		"redis://user:s3cret@h:1/notanumber", // bad database
+		"http://user:s3cret@h:1/0",           // bad scheme
+		"redis://user:s3/cret@h:1/0",         // a password that breaks the URL's form
+		"redis://user:s3cret@h:port/0",       // bad port
+		"redis://h:1/0?dial_timeout=s3cret",  // the password where an option goes
+		"unix://user:s3cret@?db=1",           // no socket path
+	} {
+		_, err := NewClient(raw, "s3cret", budget)
+		require.Error(t, err, raw)
+		require.NotContains(t, err.Error(), "s3cret", raw)
+		require.NotContains(t, err.Error(), "s3/cret", raw)
+		require.Contains(t, err.Error(), "redisstore: ", raw)
+	}
+}
+
+// The password from the environment reaches the server; a wrong one is
+// refused without being echoed.
+func TestNewClientAuthenticates(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	require.NoError(t, s.Client(nil).ConfigSet(ctx, "requirepass", "s3cret").Err())
+	c, err := NewClient(s.URL(), "s3cret", budget)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Ping(ctx).Err())
+
+	wrong, err := NewClient(s.URL(), "wrong-pw", budget)
+	require.NoError(t, err)
+	defer wrong.Close()
+	err = wrong.Ping(ctx).Err()
+	require.ErrorContains(t, err, "WRONGPASS")
+	require.NotContains(t, err.Error(), "wrong-pw")
 }

@@ -3,6 +3,10 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,125 +16,198 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// What the shared state keeps and what a decision does when the server
-// fails: durability across a kill with AOF, and decisions that end within
-// their timeout.
+// Supervisors whose Redis fails: each decision waits at most the Store's
+// timeout (budget; asserted under slack times it), each replica announces
+// the outage once, keeps guarding with its own guards, and writes back the
+// parks it decided alone when the server answers again.
 
-// standing makes a park, a needs-human mark and a fleet trip, and a budget
-// that is merely counting.
-func standing(t *testing.T, k *kernel) {
-	ctx := context.Background()
-	_, err := k.budgetFailed(ctx, crashloop.BudgetConfig{MaxRespawns: 0, Window: time.Minute}, "parked", errors.New("exit 1"), t0)
-	require.NoError(t, err)
-	_, err = k.budgetFailed(ctx, crashloop.DefaultBudgetConfig(), "counting", nil, t0)
-	require.NoError(t, err)
-	for range 2 {
-		_, err = k.chainRescue(ctx, crashloop.ChainConfig{MaxChain: 1, ResetGap: time.Minute}, "seat", "i", true, t0)
-		require.NoError(t, err)
+// boundedOn returns a newStore for fleet whose Stores reach the server
+// through opts (a server, a proxy) with the bounded options and timeout
+// of production, and decide in client time (the replicas' mock clocks
+// pace their retries).
+func boundedOn(t testing.TB, opts func(*redis.Options) *redis.Options) func(int) *Store {
+	prefix := newPrefix()
+	return func(i int) *Store {
+		c := redis.NewClient(opts(BoundedOptions(nil, budget)))
+		t.Cleanup(func() { _ = c.Close() })
+		return New(c, Options{Prefix: prefix, Replica: fmt.Sprintf("replica-%d", i), Timeout: budget, ClientTime: true})
 	}
-	d, err := k.fleetRestart(ctx, crashloop.FleetConfig{RestartsPerHour: 1, FailingFraction: 1, MinFailing: 1, Cooldown: time.Hour}, "fleet", t0)
-	require.NoError(t, err)
-	require.True(t, d.trippedNow)
 }
 
-// With appendonly yes and appendfsync always, a park, a needs-human mark and
-// a fleet trip survive a SIGKILL of the server, and so do the expiries of
-// the keys that have one.
-func TestStandingMarksSurviveAKillWithAOF(t *testing.T) {
-	s := redistest.Start(t, redistest.WithAOF(t.TempDir()))
-	k := testKernel(t, s, false)
-	standing(t, k)
-	s.Kill()
-	s.Restart()
-
-	ctx := context.Background()
-	pe, err := k.budgetSpawn(ctx, "parked")
-	require.NoError(t, err)
-	require.Equal(t, `key="parked" reason="respawn_budget_exhausted" cause=error: exit 1 attempts=0 since=1800000000000000`, parkText(pe))
-	marked, err := k.chainMarked(ctx, "seat")
-	require.NoError(t, err)
-	require.True(t, marked)
-	d, err := k.fleetTripped(ctx, crashloop.FleetConfig{RestartsPerHour: 1, FailingFraction: 1, MinFailing: 1, Cooldown: time.Hour}, "fleet", t0)
-	require.NoError(t, err)
-	require.True(t, d.tripped)
-
-	rdb := s.Client(nil)
-	require.Equal(t, time.Duration(-1), ttlOf(t, rdb, k.keys.budget("parked")))
-	ttl := ttlOf(t, rdb, k.keys.budget("counting"))
-	require.Greater(t, ttl, time.Duration(0), "an expiry is kept as an absolute time")
-	n, _, err := k.budgetView(ctx, crashloop.DefaultBudgetConfig(), "counting", t0)
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
+// decide runs one decision and returns it with how long it took.
+func decide(r *replica, key string, res crashloop.RunResult) (crashloop.Decision, time.Duration) {
+	start := time.Now()
+	d := r.sup.Decide(key, res)
+	return d, time.Since(start)
 }
 
-// Without persistence a restarted server has forgotten everything: the
-// guarantees above need AOF.
-func TestWithoutPersistenceARestartForgetsParks(t *testing.T) {
+// The server is killed while three replicas decide: every decision ends
+// within the bound, each replica announces store.unavailable once and
+// decides alone (a park it makes is its own; a Resume is refused). The
+// server comes back empty (no persistence): the replica that parked a key
+// alone writes it back and announces store.recovered, and the others
+// refuse the key.
+func TestOutageServerKilledMidRun(t *testing.T) {
 	s := redistest.Start(t)
-	k := testKernel(t, s, false)
-	standing(t, k)
+	cfg := crashloop.DefaultSupervisorConfig()
+	rs := fleet(t, 3, cfg, true, boundedOn(t, s.Options))
+	var slowest atomic.Int64
+	var after [3]atomic.Int32 // decisions made since the kill
+	var killed atomic.Bool
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var made [3]atomic.Int32
+	for i, r := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// a new key each time: a failed start, granted by the budget
+				d, took := decide(r, fmt.Sprintf("w%d-%d", i, n), crashloop.RunResult{Err: errors.New("exit 1")})
+				if d.Action == crashloop.ActionStop {
+					t.Errorf("replica %d: %+v", i, d)
+				}
+				for took > time.Duration(slowest.Load()) {
+					slowest.CompareAndSwap(slowest.Load(), int64(took))
+				}
+				made[i].Add(1)
+				if killed.Load() {
+					after[i].Add(1)
+				}
+			}
+		}()
+	}
+	progress := func(c *[3]atomic.Int32, n int32) func() bool {
+		return func() bool { return c[0].Load() >= n && c[1].Load() >= n && c[2].Load() >= n }
+	}
+	require.Eventually(t, progress(&made, 20), watchdog, time.Millisecond)
 	s.Kill()
+	killed.Store(true)
+	require.Eventually(t, progress(&after, 20), watchdog, time.Millisecond)
+	close(stop)
+	wg.Wait()
+	require.Less(t, time.Duration(slowest.Load()), slack*budget, "the slowest decision")
+	for i, r := range rs {
+		evs := r.evs.of(crashloop.EventStoreUnavailable)
+		require.Len(t, evs, 1, "replica %d announces the outage once", i)
+		require.NotErrorIs(t, evs[0].LastError, context.DeadlineExceeded, "a killed server is no timeout: %v", evs[0].LastError)
+	}
+
+	// Alone, replica 0 parks a key; nobody can resume it now.
+	d, took := decide(rs[0], "solo", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))})
+	require.ErrorIs(t, d.Err, crashloop.ErrParked)
+	require.Less(t, took, budget)
+	require.ErrorIs(t, rs[0].sup.Resume("solo"), crashloop.ErrStoreUnavailable)
+
 	s.Restart()
-	pe, err := k.budgetSpawn(context.Background(), "parked")
-	require.NoError(t, err)
-	require.Nil(t, pe)
+	// Each replica asks again once a second by its clock; go-redis may need
+	// up to a second of its own before it dials again.
+	require.Eventually(t, func() bool {
+		rs[0].clock.Add(time.Second)
+		return rs[0].sup.Flush(context.Background()) == nil
+	}, watchdog, 10*time.Millisecond)
+	rec := rs[0].evs.of(crashloop.EventStoreRecovered)
+	require.Len(t, rec, 1)
+	require.Equal(t, 1, rec[0].Attempts, "one park written back")
+	for _, r := range rs[1:] {
+		require.Eventually(t, func() bool {
+			r.clock.Add(time.Second)
+			err := r.sup.Run(context.Background(), "solo", func(context.Context) error { return nil })
+			return errors.Is(err, crashloop.ErrParked)
+		}, watchdog, 10*time.Millisecond, "the others refuse the park written back")
+		require.Len(t, r.evs.of(crashloop.EventStoreRecovered), 1)
+		require.Len(t, r.evs.of(crashloop.EventStoreUnavailable), 1, "still once")
+	}
+	require.NoError(t, rs[2].sup.Resume("solo"), "a Resume goes through again")
 }
 
-// boundedKernel is a kernel as a supervisor runs it: bounded options, and
-// the same bound on each call.
-func boundedKernel(t *testing.T, o *redis.Options) *kernel {
-	ks, err := newKeyspace("outage")
-	require.NoError(t, err)
-	rdb := redis.NewClient(BoundedOptions(o, budget))
-	t.Cleanup(func() { _ = rdb.Close() })
-	return &kernel{rdb: rdb, keys: ks, grace: time.Minute, timeout: budget}
-}
+// A refused connection and a black hole are different failures: a refusal
+// is an answer, and comes at once; a black hole answers nothing, and each
+// call runs into the bound, the read timeout on an open connection and the
+// dial timeout on a new one. Either way the replica decides alone.
+func TestOutageRefusedAndBlackHole(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  []redistest.Option
+		cut   func(s *redistest.Server)
+		check func(t *testing.T, err error, took time.Duration)
+	}{
+		{"refused", nil, (*redistest.Server).Kill, func(t *testing.T, err error, took time.Duration) {
+			require.ErrorIs(t, err, syscall.ECONNREFUSED)
+			require.Less(t, took, budget, "a refusal waits for no timeout")
+		}},
+		{"black hole", []redistest.Option{redistest.InNetns()}, (*redistest.Server).BlackHole, func(t *testing.T, err error, took time.Duration) {
+			require.True(t, timedOut(err), "%v", err)
+			require.NotErrorIs(t, err, syscall.ECONNREFUSED)
+			require.GreaterOrEqual(t, took, budget, "it waited for the timeout")
+			require.Less(t, took, slack*budget)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t, tc.opts...)
+			r := fleet(t, 1, crashloop.DefaultSupervisorConfig(), true, boundedOn(t, s.Options))[0]
+			boom := crashloop.RunResult{Err: errors.New("exit 1")}
+			d, _ := decide(r, "k", boom)
+			require.Equal(t, crashloop.ActionRestart, d.Action)
+			tc.cut(s)
 
-func failOnce(k *kernel) func() error {
-	return func() error {
-		_, err := k.budgetFailed(context.Background(), crashloop.DefaultBudgetConfig(), "w", nil, t0)
-		return err
+			// An open connection: EOF or the read timeout. The replica decides
+			// alone with its own budget, which has counted nothing yet.
+			d, took := decide(r, "k", boom)
+			require.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: 500 * time.Millisecond}, d)
+			evs := r.evs.of(crashloop.EventStoreUnavailable)
+			require.Len(t, evs, 1)
+			t.Logf("%s, open connection: %v: %v", tc.name, took, evs[0].LastError)
+			if tc.name == "black hole" {
+				tc.check(t, evs[0].LastError, took)
+			}
+
+			d, took = decide(r, "k", boom) // asks the ledger again only a second later
+			require.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: time.Second}, d)
+			require.Less(t, took, budget)
+
+			r.clock.Add(time.Second) // now it asks: a new connection
+			start := time.Now()
+			err := r.sup.Flush(context.Background())
+			took = time.Since(start)
+			require.ErrorIs(t, err, crashloop.ErrStoreUnavailable)
+			_, lerr := r.store.Lookup(context.Background(), "k")
+			t.Logf("%s, new connection: %v: %v", tc.name, took, lerr)
+			tc.check(t, lerr, took)
+			require.Len(t, r.evs.of(crashloop.EventStoreUnavailable), 1, "announced once")
+		})
 	}
 }
 
-// A decision ends within its timeout whatever the failure, and says which.
-func TestDecisionsEndWithinTheirTimeout(t *testing.T) {
-	t.Run("refused", func(t *testing.T) {
-		s := redistest.Start(t)
-		k := boundedKernel(t, s.Options(nil))
-		s.Kill()
-		measure(t, "decision, refused", 5, failOnce(k), refused)
-	})
-	t.Run("black hole", func(t *testing.T) {
-		s := redistest.Start(t, redistest.InNetns())
-		k := boundedKernel(t, s.Options(nil))
-		require.NoError(t, failOnce(k)())
-		s.BlackHole()
-		measure(t, "decision, black hole", 3, failOnce(k), isTimeout)
-	})
-	t.Run("slow", func(t *testing.T) {
-		s := redistest.Start(t)
-		p := redistest.NewSlowProxy(t, s, time.Hour)
-		k := boundedKernel(t, p.Options(nil))
-		measure(t, "decision, slow server", 3, failOnce(k), isTimeout)
-	})
-}
-
-// A decision that timed out may have been made all the same: the server ran
-// the script and only its reply was late. The caller cannot tell, and must
-// not send it again (BoundedOptions sets no retries): it decides locally
-// instead, and the shared budget may then count the failure a second time
-// when the local decision is written back.
-func TestATimedOutDecisionMayHaveBeenApplied(t *testing.T) {
+// A slow server (every reply held back) runs into the timeout, not a hang,
+// and the replica decides alone until it answers in time again.
+func TestOutageSlowServer(t *testing.T) {
 	s := redistest.Start(t)
 	p := redistest.NewSlowProxy(t, s, 0)
-	k := boundedKernel(t, p.Options(nil))
-	require.NoError(t, failOnce(k)()) // loads the script
+	r := fleet(t, 1, crashloop.DefaultSupervisorConfig(), true, boundedOn(t, p.Options))[0]
+	boom := crashloop.RunResult{Err: errors.New("exit 1")}
+	d, _ := decide(r, "k", boom)
+	require.Equal(t, crashloop.ActionRestart, d.Action)
+
 	p.SetDelay(time.Hour)
-	err := failOnce(k)()
-	require.True(t, isTimeout(err), "%v", err)
+	d, took := decide(r, "k", boom)
+	require.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: 500 * time.Millisecond}, d, "decided alone")
+	require.GreaterOrEqual(t, took, budget)
+	require.Less(t, took, slack*budget)
+	evs := r.evs.of(crashloop.EventStoreUnavailable)
+	require.Len(t, evs, 1)
+	require.True(t, timedOut(evs[0].LastError), "%v", evs[0].LastError)
+
 	p.SetDelay(0)
-	n, _, err := k.budgetView(context.Background(), crashloop.DefaultBudgetConfig(), "w", t0)
-	require.NoError(t, err)
-	require.Equal(t, 2, n, "the timed-out failure was recorded")
+	r.clock.Add(time.Second)
+	require.Eventually(t, func() bool {
+		r.clock.Add(time.Second)
+		return r.sup.Flush(context.Background()) == nil
+	}, watchdog, 10*time.Millisecond)
+	require.Len(t, r.evs.of(crashloop.EventStoreRecovered), 1)
 }

@@ -1,0 +1,154 @@
+package redisstore
+
+import (
+	"errors"
+	"net"
+	"os"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+	"github.com/redis/go-redis/v9"
+)
+
+// How the notice subscription stays healthy. A subscription that heard
+// nothing for pingEvery is pinged; one that does not answer within another
+// pingEvery (a black hole) is dropped, and a dropped or failed one is made
+// again after resubscribePause. Each decision reads the shared state
+// anyway: a notice that is late or lost delays nothing but a refusal that
+// this replica could have made without asking.
+const (
+	pingEvery        = time.Second
+	resubscribePause = time.Second
+)
+
+// listen keeps a subscription to the deployment's notices until Close, and
+// tells notify of the changes other replicas make.
+func (s *Store) listen() {
+	defer s.wg.Done()
+	for {
+		ps := s.rdb.SSubscribe(s.ctx, s.keys.events())
+		s.mu.Lock()
+		closed := s.closed
+		if !closed {
+			s.ps = ps
+		}
+		s.mu.Unlock()
+		if !closed {
+			s.receive(ps)
+		}
+		s.mu.Lock()
+		s.ps = nil
+		s.mu.Unlock()
+		_ = ps.Close()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(resubscribePause):
+		}
+	}
+}
+
+// receive reads the notices of one subscription until it fails or the Store
+// closes. Each (re)subscription is followed by a reconcile, retried at each
+// ping until it succeeds.
+func (s *Store) receive(ps *redis.PubSub) {
+	pinged, stale := false, false
+	for {
+		msg, err := ps.ReceiveTimeout(s.ctx, pingEvery)
+		if s.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if !isTimeout(err) || pinged {
+				return
+			}
+			if ps.Ping(s.ctx) != nil {
+				return
+			}
+			pinged = true
+		}
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			stale = true
+		case *redis.Pong:
+			pinged = false
+		case *redis.Message:
+			pinged = false
+			s.hear(m.Payload)
+		}
+		if stale {
+			stale = !s.reconcile()
+		}
+	}
+}
+
+// isTimeout reports whether err is a read that timed out.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// hear takes a notice: a change made by another Store is told to notify,
+// unless the Supervisor holds it already (a reconcile told it first).
+func (s *Store) hear(msg string) {
+	ch, origin, ok := decodeNotice(msg)
+	if !ok || origin == s.origin {
+		return
+	}
+	if s.believe(ch.Key, ch.Park != nil) {
+		s.notify(ch)
+	}
+}
+
+// reconcile reads the parks that stand and tells notify of the differences
+// with what this Store told it: the notices published while the
+// subscription was down are lost (pub/sub is at most once). It reports
+// whether it could read the parks.
+func (s *Store) reconcile() bool {
+	parks, err := s.Parked(s.ctx)
+	if err != nil {
+		return false
+	}
+	var changes []crashloop.LedgerChange
+	s.mu.Lock()
+	standing := make(map[string]struct{}, len(parks))
+	for _, pe := range parks {
+		standing[pe.Key] = struct{}{}
+		if _, ok := s.known[pe.Key]; !ok {
+			s.known[pe.Key] = struct{}{}
+			changes = append(changes, crashloop.LedgerChange{Key: pe.Key, Park: pe})
+		}
+	}
+	for key := range s.known {
+		if _, ok := standing[key]; !ok {
+			delete(s.known, key)
+			changes = append(changes, crashloop.LedgerChange{Key: key})
+		}
+	}
+	s.mu.Unlock()
+	for _, ch := range changes {
+		s.notify(ch)
+	}
+	return true
+}
+
+// refresh keeps this replica's member report alive every interval until
+// Close: a replica that dies stops counting once its report expires.
+func (s *Store) refresh(every time.Duration) {
+	defer s.wg.Done()
+	t := time.NewTicker(max(every, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			rep := ""
+			if p := s.report.Load(); p != nil {
+				rep = *p
+			}
+			_, _ = s.run(s.ctx, "report", []string{s.keys.report(s.o.Replica), s.keys.replicas()},
+				"report", noTime, rep, s.o.Replica, ttlMillis(s.o.ReportTTL))
+		}
+	}
+}

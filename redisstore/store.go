@@ -1,0 +1,485 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+	"github.com/redis/go-redis/v9"
+)
+
+// Options configures a Store. Every field is optional: the zero value is
+// all defaults. It is a plain value.
+type Options struct {
+	// Prefix is the deployment's name: every key is "{Prefix}:...", one
+	// hash tag, so every step is legal on Redis Cluster, and deployments
+	// with different prefixes share a server without sharing state. It
+	// must not hold { or }. Default "crashloop".
+	Prefix string
+	// Timeout is the longest one call waits for Redis: each call runs under
+	// context.WithTimeout(ctx, Timeout). Give the client the same bound
+	// (NewClient and BoundedOptions do), so that a dial or a read cannot
+	// outlast it either. Default DefaultTimeout (300ms).
+	Timeout time.Duration
+	// ClientTime decides at the time the caller gives (the Judgment's, the
+	// Supervisor's clock) instead of the server's TIME. It is
+	// skew-sensitive: replicas whose clocks disagree count each other's
+	// restarts as older or younger than they are. Use it for servers that
+	// forbid TIME in scripts, and for tests with explicit times. Default
+	// false: the server's clock, one clock for every replica.
+	ClientTime bool
+	// Replica is this replica's name in the fleet's member reports; each
+	// replica of a deployment needs its own. Default: the hostname, the
+	// process id and a random suffix.
+	Replica string
+	// ReportTTL is how long a replica's report of its fleet members counts
+	// after its last step, so that a replica that dies stops counting in
+	// the failing fraction; the Store refreshes its report while it lives
+	// (every ReportTTL/3, between Open and Close). Default 1m.
+	ReportTTL time.Duration
+}
+
+// DefaultPrefix is the Prefix of Options that set none.
+const DefaultPrefix = "crashloop"
+
+// DefaultReportTTL is the ReportTTL of Options that set none.
+const DefaultReportTTL = time.Minute
+
+// ttlGrace is added to the span of every key's TTL: a key expires this long
+// after everything it holds has aged out of its windows.
+const ttlGrace = time.Minute
+
+// Store is a crashloop.Ledger on Redis: the guard state of every key of a
+// deployment (windows, chains, restart counts, parks, held restarts) and
+// its fleet breaker, shared by every replica that uses the same server and
+// Prefix. Each method is one atomic step on the server (one Lua script) and
+// waits at most Options.Timeout.
+//
+// Judge and Proceed need Open (a Supervisor opens its ledger with its
+// configuration). Lookup, Parked, Resume, Forget, Restore and Fleet work
+// without it, for operator tools that know no configuration: Fleet then
+// reports what the deployment stored (tripped, since and rearm time,
+// counts, with the limit and cooldown its replicas last wrote) and reads
+// the time without raising the deployment's latest time.
+//
+// A Store is used by one Supervisor (one replica) and is safe for
+// concurrent use. Create one with New; the zero value is not usable. Close
+// it when done.
+type Store struct {
+	rdb    redis.UniversalClient
+	o      Options
+	keys   keyspace
+	err    error  // an invalid Prefix: every method returns it
+	origin string // this Store's name in notices, to tell its own apart
+
+	plan   atomic.Pointer[plan] // set by Open
+	report atomic.Pointer[string]
+
+	mu     sync.Mutex
+	opened bool
+	closed bool
+	notify func(crashloop.LedgerChange)
+	known  map[string]struct{} // keys this Store told its Supervisor are parked
+	ps     *redis.PubSub       // the notice subscription, while there is one
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New returns a Store on client (a *redis.Client, *redis.ClusterClient or
+// any redis.UniversalClient) with options o. It does no I/O: a server that
+// cannot be reached shows in the first call. An invalid Prefix is returned
+// by every method.
+func New(client redis.UniversalClient, o Options) *Store {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Replica == "" {
+		o.Replica = defaultReplica()
+	}
+	if o.ReportTTL <= 0 {
+		o.ReportTTL = DefaultReportTTL
+	}
+	ks, err := newKeyspace(o.Prefix)
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Store{rdb: client, o: o, keys: ks, err: err, origin: randomSuffix(8),
+		known: map[string]struct{}{}, ctx: ctx, cancel: cancel}
+}
+
+func defaultReplica() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + randomSuffix(4)
+}
+
+func randomSuffix(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// plan is what Open makes of a Supervisor's configuration: the arguments
+// every judge and proceed step passes (ARGV[3] to ARGV[17] of store.lua).
+type plan struct {
+	cfg  crashloop.SupervisorConfig
+	args []any
+	fttl int64 // the fleet string's TTL, ms
+}
+
+// newPlan turns cfg into the script's arguments, or an error for a
+// configuration the script cannot keep exactly.
+func newPlan(cfg crashloop.SupervisorConfig, o Options) (*plan, error) {
+	span := cfg.Budget.Window
+	var cmax, cgap, gmax, gwin, rph, minf, cdus, cdns int64
+	frac := "1"
+	if c := cfg.Chain; c != nil {
+		cmax, cgap, span = int64(c.MaxChain), micros(c.ResetGap), max(span, c.ResetGap)
+	}
+	if c := cfg.Guard; c != nil {
+		gmax, gwin, span = int64(c.MaxRestarts), micros(c.Window), max(span, c.Window)
+	}
+	if cfg.HourlyCap > 0 {
+		span = max(span, time.Hour)
+	}
+	fspan := span
+	if c := cfg.Fleet; c != nil {
+		if c.Cooldown >= maxExact {
+			return nil, fmt.Errorf("redisstore: fleet cooldown %v: must be below %v", c.Cooldown, time.Duration(maxExact))
+		}
+		rph, minf, cdus, cdns = int64(c.RestartsPerHour), int64(c.MinFailing), microsUp(c.Cooldown), int64(c.Cooldown)
+		frac = strconv.FormatFloat(c.FailingFraction, 'g', -1, 64)
+		// a held restart waits out the cooldown, then its turn in the
+		// release (at most one more cooldown)
+		span = max(span, 2*c.Cooldown)
+		fspan = max(span, time.Hour+c.Cooldown)
+	}
+	for _, d := range []time.Duration{cfg.Budget.Window, span, fspan} {
+		if micros(d) >= maxExact || d < 0 || d > math.MaxInt64/2 {
+			return nil, fmt.Errorf("redisstore: a window of %v: too long to keep", d)
+		}
+	}
+	p := &plan{cfg: cfg, fttl: ttlMillis(fspan + ttlGrace)}
+	p.args = []any{cfg.Budget.MaxRespawns, micros(cfg.Budget.Window), cmax, cgap, gmax, gwin, cfg.HourlyCap,
+		rph, frac, minf, cdus, cdns, ttlMillis(span + ttlGrace), p.fttl, ttlMillis(o.ReportTTL)}
+	return p, nil
+}
+
+// Open binds the Store to the configuration of the Supervisor that uses
+// it, once. When notify is not nil it subscribes to the deployment's
+// notices and calls notify (from its own goroutine) for each park, resume
+// or forget of a parked key that another replica makes, a park written back
+// by Restore included; on every (re)subscription it also compares the
+// parks it told of with the parks that stand, and tells the differences, so
+// a notice lost while disconnected is made good. With a fleet breaker it
+// keeps this replica's member report alive until Close. Open does no I/O
+// itself: an unreachable server does not keep a Supervisor from starting.
+// It fails for an invalid Prefix, a second Open, a closed Store, and a
+// configuration the script cannot keep exactly (a fleet cooldown of 104
+// days or more, a window of 285 years or more).
+func (s *Store) Open(cfg crashloop.SupervisorConfig, notify func(crashloop.LedgerChange)) error {
+	if s.err != nil {
+		return s.err
+	}
+	p, err := newPlan(cfg, s.o)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return errors.New("redisstore: Open: the Store is closed")
+	case s.opened:
+		return errors.New("redisstore: Open: the Store is open already; each Supervisor needs a Store of its own")
+	}
+	s.opened, s.notify = true, notify
+	s.plan.Store(p)
+	if notify != nil {
+		s.wg.Add(1)
+		go s.listen()
+	}
+	if cfg.Fleet != nil {
+		s.wg.Add(1)
+		go s.refresh(s.o.ReportTTL / 3)
+	}
+	return nil
+}
+
+// Close ends the notice subscription and the report refresher, and waits
+// until they have stopped; the replica's report then expires after
+// ReportTTL. It does not close the client, which the caller owns. Calls
+// after Close still reach the server. Close is idempotent and returns nil.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	ps := s.ps
+	s.mu.Unlock()
+	s.cancel()
+	if ps != nil {
+		_ = ps.Close() // ends a read in progress at once
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// Lookup returns the park of key, or nil if it is not parked.
+func (s *Store) Lookup(ctx context.Context, key string) (*crashloop.ParkedError, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	r, err := s.runReply(ctx, "lookup", []string{s.keys.record(key)}, "lookup", noTime)
+	if err != nil {
+		return nil, err
+	}
+	pe := r.park(key, 0)
+	if pe != nil {
+		s.believe(key, true)
+	}
+	return pe, nil
+}
+
+// Judge decides j and commits the decision in one step, as the library's
+// rules do in memory, with the members and failing members that every
+// live replica last reported; at the server's time unless ClientTime. A
+// park is announced to the other replicas. It needs Open.
+func (s *Store) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+	p := s.plan.Load()
+	if s.err != nil || p == nil {
+		return crashloop.Verdict{}, firstErr(s.err, errNotOpen)
+	}
+	at, err := timeArg(j.Now, !s.o.ClientTime)
+	if err != nil {
+		return crashloop.Verdict{}, fmt.Errorf("redisstore: judge: %w", err)
+	}
+	args := make([]any, 0, 25)
+	args = append(args, "judge", at)
+	args = append(args, p.args...)
+	args = append(args, int(j.Ending), boolArg(j.Healthy), j.Incarnation, encodeCause(j.Cause, j.Cause != ""),
+		j.Members, j.Failing, s.origin, s.o.Replica)
+	keys := []string{s.keys.record(j.Key), s.keys.fleet(), s.keys.parked(), s.keys.held(),
+		s.keys.report(s.o.Replica), s.keys.replicas()}
+	r, err := s.runReply(ctx, "judge", keys, args...)
+	if err != nil {
+		return crashloop.Verdict{}, err
+	}
+	v := r.verdict(j.Key, s.callTime(j.Now))
+	if rep := r.str(17); rep != "" {
+		s.report.Store(&rep)
+	}
+	if v.Park != nil {
+		s.believe(j.Key, true)
+	}
+	return v, nil
+}
+
+// Proceed asks at now whether the held restart of key may go. It needs
+// Open.
+func (s *Store) Proceed(ctx context.Context, key string, now time.Time) (crashloop.Verdict, error) {
+	p := s.plan.Load()
+	if s.err != nil || p == nil {
+		return crashloop.Verdict{}, firstErr(s.err, errNotOpen)
+	}
+	at, err := timeArg(now, !s.o.ClientTime)
+	if err != nil {
+		return crashloop.Verdict{}, fmt.Errorf("redisstore: proceed: %w", err)
+	}
+	args := make([]any, 0, 17)
+	args = append(args, "proceed", at)
+	args = append(args, p.args...)
+	r, err := s.runReply(ctx, "proceed", []string{s.keys.record(key), s.keys.fleet(), s.keys.held()}, args...)
+	if err != nil {
+		return crashloop.Verdict{}, err
+	}
+	v := r.verdict(key, s.callTime(now))
+	s.believe(key, v.Park != nil)
+	return v, nil
+}
+
+// Resume clears the park of key and everything its guards counted, for
+// every replica, and returns the park it cleared, or an error matching
+// crashloop.ErrNotParked. The other replicas are told at once. now is not
+// used: a resume reads no time.
+func (s *Store) Resume(ctx context.Context, key string, now time.Time) (*crashloop.ParkedError, error) {
+	_ = now
+	if s.err != nil {
+		return nil, s.err
+	}
+	r, err := s.runReply(ctx, "resume", []string{s.keys.record(key), s.keys.parked(), s.keys.held()}, "resume", noTime, s.origin)
+	if err != nil {
+		return nil, err
+	}
+	pe := r.park(key, 0)
+	if pe == nil {
+		return nil, fmt.Errorf("%w: %q", crashloop.ErrNotParked, key)
+	}
+	s.believe(key, false)
+	return pe, nil
+}
+
+// Forget drops every trace of key; the other replicas are told when it
+// was parked.
+func (s *Store) Forget(ctx context.Context, key string) error {
+	if s.err != nil {
+		return s.err
+	}
+	_, err := s.run(ctx, "forget", []string{s.keys.record(key), s.keys.parked(), s.keys.held()}, "forget", noTime, s.origin)
+	if err == nil {
+		s.believe(key, false)
+	}
+	return err
+}
+
+// Restore writes back parks decided alone while Redis could not be reached,
+// in one step; a key parked meanwhile keeps its park. Each park written is
+// announced to the other replicas. Only the text of a park's LastError is
+// kept. It returns how many it wrote; with no parks it still reaches the
+// server (to learn whether it answers again).
+func (s *Store) Restore(ctx context.Context, parks []*crashloop.ParkedError) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	keys := make([]string, 0, 1+len(parks))
+	keys = append(keys, s.keys.parked())
+	args := make([]any, 0, 3+4*len(parks))
+	args = append(args, "restore", noTime, s.origin)
+	for _, pe := range parks {
+		var cause string
+		if pe.LastError != nil {
+			cause = encodeCause(pe.LastError.Error(), true)
+		}
+		since := min(max(pe.Since.UnixMicro(), 0), maxMicros-1)
+		keys = append(keys, s.keys.record(pe.Key))
+		args = append(args, pe.Reason, pe.Attempts, fmt.Sprintf("%016d", since), cause)
+	}
+	res, err := s.run(ctx, "restore", keys, args...)
+	if err != nil {
+		return 0, err
+	}
+	for _, pe := range parks {
+		s.believe(pe.Key, true)
+	}
+	n, _ := res.(int64)
+	return int(n), nil
+}
+
+// Parked returns the parks of every key of the deployment, sorted by key.
+func (s *Store) Parked(ctx context.Context) ([]*crashloop.ParkedError, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	r, err := s.runReply(ctx, "parked", []string{s.keys.parked()}, "parked", noTime)
+	if err != nil {
+		return nil, err
+	}
+	var out []*crashloop.ParkedError
+	for i := 0; i+4 < len(r); i += 5 {
+		if pe := r.park(r.str(i), i+1); pe != nil {
+			out = append(out, pe)
+		}
+	}
+	slices.SortFunc(out, func(a, b *crashloop.ParkedError) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// Fleet returns the status of the fleet breaker at now (the server's time
+// unless ClientTime). It changes nothing but the latest time (a breaker due
+// to re-arm reads as re-armed, and re-arms, with its event, at the next
+// Judge or Proceed); without Open it changes nothing at all, and reports
+// the limit and cooldown the replicas last wrote.
+func (s *Store) Fleet(ctx context.Context, now time.Time) (crashloop.FleetStatus, error) {
+	if s.err != nil {
+		return crashloop.FleetStatus{}, s.err
+	}
+	at, err := timeArg(now, !s.o.ClientTime)
+	if err != nil {
+		return crashloop.FleetStatus{}, fmt.Errorf("redisstore: fleet: %w", err)
+	}
+	p := s.plan.Load()
+	args := []any{"fleet", at, "r", 0}
+	if p != nil {
+		args[2], args[3] = "w", p.fttl
+	}
+	r, err := s.runReply(ctx, "fleet", []string{s.keys.fleet()}, args...)
+	if err != nil {
+		return crashloop.FleetStatus{}, err
+	}
+	rph, cooldown := int(r.int(5)), time.Duration(0)
+	if cd, err := strconv.ParseInt(r.str(6), 10, 64); err == nil {
+		cooldown = time.Duration(cd)
+	}
+	if p != nil {
+		if p.cfg.Fleet == nil {
+			return crashloop.FleetStatus{}, nil
+		}
+		rph, cooldown = p.cfg.Fleet.RestartsPerHour, p.cfg.Fleet.Cooldown
+	}
+	if rph == 0 {
+		return crashloop.FleetStatus{}, nil
+	}
+	st := crashloop.FleetStatus{BreakerTripped: r.int(0) == 1, FleetRestartsPerHour: rph,
+		FailingChannels: int(r.int(2)), TotalChannels: int(r.int(3)), RestartsInHour: int(r.int(4))}
+	if st.BreakerTripped {
+		at := time.UnixMicro(r.int(1)).Add(cooldown)
+		st.RearmAt = &at
+	}
+	return st, nil
+}
+
+// callTime is the time a verdict carries for a call at now: now itself in
+// client-time mode, else the zero time (the server's, from the reply).
+func (s *Store) callTime(now time.Time) time.Time {
+	if s.o.ClientTime {
+		return now
+	}
+	return time.Time{}
+}
+
+// believe records whether this Store's Supervisor now holds key as parked,
+// as it was told by a verdict, a lookup or a notice (see reconcile), and
+// reports whether that changed.
+func (s *Store) believe(key string, parked bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, had := s.known[key]
+	if parked {
+		s.known[key] = struct{}{}
+	} else {
+		delete(s.known, key)
+	}
+	return had != parked
+}
+
+func boolArg(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var _ crashloop.Ledger = (*Store)(nil)

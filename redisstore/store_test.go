@@ -1,0 +1,329 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/ledgertest"
+	"github.com/crashloopguard/crashloop/redisstore/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// watchdog bounds every wait for something that happens in microseconds
+// on a healthy machine: generous, so that a loaded machine under -race
+// never fails a test by timing; the tests assert what arrived, not when.
+const watchdog = 10 * time.Second
+
+// told collects what a Store tells its notify, as "+KEY reason attempts
+// cause" for a park and "-KEY" for a resume. It is safe for concurrent use.
+type told struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (c *told) notify(ch crashloop.LedgerChange) {
+	s := "-" + ch.Key
+	if pe := ch.Park; pe != nil {
+		last := "<nil>"
+		if pe.LastError != nil {
+			last = pe.LastError.Error()
+		}
+		s = fmt.Sprintf("+%s %s %d %s", ch.Key, pe.Reason, pe.Attempts, last)
+	}
+	c.mu.Lock()
+	c.got = append(c.got, s)
+	c.mu.Unlock()
+}
+
+// until waits (with the watchdog) until the last change told is last, and
+// returns everything told.
+func (c *told) until(t testing.TB, last string) []string {
+	t.Helper()
+	var got []string
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		got = slices.Clone(c.got)
+		return len(got) > 0 && got[len(got)-1] == last
+	}, watchdog, time.Millisecond, "waiting for %q", last)
+	return got
+}
+
+// subscribed waits until n clients subscribe to the notices of st.
+func subscribed(t testing.TB, rdb *redis.Client, st *Store, n int) {
+	t.Helper()
+	ch := st.keys.events()
+	require.Eventually(t, func() bool {
+		m, err := rdb.PubSubShardNumSub(context.Background(), ch).Result()
+		return err == nil && m[ch] == int64(n)
+	}, watchdog, time.Millisecond)
+}
+
+// park parks key through st at once (a permanent error).
+func park(t testing.TB, st *Store, key string, now time.Time) crashloop.Verdict {
+	t.Helper()
+	v, err := st.Judge(context.Background(), crashloop.Judgment{Key: key, Ending: crashloop.EndingPermanent,
+		Incarnation: key + "#1", Cause: "fatal " + key, Now: now, Members: 1})
+	require.NoError(t, err)
+	require.True(t, v.NewPark, "%+v", v)
+	return v
+}
+
+// Each park, resume, forget of a parked key and restored park is told to
+// every other replica once, and to none the replica that made it.
+func TestNotices(t *testing.T) {
+	s := redistest.Start(t)
+	sts := replicasOn(t, s, 4, Options{ClientTime: true})
+	var tolds [3]told
+	cfg := ledgertest.Config()
+	for i := range 3 {
+		require.NoError(t, sts[i].Open(cfg, tolds[i].notify))
+	}
+	require.NoError(t, sts[3].Open(cfg, nil)) // no subscription
+	subscribed(t, s.Client(nil), sts[0], 3)
+	ctx := context.Background()
+	now := ledgertest.T0
+
+	park(t, sts[0], "k", now)
+	_, err := sts[1].Resume(ctx, "k", now)
+	require.NoError(t, err)
+	require.NoError(t, sts[2].Forget(ctx, "unparked"))
+	park(t, sts[0], "k", now)
+	require.NoError(t, sts[2].Forget(ctx, "k"))
+	n, err := sts[1].Restore(ctx, []*crashloop.ParkedError{{Key: "k2", Reason: crashloop.ReasonNeedsHuman, Attempts: 3,
+		Since: now, LastError: errors.New("written back")}})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	n, err = sts[1].Restore(ctx, []*crashloop.ParkedError{{Key: "k2", Reason: crashloop.ReasonPermanent, Since: now}})
+	require.NoError(t, err)
+	require.Equal(t, 0, n, "a key parked meanwhile keeps its park, and nothing is told")
+	park(t, sts[3], "marker", now) // every subscriber sees it last
+
+	pk := "+k permanent_error 0 fatal k"
+	k2 := "+k2 needs_human 3 written back"
+	marker := "+marker permanent_error 0 fatal marker"
+	require.Equal(t, []string{"-k", "-k", k2, marker}, tolds[0].until(t, marker))
+	require.Equal(t, []string{pk, pk, "-k", marker}, tolds[1].until(t, marker))
+	require.Equal(t, []string{pk, "-k", pk, k2, marker}, tolds[2].until(t, marker))
+}
+
+// Notices are at most once: a Store whose subscription broke learns, when
+// it subscribes again, the parks and resumes it missed.
+func TestReconcileAfterALostSubscription(t *testing.T) {
+	s := redistest.Start(t)
+	sts := replicasOn(t, s, 2, Options{ClientTime: true})
+	var c told
+	cfg := ledgertest.Config()
+	require.NoError(t, sts[0].Open(cfg, nil))
+	require.NoError(t, sts[1].Open(cfg, c.notify))
+	admin := s.Client(nil)
+	subscribed(t, admin, sts[1], 1)
+	park(t, sts[0], "k", ledgertest.T0)
+	c.until(t, "+k permanent_error 0 fatal k")
+
+	ctx := context.Background()
+	require.NoError(t, admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
+	// Changes no notice tells of: the subscription is gone, and the
+	// resume below is made behind the Store's back.
+	require.NoError(t, admin.Del(ctx, sts[0].keys.record("k")).Err())
+	require.NoError(t, admin.SRem(ctx, sts[0].keys.parked(), "k").Err())
+	park(t, sts[0], "k2", ledgertest.T0)
+
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.got) == 3
+	}, watchdog, time.Millisecond)
+	park(t, sts[0], "marker", ledgertest.T0)
+	got := c.until(t, "+marker permanent_error 0 fatal marker")
+	slices.Sort(got[1:3]) // the resume and the park may come in either order
+	require.Equal(t, []string{"+k permanent_error 0 fatal k", "+k2 permanent_error 0 fatal k2", "-k", "+marker permanent_error 0 fatal marker"}, got)
+}
+
+// pttl returns the time to live of key: -1 without one, -2 when it does
+// not exist.
+func pttl(t testing.TB, rdb *redis.Client, key string) time.Duration {
+	t.Helper()
+	d, err := rdb.PTTL(context.Background(), key).Result()
+	require.NoError(t, err)
+	return d
+}
+
+// Every key of a deployment is under its hash tag and expires on its own,
+// but a park while it stands, and the fleet breaker and its held restarts
+// while it is tripped.
+func TestKeysAndExpiry(t *testing.T) {
+	s := redistest.Start(t)
+	st := replicasOn(t, s, 1, Options{ClientTime: true, Prefix: "deploy", ReportTTL: 30 * time.Second})[0]
+	cfg := ledgertest.Config() // the longest span: the hourly cap's hour
+	require.NoError(t, st.Open(cfg, nil))
+	rdb := s.Client(nil)
+	ctx := context.Background()
+	keys := func() []string {
+		ks, err := rdb.Keys(ctx, "*").Result()
+		require.NoError(t, err)
+		slices.Sort(ks)
+		return ks
+	}
+	within := func(key string, span time.Duration) {
+		t.Helper()
+		d := pttl(t, rdb, key)
+		require.Greater(t, d, span-time.Second, key)
+		require.LessOrEqual(t, d, span, key)
+	}
+
+	j := crashloop.Judgment{Key: "a", Ending: crashloop.EndingFailedStart, Incarnation: "a#1", Cause: "boom", Now: ledgertest.T0, Members: 1}
+	_, err := st.Judge(ctx, j)
+	require.NoError(t, err)
+	require.Equal(t, []string{"{deploy}:fleet", "{deploy}:k:a", "{deploy}:r:replica-0", "{deploy}:replicas"}, keys())
+	within("{deploy}:k:a", time.Hour+ttlGrace)
+	within("{deploy}:fleet", time.Hour+cfg.Fleet.Cooldown+ttlGrace)
+	within("{deploy}:r:replica-0", 30*time.Second)
+	within("{deploy}:replicas", 30*time.Second)
+
+	park(t, st, "a", ledgertest.T0)
+	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:k:a"), "a park never expires")
+	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:parked"))
+	_, err = st.Resume(ctx, "a", ledgertest.T0)
+	require.NoError(t, err)
+	require.Equal(t, []string{"{deploy}:fleet", "{deploy}:r:replica-0", "{deploy}:replicas"}, keys(), "a resume drops the record")
+
+	for i := range cfg.Fleet.RestartsPerHour + 1 { // the 8th trips; it and the 9th are held
+		_, err := st.Judge(ctx, crashloop.Judgment{Key: fmt.Sprintf("p%d", i), Ending: crashloop.EndingPlanned, Incarnation: "i", Now: ledgertest.T0})
+		require.NoError(t, err)
+	}
+	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:fleet"), "a tripped breaker never expires")
+	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:held"))
+	within("{deploy}:k:p8", time.Hour+ttlGrace)
+	v, err := st.Proceed(ctx, "p8", ledgertest.T0.Add(time.Hour))
+	require.NoError(t, err)
+	require.NotNil(t, v.Rearmed)
+	within("{deploy}:fleet", time.Hour+cfg.Fleet.Cooldown+ttlGrace)
+	within("{deploy}:held", time.Hour+cfg.Fleet.Cooldown+ttlGrace)
+	for _, k := range keys() {
+		require.True(t, strings.HasPrefix(k, "{deploy}:"), k)
+	}
+}
+
+// Operator tools use a Store they do not open: Parked, Lookup, Resume and
+// Fleet work, the last with what the replicas stored; Judge and Proceed
+// refuse; nothing they do moves the deployment's clock.
+func TestOperatorWithoutOpen(t *testing.T) {
+	s := redistest.Start(t)
+	sts := replicasOn(t, s, 2, Options{ClientTime: true})
+	replica, op := sts[0], sts[1]
+	cfg := ledgertest.Config()
+	require.NoError(t, replica.Open(cfg, nil))
+	ctx := context.Background()
+	for i := range cfg.Fleet.RestartsPerHour {
+		_, err := replica.Judge(ctx, crashloop.Judgment{Key: fmt.Sprintf("p%d", i), Ending: crashloop.EndingPlanned, Incarnation: "i", Now: ledgertest.T0})
+		require.NoError(t, err)
+	}
+	parked := park(t, replica, "k", ledgertest.T0.Add(time.Second)).Park
+
+	parks, err := op.Parked(ctx)
+	require.NoError(t, err)
+	require.Len(t, parks, 1)
+	require.Equal(t, parkString(parked), parkString(parks[0]))
+	pe, err := op.Lookup(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, parkString(parked), parkString(pe))
+
+	later := ledgertest.T0.Add(10 * time.Second)
+	f, err := op.Fleet(ctx, later)
+	require.NoError(t, err)
+	rearm := ledgertest.T0.Add(cfg.Fleet.Cooldown)
+	require.Equal(t, fleetString(crashloop.FleetStatus{BreakerTripped: true, FleetRestartsPerHour: 8, FailingChannels: 1,
+		TotalChannels: 2, RestartsInHour: 8, RearmAt: &rearm}), fleetString(f))
+	want, err := replica.Fleet(ctx, later)
+	require.NoError(t, err)
+	require.Equal(t, fleetString(want), fleetString(f), "the operator sees what the replica sees")
+	f, err = op.Fleet(ctx, rearm)
+	require.NoError(t, err)
+	require.False(t, f.BreakerTripped, "due to re-arm: reads as re-armed")
+
+	// The operator's reads at later times did not move the clock: the
+	// replica still decides at its own.
+	v, err := replica.Proceed(ctx, "p7", ledgertest.T0.Add(11*time.Second))
+	require.NoError(t, err)
+	require.True(t, v.Held)
+	require.Equal(t, cfg.Fleet.Cooldown-11*time.Second, v.Wait)
+
+	_, err = op.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingCrash, Now: later})
+	require.ErrorIs(t, err, errNotOpen)
+	_, err = op.Proceed(ctx, "k", later)
+	require.ErrorIs(t, err, errNotOpen)
+
+	pe, err = op.Resume(ctx, "k", later)
+	require.NoError(t, err)
+	require.Equal(t, parkString(parked), parkString(pe))
+	_, err = op.Resume(ctx, "k", later)
+	require.ErrorIs(t, err, crashloop.ErrNotParked)
+	pe, err = replica.Lookup(ctx, "k")
+	require.NoError(t, err)
+	require.Nil(t, pe)
+
+	empty := New(s.Client(nil), Options{Prefix: newPrefix()})
+	f, err = empty.Fleet(ctx, later)
+	require.NoError(t, err)
+	require.Equal(t, crashloop.FleetStatus{}, f, "a deployment with no breaker stored")
+}
+
+func TestOpenRefuses(t *testing.T) {
+	s := redistest.Start(t)
+	cfg := ledgertest.Config()
+	st := New(s.Client(nil), Options{Prefix: newPrefix()})
+	require.NoError(t, st.Open(cfg, nil))
+	require.ErrorContains(t, st.Open(cfg, nil), "open already")
+	require.NoError(t, st.Close())
+	require.NoError(t, st.Close(), "idempotent")
+
+	closed := New(s.Client(nil), Options{Prefix: newPrefix()})
+	require.NoError(t, closed.Close())
+	require.ErrorContains(t, closed.Open(cfg, nil), "closed")
+
+	bad := New(s.Client(nil), Options{Prefix: "a{b}"})
+	require.ErrorContains(t, bad.Open(cfg, nil), `key prefix "a{b}"`)
+	_, err := bad.Parked(context.Background())
+	require.ErrorContains(t, err, `key prefix "a{b}"`)
+
+	long := cfg
+	long.Fleet = &crashloop.FleetConfig{RestartsPerHour: 1, FailingFraction: 1, MinFailing: 1, Cooldown: 105 * 24 * time.Hour}
+	require.ErrorContains(t, New(s.Client(nil), Options{Prefix: newPrefix()}).Open(long, nil), "fleet cooldown")
+}
+
+func TestDefaults(t *testing.T) {
+	st := New(nil, Options{})
+	require.Equal(t, "crashloop", st.o.Prefix)
+	require.Equal(t, DefaultTimeout, st.o.Timeout)
+	require.Equal(t, time.Minute, st.o.ReportTTL)
+	require.Regexp(t, `^.+-[0-9]+-[0-9a-f]{8}$`, st.o.Replica)
+	require.NotEqual(t, st.o.Replica, New(nil, Options{}).o.Replica, "each Store a replica of its own")
+	require.Equal(t, "{crashloop}:k:worker", st.keys.record("worker"))
+}
+
+func TestDecodeNotice(t *testing.T) {
+	ch, origin, ok := decodeNotice("P3:abc5:k:{x}00000000000000072,11:needs_humanecause: with, and 1:2")
+	require.True(t, ok)
+	require.Equal(t, "abc", origin)
+	require.Equal(t, "k:{x}", ch.Key)
+	require.Equal(t, `k:{x}{needs_human 2 cause: with, and 1:2}`, fmt.Sprintf("%s{%s %d %s}", ch.Key, ch.Park.Reason, ch.Park.Attempts, ch.Park.LastError))
+	require.ErrorIs(t, ch.Park, crashloop.ErrNeedsHuman)
+	require.Equal(t, int64(7), ch.Park.Since.UnixMicro())
+	ch, origin, ok = decodeNotice("R1:o1:k")
+	require.True(t, ok)
+	require.Equal(t, crashloop.LedgerChange{Key: "k"}, ch)
+	require.Equal(t, "o", origin)
+	for _, bad := range []string{"", "X1:o1:k", "R1:o", "R1:o1:kx", "P1:o1:k", "P1:o1:k0000000000000007x,1:r", "P1:o1:k00000000000000071,0:", "P1:o1:k00000000000000071,1:rX", "P1:o1:k00000000000000071,5:r"} {
+		_, _, ok := decodeNotice(bad)
+		require.False(t, ok, "%q", bad)
+	}
+}
