@@ -9,7 +9,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/ledgertest"
-	"github.com/crashloopguard/crashloop/redisstore/internal/redistest"
+	"github.com/crashloopguard/crashloop/redisstore/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )

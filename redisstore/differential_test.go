@@ -11,7 +11,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/ledgertest"
-	"github.com/crashloopguard/crashloop/redisstore/internal/redistest"
+	"github.com/crashloopguard/crashloop/redisstore/redistest"
 	"github.com/stretchr/testify/require"
 )
 

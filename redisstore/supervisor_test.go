@@ -10,7 +10,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/crashloopguard/crashloop"
-	"github.com/crashloopguard/crashloop/redisstore/internal/redistest"
+	"github.com/crashloopguard/crashloop/redisstore/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )

@@ -79,9 +79,9 @@ func TestBadInputIsOneLineAndExit2(t *testing.T) {
 		{"config without a flag", []string{"--config=" + fleet, "--", "true"}, fleet + ": fleet.cooldown: must be >= 0 (got -1s)"},
 		{"missing config", []string{"--config=" + missing, "--", "true"}, "--config " + missing + ": no such file or directory"},
 		{"malformed state", []string{"--state=" + badState, "--", "true"}, "state file " + badState + " is malformed: invalid character 'n' looking for beginning of object key string"},
-		{"resume without state", []string{"resume", "web"}, "resume needs --state FILE"},
+		{"resume without state", []string{"resume", "web"}, "resume needs --state FILE or --redis URL"},
 		{"resume malformed state", []string{"resume", "--state", badState, "web"}, "state file " + badState + " is malformed: invalid character 'n' looking for beginning of object key string"},
-		{"status without state", []string{"status"}, "status needs --state FILE"},
+		{"status without state", []string{"status"}, "status needs --state FILE or --redis URL"},
 		{"status unknown flag", []string{"status", "--state", badState, "--all"}, "unknown flag --all (see crashloop --help)"},
 	}
 	for _, c := range cases {

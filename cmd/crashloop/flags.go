@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/redisstore"
 )
 
 // settings are the flags of crashloop supervising a program. A new flag is a
@@ -53,6 +54,7 @@ type settings struct {
 
 	// crashloop.
 	state       string
+	redis       redisConfig
 	logFormat   string
 	metricsAddr string
 	version     bool
@@ -84,6 +86,9 @@ func newSettings() *settings {
 	fs.DurationVar(&s.grace, "grace", 10*time.Second, "how long a stopping program may take before SIGKILL")
 	fs.DurationVar(&s.watchdog, "watchdog", 0, "stop the program (SIGABRT, then SIGKILL) when it sends no WATCHDOG=1 for this long, and count a failure; 0: off")
 	fs.StringVar(&s.state, "state", "", "keep parked marks in `FILE`, across crashloop restarts and reboots; one crashloop per --key")
+	fs.StringVar(&s.redis.url, "redis", "", "share the guards' state with every crashloop of the same --key through Redis at `URL` (redis://, rediss://, unix:///path; password from the URL or $REDIS_PASSWORD)")
+	fs.StringVar(&s.redis.prefix, "redis-prefix", "crashloop", "the deployment's `NAME` on Redis: crashloops of one deployment share it")
+	fs.DurationVar(&s.redis.timeout, "redis-timeout", redisstore.DefaultTimeout, "the longest one decision waits for Redis before deciding alone")
 	fs.StringVar(&s.logFormat, "log-format", "text", "log lines on stderr in `FORMAT`: text or json")
 	fs.StringVar(&s.metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus), /status and /healthz, read-only, on `ADDR` such as 127.0.0.1:9464; off by default")
 	fs.BoolVar(&s.version, "version", false, "print crashloop's version and exit")
@@ -98,7 +103,7 @@ var helpSections = []struct {
 	{"When to give up", []string{"max-respawns", "window", "initial-backoff", "max-backoff", "backoff", "jitter", "healthy-after",
 		"chain-max", "chain-gap", "guard", "hourly-cap", "restart", "permanent-exit-codes", "config"}},
 	{"The program", []string{"key", "chdir", "env", "grace", "watchdog"}},
-	{"crashloop", []string{"state", "log-format", "metrics-addr", "version"}},
+	{"crashloop", []string{"state", "redis", "redis-prefix", "redis-timeout", "log-format", "metrics-addr", "version"}},
 }
 
 const helpIntro = `crashloop runs a program and restarts it when it fails, with a backoff
@@ -107,8 +112,8 @@ instead of restarting it forever.
 
 Usage:
   crashloop [flags] -- PROGRAM [ARGS...]
-  crashloop status --state FILE [--json]
-  crashloop resume --state FILE [KEY]
+  crashloop status --state FILE | --redis URL [--json]
+  crashloop resume --state FILE | --redis URL [KEY]
   crashloop --version
 `
 
@@ -128,6 +133,8 @@ Examples:
     crashloop --healthy-after 0 -- redis-server --supervised systemd
   A program that sends WATCHDOG=1; stopped and restarted when it hangs:
     crashloop --watchdog 30s -- ./worker
+  Replicas of one service sharing one budget on Redis:
+    REDIS_PASSWORD=... crashloop --redis redis://redis.internal:6379 --key web -- ./web
   What is parked, and resuming it once the cause is fixed:
     crashloop status --state /data/crashloop.json
     crashloop resume --state /data/crashloop.json worker
@@ -139,7 +146,7 @@ Exit status:
   1    an error of crashloop itself
   2    bad usage, flags or configuration
   75   another crashloop supervises this --key with this --state
-  86   a guard gave up, or --state says the program is parked
+  86   a guard gave up, or --state or --redis says the program is parked
   126  the program cannot be executed
   127  the program cannot be found
 `
@@ -266,6 +273,8 @@ func (s *settings) check() error {
 		return usagef("--watchdog: must be 0 (off) or at least 1ms")
 	case s.logFormat != "text" && s.logFormat != "json":
 		return badValue("log-format", s.logFormat, "is not text or json")
+	case s.redis.timeout <= 0:
+		return usagef("--redis-timeout: must be > 0")
 	}
 	if _, err := parseGuard(s.guard); err != nil {
 		return err

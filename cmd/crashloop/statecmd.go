@@ -8,72 +8,122 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/crashloopguard/crashloop/redisstore"
 )
 
 const statusHelp = `Usage: crashloop status --state FILE [--json]
+       crashloop status --redis URL [--redis-prefix NAME] [--json]
 
-Prints what is parked in the state file: each key's reason, since when, its
-starts and its last error (--json: the file's document). It only reads: it
-creates no file and works in a read-only folder. A missing file is an error.
+Prints what is parked in the state file, or in the state the replicas share
+on Redis: each key's reason, since when, its starts (respawns, rescues or
+restarts on Redis) and its last error (--json: a JSON document); on Redis,
+the fleet breaker too. It only reads: it creates no file and works in a
+read-only folder. A missing file is an error. The Redis password comes from
+the URL or from $REDIS_PASSWORD.
 `
 
 const resumeHelp = `Usage: crashloop resume --state FILE [KEY]
+       crashloop resume --redis URL [--redis-prefix NAME] [KEY]
 
 Clears the park of KEY (which may be left out when only one key is parked),
 so that the next crashloop with that key starts the program with a full
-budget.
+budget; on Redis, for every replica at once.
 `
+
+// where is what status and resume read: a state file, or the state shared
+// on Redis.
+type where struct {
+	state string
+	redis redisConfig
+}
 
 // parseStateFlags parses the flags of status and resume. done is true when
 // it has printed help.
-func parseStateFlags(fs *flag.FlagSet, help string, args []string, stdout io.Writer) (state string, done bool, err error) {
+func parseStateFlags(fs *flag.FlagSet, help string, args []string, stdout io.Writer) (w where, done bool, err error) {
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&state, "state", "", "the state file")
+	fs.StringVar(&w.state, "state", "", "the state file")
+	fs.StringVar(&w.redis.url, "redis", "", "the Redis server of the shared state")
+	fs.StringVar(&w.redis.prefix, "redis-prefix", "crashloop", "the deployment's prefix on Redis")
+	fs.DurationVar(&w.redis.timeout, "redis-timeout", redisstore.DefaultTimeout, "the longest one call waits for Redis")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, help)
-			return "", true, nil
+			return w, true, nil
 		}
-		return "", false, flagError(fs, err)
+		return w, false, flagError(fs, err)
 	}
-	if state == "" {
-		return "", false, usagef("%s needs --state FILE", fs.Name())
+	switch {
+	case w.state == "" && w.redis.url == "":
+		return w, false, usagef("%s needs --state FILE or --redis URL", fs.Name())
+	case w.state != "" && w.redis.url != "":
+		return w, false, usagef("%s takes --state FILE or --redis URL, not both", fs.Name())
+	case w.redis.timeout <= 0:
+		return w, false, usagef("--redis-timeout: must be > 0")
 	}
-	return state, false, nil
+	return w, false, nil
 }
 
 // statusCmd is "crashloop status".
 func statusCmd(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print the state file's document")
-	path, done, err := parseStateFlags(fs, statusHelp, args, stdout)
+	asJSON := fs.Bool("json", false, "print a JSON document")
+	w, done, err := parseStateFlags(fs, statusHelp, args, stdout)
 	if done || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("status takes no arguments, got %q", fs.Arg(0))
 	}
-	st, err := newStateStore(path).load(false)
+	if w.redis.url != "" {
+		return statusRedis(w.redis, *asJSON, stdout)
+	}
+	st, err := newStateStore(w.state).load(false)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		return printJSON(stdout, st)
 	}
 	if len(st.Marks) == 0 {
-		fmt.Fprintf(stdout, "nothing is parked in %s\n", path)
+		fmt.Fprintf(stdout, "nothing is parked in %s\n", w.state)
 		return nil
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tREASON\tSINCE\tSTARTS\tLAST ERROR")
-	for _, key := range st.keys() {
-		m := st.Marks[key]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", key, m.Reason, m.Since.Format(time.RFC3339), m.Starts, m.LastError)
+	rows := make(map[string]row, len(st.Marks))
+	for key, m := range st.Marks {
+		rows[key] = row{m.Reason, m.Since, m.Starts, m.LastError}
+	}
+	return printRows(stdout, "STARTS", rows)
+}
+
+// printJSON prints v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// row is a park as status prints it.
+type row struct {
+	reason string
+	since  time.Time
+	count  int
+	last   string
+}
+
+// printRows prints parks as a table sorted by key; counted names the
+// count's column.
+func printRows(w io.Writer, counted string, rows map[string]row) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "KEY\tREASON\tSINCE\t%s\tLAST ERROR\n", counted)
+	for _, key := range slices.Sorted(maps.Keys(rows)) {
+		r := rows[key]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", key, r.reason, r.since.Format(time.RFC3339), r.count, r.last)
 	}
 	return tw.Flush()
 }
@@ -81,13 +131,17 @@ func statusCmd(args []string, stdout io.Writer) error {
 // resumeCmd is "crashloop resume".
 func resumeCmd(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("resume", flag.ContinueOnError)
-	path, done, err := parseStateFlags(fs, resumeHelp, args, stdout)
+	w, done, err := parseStateFlags(fs, resumeHelp, args, stdout)
 	if done || err != nil {
 		return err
 	}
 	if fs.NArg() > 1 {
 		return usagef("resume takes at most one KEY, got %d", fs.NArg())
 	}
+	if w.redis.url != "" {
+		return resumeRedis(w.redis, fs.Arg(0), stdout)
+	}
+	path := w.state
 	store := newStateStore(path)
 	if _, err := store.load(false); err != nil { // a missing file is an error, and no lock file is made for it
 		return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/promcrashloop"
+	"github.com/crashloopguard/crashloop/redisstore"
 )
 
 // superviseCmd is "crashloop [flags] -- PROGRAM [ARGS...]". It returns
@@ -38,7 +39,14 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 		}
 		defer metrics.Close()
 	}
-	sup, err := newSupervisor(s, cfg, log, &events)
+	var store *redisstore.Store
+	if s.redis.url != "" {
+		if store, err = s.redis.open(); err != nil {
+			return 0, err
+		}
+		defer store.Close()
+	}
+	sup, err := newSupervisor(s, cfg, log, &events, store)
 	if err != nil {
 		return 0, err
 	}
@@ -47,15 +55,33 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 		key = defaultKey(argv)
 	}
 
-	// --state: one crashloop per key, and no start of a parked key.
+	// --redis: no start of a key the replicas parked.
+	if store != nil {
+		if pe := parkedInRedis(store, key, s.redis.timeout); pe != nil {
+			last := ""
+			if pe.LastError != nil {
+				last = pe.LastError.Error()
+			}
+			out.print(slog.LevelError, fmt.Sprintf("%s is parked since %s (%s): %s", key, pe.Since.Format(time.RFC3339), pe.Reason, last),
+				"key", key, "reason", pe.Reason, "since", pe.Since, "last_error", last)
+			out.print(slog.LevelInfo, "once the cause is fixed, run: "+resumeRedisCommand(s.redis, key), "key", key)
+			return exitParked, nil
+		}
+	}
+
+	// --state: one crashloop per key (unless the replicas share it on
+	// Redis: several of one key is the point there), and no start of a
+	// parked key.
 	var state *stateStore
 	if s.state != "" {
 		state = newStateStore(s.state)
-		release, err := state.lockKey(key)
-		if err != nil {
-			return 0, err
+		if store == nil {
+			release, err := state.lockKey(key)
+			if err != nil {
+				return 0, err
+			}
+			defer release()
 		}
-		defer release()
 		st, err := state.load(true)
 		if err != nil {
 			return 0, err
@@ -105,7 +131,11 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	case r.failed != nil: // Run returns only after the run that set it
 		return 0, r.failed
 	case errors.As(err, &pe):
-		return gaveUp(r, pe, state, out, argv)
+		var shared *redisConfig
+		if store != nil && flush(sup, out, key) { // a park decided alone reaches the other replicas
+			shared = &s.redis
+		}
+		return gaveUp(r, pe, state, shared, out, argv)
 	case ctx.Err() != nil:
 		return r.stoppedStatus(), nil
 	case err != nil:
@@ -117,14 +147,19 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 // newSupervisor builds the Supervisor from the configuration. Every
 // subsystem that watches or shares the Supervisor's state adds its
 // crashloop.Option here: an event handler to the list, or a store. events
-// counts the events for --metrics-addr.
-func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger, events *promcrashloop.Events) (*crashloop.Supervisor, error) {
+// counts the events for --metrics-addr; store, with --redis, is the ledger
+// the replicas share.
+func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger, events *promcrashloop.Events, store *redisstore.Store) (*crashloop.Supervisor, error) {
 	handlers := []crashloop.EventHandler{crashloop.LogEvents(log)}
 	if s.metricsAddr != "" {
 		handlers = append(handlers, events)
 	}
 	opts := []crashloop.Option{crashloop.WithEventHandler(crashloop.MultiHandler(handlers...))}
-	sup, err := crashloop.NewSupervisor(cfg, opts...)
+	var ledger crashloop.Ledger // nil: this process alone
+	if store != nil {
+		ledger = store
+	}
+	sup, err := crashloop.NewSharedSupervisor(cfg, ledger, opts...)
 	if err != nil {
 		return nil, s.explain(err)
 	}
@@ -133,7 +168,7 @@ func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger
 
 // gaveUp reports a park, records it in the state file if there is one, and
 // returns exit status 86.
-func gaveUp(r *runner, pe *crashloop.ParkedError, state *stateStore, out *output, argv []string) (int, error) {
+func gaveUp(r *runner, pe *crashloop.ParkedError, state *stateStore, shared *redisConfig, out *output, argv []string) (int, error) {
 	r.mu.Lock()
 	starts, last, status, ended := r.starts, r.last, r.status, r.ended
 	r.mu.Unlock()
@@ -142,6 +177,9 @@ func gaveUp(r *runner, pe *crashloop.ParkedError, state *stateStore, out *output
 	}
 	out.print(slog.LevelError, fmt.Sprintf("giving up on %s: %s after %s; last exit: %s", r.key, pe.Reason, plural(starts, "start"), last),
 		"key", r.key, "reason", pe.Reason, "starts", starts, "last_exit", last)
+	if shared != nil {
+		out.print(slog.LevelInfo, fmt.Sprintf("parked on Redis for every replica; once the cause is fixed, run: %s", resumeRedisCommand(*shared, r.key)), "key", r.key)
+	}
 	if state == nil {
 		return exitParked, nil
 	}
@@ -169,11 +207,23 @@ var plainWord = regexp.MustCompile(`^[A-Za-z0-9_./:=@%+-]+$`)
 // resumeCommand returns the command line that resumes key, quoted for a
 // shell.
 func resumeCommand(state, key string) string {
-	quote := func(w string) string {
-		if plainWord.MatchString(w) {
-			return w
-		}
-		return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	return "crashloop resume --state " + shellQuote(state) + " " + shellQuote(key)
+}
+
+// resumeRedisCommand returns the command line that resumes key for every
+// replica, quoted for a shell, without the URL's password.
+func resumeRedisCommand(c redisConfig, key string) string {
+	cmd := "crashloop resume --redis " + shellQuote(withoutPassword(c.url))
+	if c.prefix != "crashloop" {
+		cmd += " --redis-prefix " + shellQuote(c.prefix)
 	}
-	return "crashloop resume --state " + quote(state) + " " + quote(key)
+	return cmd + " " + shellQuote(key)
+}
+
+// shellQuote quotes w for a shell, unless it needs none.
+func shellQuote(w string) string {
+	if plainWord.MatchString(w) {
+		return w
+	}
+	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 }

@@ -1,0 +1,259 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+// passwordEnv is the environment variable the Redis password comes from
+// when the URL has none.
+const passwordEnv = "REDIS_PASSWORD"
+
+// flushFor is how long crashloop, about to exit on a park it decided while
+// Redis was unreachable, keeps trying to write that park back, so that the
+// other replicas refuse the key too.
+const flushFor = 10 * time.Second
+
+// redisConfig is how crashloop reaches the shared state: --redis,
+// --redis-prefix and --redis-timeout.
+type redisConfig struct {
+	url     string
+	prefix  string
+	timeout time.Duration
+}
+
+// open returns a Store on the server of c. The password comes from the URL
+// or, when it has none, from $REDIS_PASSWORD; it never appears in an error.
+func (c redisConfig) open() (*redisstore.Store, error) {
+	redis.SetLogger(quiet{})
+	client, err := redisstore.NewClient(c.url, os.Getenv(passwordEnv), c.timeout)
+	if err != nil {
+		return nil, usagef("--redis: %s", strings.TrimPrefix(err.Error(), "redisstore: ")) // it never holds the password
+	}
+	return redisstore.New(client, redisstore.Options{Prefix: c.prefix, Timeout: c.timeout}), nil
+}
+
+// quiet silences go-redis's own log lines (a plain "redis: ... pool.go:770:
+// ..." on stderr for every failed dial), which would break --log-format
+// json: what they say reaches the log once, as the store.unavailable and
+// store.recovered events.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// redact returns a Redis URL without its password, for messages.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(an unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// withoutPassword returns a Redis URL without its password (the user name
+// stays), for a command line that the reader completes with
+// $REDIS_PASSWORD.
+func withoutPassword(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); !ok {
+		return raw
+	}
+	if name := u.User.Username(); name != "" {
+		u.User = url.User(name)
+	} else {
+		u.User = nil
+	}
+	return u.String()
+}
+
+// scrub removes the URL's password from an error's text, should a library
+// quote it.
+func scrub(err error, raw string) error {
+	u, perr := url.Parse(raw)
+	if perr != nil || u.User == nil {
+		return err
+	}
+	if pw, ok := u.User.Password(); ok && pw != "" && strings.Contains(err.Error(), pw) {
+		return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+	}
+	return err
+}
+
+// parkedInRedis returns the park of key in the shared state, nil if none
+// (or if Redis cannot be reached: the Supervisor's own gate then decides).
+func parkedInRedis(store *redisstore.Store, key string, timeout time.Duration) *crashloop.ParkedError {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	pe, err := store.Lookup(ctx, key)
+	if err != nil {
+		return nil
+	}
+	return pe
+}
+
+// flush writes back, within flushFor, the parks sup decided while Redis
+// was unreachable, and says what became of them. It reports whether Redis
+// holds them now.
+func flush(sup *crashloop.Supervisor, out *output, key string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), flushFor)
+	defer cancel()
+	for {
+		err := sup.Flush(ctx)
+		if err == nil {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			out.print(slog.LevelError, fmt.Sprintf("the park of %s could not be written to Redis within %v: the other replicas do not know of it (%v)", key, flushFor, err), "key", key)
+			return false
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// statusRedis prints what is parked in the shared state, and the fleet
+// breaker.
+func statusRedis(c redisConfig, asJSON bool, stdout io.Writer) error {
+	var parks []*crashloop.ParkedError
+	var fleet crashloop.FleetStatus
+	err := c.do(func(ctx context.Context, store *redisstore.Store) (err error) {
+		if parks, err = store.Parked(ctx); err != nil {
+			return err
+		}
+		fleet, err = store.Fleet(ctx, time.Now())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, redisStatus{Parked: parksOf(parks), Fleet: fleet})
+	}
+	if len(parks) == 0 {
+		fmt.Fprintf(stdout, "nothing is parked in %s (prefix %s)\n", redact(c.url), c.prefix)
+	} else {
+		rows := make(map[string]row, len(parks))
+		for key, p := range parksOf(parks) {
+			rows[key] = row{p.Reason, p.Since, p.Attempts, p.LastError}
+		}
+		if err := printRows(stdout, "ATTEMPTS", rows); err != nil {
+			return err
+		}
+	}
+	state := "armed"
+	if fleet.BreakerTripped {
+		state = "tripped"
+		if fleet.RearmAt != nil {
+			state += ", re-arms at " + fleet.RearmAt.Format(time.RFC3339)
+		}
+	}
+	fmt.Fprintf(stdout, "fleet breaker: %s; %s in the last hour; %d of %d members failing\n", state,
+		plural(fleet.RestartsInHour, "restart"), fleet.FailingChannels, fleet.TotalChannels)
+	return nil
+}
+
+// redisStatus is the document of "status --redis --json".
+type redisStatus struct {
+	Parked map[string]redisPark  `json:"parked"`
+	Fleet  crashloop.FleetStatus `json:"fleet"`
+}
+
+// redisPark is a park in the shared state. Attempts are what the guard
+// that parked the key counted (respawns, rescues or restarts, of every
+// replica), not the starts of one crashloop.
+type redisPark struct {
+	Reason    string    `json:"reason"`
+	Since     time.Time `json:"since"`
+	Attempts  int       `json:"attempts"`
+	LastError string    `json:"last_error,omitempty"`
+}
+
+// parksOf returns the parks of the shared state by key.
+func parksOf(parks []*crashloop.ParkedError) map[string]redisPark {
+	out := make(map[string]redisPark, len(parks))
+	for _, pe := range parks {
+		p := redisPark{Reason: pe.Reason, Since: pe.Since, Attempts: pe.Attempts}
+		if pe.LastError != nil {
+			p.LastError = pe.LastError.Error()
+		}
+		out[pe.Key] = p
+	}
+	return out
+}
+
+// resumeRedis clears the park of key in the shared state, for every
+// replica.
+func resumeRedis(c redisConfig, key string, stdout io.Writer) error {
+	var refusal error // the user's mistake, not Redis's
+	err := c.do(func(ctx context.Context, store *redisstore.Store) error {
+		if key == "" {
+			parks, err := store.Parked(ctx)
+			if err != nil {
+				return err
+			}
+			switch len(parks) {
+			case 0:
+				refusal = fmt.Errorf("nothing is parked in %s", redact(c.url))
+				return nil
+			case 1:
+				key = parks[0].Key
+			default:
+				var keys []string
+				for _, pe := range parks {
+					keys = append(keys, pe.Key)
+				}
+				slices.Sort(keys)
+				refusal = fmt.Errorf("several keys are parked in %s, name one: %s", redact(c.url), strings.Join(keys, ", "))
+				return nil
+			}
+		}
+		_, err := store.Resume(ctx, key, time.Now())
+		if errors.Is(err, crashloop.ErrNotParked) {
+			refusal = fmt.Errorf("%s is not parked in %s", key, redact(c.url))
+			return nil
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return err
+	case refusal != nil:
+		return refusal
+	}
+	fmt.Fprintf(stdout, "resumed %s for every replica; it starts with a full budget next time\n", key)
+	return nil
+}
+
+// do calls f with a Store on the server of c and a deadline of two
+// timeouts, for status and resume. An error of f is Redis's: it is
+// returned naming the URL, without its password.
+func (c redisConfig) do(f func(ctx context.Context, store *redisstore.Store) error) error {
+	store, err := c.open()
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*c.timeout)
+	defer cancel()
+	if err := f(ctx, store); err != nil {
+		return fmt.Errorf("--redis %s: %v", redact(c.url), scrub(err, c.url))
+	}
+	return nil
+}
