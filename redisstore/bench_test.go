@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
-	"github.com/crashloopguard/crashloop/redisstore/internal/redistest"
+	"github.com/crashloopguard/crashloop/redisstore/redistest"
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 )
