@@ -206,17 +206,29 @@ func (s *Supervisor) lookupShared(key string, now time.Time) *ParkedError {
 		s.lost(err, now)
 		return nil
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if pe != nil {
-		s.mu.Lock()
 		r := s.record(key, now)
 		if r.park == nil {
 			r.park = pe
 			s.setState(r, stateOf(pe), now)
 		}
-		pe = r.park
-		s.mu.Unlock()
+		return r.park
 	}
-	return pe
+	if r := s.keys[key]; r != nil && r.park != nil && s.shared.alone[key] == nil {
+		s.unpark(r, now) // resumed by another Supervisor, whose notice was lost
+	}
+	return nil
+}
+
+// unpark lifts the park of r that another Supervisor resumed (the one that
+// resumed it announced it). s.mu must be held.
+func (s *Supervisor) unpark(r *record, now time.Time) {
+	r.resume()
+	if failing(r.state) {
+		s.setState(r, StateExited, now)
+	}
 }
 
 // mirror takes the park the ledger reports for a key (nil: none), keeping
@@ -244,9 +256,6 @@ func (s *Supervisor) learn(ch LedgerChange) {
 			s.setState(r, stateOf(ch.Park), now)
 		}
 	case ch.Park == nil && r.park != nil:
-		r.resume()
-		if failing(r.state) {
-			s.setState(r, StateExited, now)
-		}
+		s.unpark(r, now)
 	}
 }

@@ -104,6 +104,35 @@ func TestSharedFleetCountsEveryReplica(t *testing.T) {
 	assert.Equal(t, 1, countKind(recs, crashloop.EventFleetRearmed))
 }
 
+// deafLedger never tells its Supervisor of another's change, as a ledger
+// whose notice was lost does.
+type deafLedger struct{ crashloop.Ledger }
+
+func (d deafLedger) Open(cfg crashloop.SupervisorConfig, _ func(crashloop.LedgerChange)) error {
+	return d.Ledger.Open(cfg, func(crashloop.LedgerChange) {})
+}
+
+// A Supervisor that missed the notice of a resume learns it from the
+// ledger at the key's next start: the stale park does not refuse it.
+func TestSharedResumeWithoutItsNotice(t *testing.T) {
+	ledgers := memoryReplicas(2)
+	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), []crashloop.Ledger{deafLedger{ledgers[0]}, ledgers[1]})
+	boom := errors.New("boom")
+	for i := range 4 {
+		sups[0].DecideAt("k", crashloop.RunResult{Err: boom}, testT0.Add(time.Duration(i)*time.Second))
+	}
+	require.Equal(t, []string{"k"}, sups[0].Parked())
+	require.NoError(t, sups[1].Resume("k"))
+	assert.Equal(t, []string{"k"}, sups[0].Parked(), "the notice was lost")
+
+	ran := false
+	err := sups[0].Run(context.Background(), "k", func(context.Context) error { ran = true; return nil })
+	assert.NoError(t, err)
+	assert.True(t, ran, "the key started: the ledger says it is not parked")
+	assert.Empty(t, sups[0].Parked())
+	assert.Equal(t, 1, countKind(recs, crashloop.EventResumed), "announced once, by the replica that resumed it")
+}
+
 // flakyLedger fails every call while down, as a ledger on a server that
 // cannot be reached does.
 type flakyLedger struct {
