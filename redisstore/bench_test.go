@@ -192,7 +192,7 @@ func serverMicros(b *testing.B, rdb *redis.Client, cmd string) float64 {
 
 // BenchmarkPropagation times a park made by one replica until another
 // replica's Store tells its Supervisor (its notify): the path by which a
-// park or a resume reaches every replica (the docs promise well under 100ms). Each
+// park or a resume reaches every replica (docs/redis.md gives its numbers). Each
 // iteration parks a key of its own (a permanent failure) through one
 // Store and waits for the other's notify; p50 and p99 are reported.
 func BenchmarkPropagation(b *testing.B) {
