@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need when it is missing
-# (redis-server for the shared-state tests, promtool for the alert rules),
-# then runs the tests of every module of the workspace with the race
+# (redis-server for the shared-state tests, promtool for the alert rules, ip
+# from iproute2 for the network namespaces of the black-hole tests), then
+# runs the tests of every module of the workspace with the race
 # detector. A test never skips for a missing server: it fails, so run this
 # script rather than a bare go test.
 set -euo pipefail
@@ -10,12 +11,13 @@ cd "$(dirname "$0")"
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "test.sh: installing ${need[*]} (Debian packages)" >&2
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
-  # policy-rc.d keeps the packages' own services from starting: the tests
+  # RUNLEVEL=1 keeps the packages' own services from starting: the tests
   # start their own servers.
   DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
