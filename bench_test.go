@@ -8,7 +8,7 @@ package crashloop
 //
 // A benchmark of one object passes explicit times that advance each call,
 // so windows roll as they do in production; the times are computed ahead
-// with the timer stopped (times), so the loop times the call and not
+// with the timer stopped (benchtest.Times), so the loop times the call and not
 // time.Time.Add. The benchmarks over 1,000 keys move time on once per pass
 // over the keys. Each benchmark fails if it leaves its steady state.
 
@@ -16,13 +16,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/crashloopguard/crashloop/internal/benchtest"
 )
 
 // benchKeys is the number of keys (or guards, one per key) of the
@@ -74,64 +75,6 @@ const benchFleetGap = 3700 * time.Millisecond
 // goes 1, 2, 1, 2 ... and never escalates (nor goes idle and reclaimed).
 var benchIncarnations = [2]string{"incarnation-a", "incarnation-b"}
 
-// times yields b.N times in chunks: after start, moving on by step every
-// `every` times. Each chunk is computed with the timer stopped.
-func times(b *testing.B, start time.Time, step time.Duration, every int) iter.Seq[[]time.Time] {
-	return func(yield func([]time.Time) bool) {
-		b.StopTimer()
-		buf := make([]time.Time, min(b.N, 1<<14))
-		b.StartTimer()
-		for done := 0; done < b.N; done += len(buf) {
-			b.StopTimer()
-			buf = buf[:min(len(buf), b.N-done)]
-			for i := range buf {
-				if (done+i)%every == 0 {
-					start = start.Add(step)
-				}
-				buf[i] = start
-			}
-			b.StartTimer()
-			if !yield(buf) {
-				return
-			}
-		}
-	}
-}
-
-// passClock is the time of a parallel benchmark: each goroutine reads it
-// once per pass over its own keys, and each reading moves it on by step.
-// Readings come from one counter, so they are ordered as a real clock's
-// are, and two passes of one goroutine are at least step apart.
-type passClock struct {
-	base time.Time
-	off  atomic.Int64
-	step time.Duration
-}
-
-func newPassClock(start time.Time, step time.Duration) *passClock {
-	return &passClock{base: start, step: step}
-}
-
-func (c *passClock) next() time.Time { return c.base.Add(time.Duration(c.off.Add(int64(c.step)))) }
-
-// shares hands each goroutine of b.RunParallel its own range of n keys.
-func shares(n int) func() (lo, hi int) {
-	var next atomic.Int64
-	p := runtime.GOMAXPROCS(0) // the goroutines RunParallel starts
-	return func() (int, int) {
-		id := int(next.Add(1)-1) % p
-		return id * n / p, (id + 1) * n / p
-	}
-}
-
-// starts hands each goroutine of b.RunParallel its own first key of n,
-// spread evenly, for benchmarks in which every goroutine goes over all the
-// keys.
-func starts(n int) func() int {
-	lo := shares(n)
-	return func() int { k, _ := lo(); return k }
-}
-
 // RestartLoopGuard.
 
 // BenchmarkGuardRecordAt: a guard at the defaults (3 in 60s) under a
@@ -150,7 +93,7 @@ func BenchmarkGuardRecordAt(b *testing.B) {
 	}
 	b.ResetTimer()
 	tripped := false
-	for ts := range times(b, now, time.Millisecond, 1) {
+	for ts := range benchtest.Times(b, now, time.Millisecond, 1) {
 		for _, t := range ts {
 			tripped = g.RecordAt(t)
 		}
@@ -174,15 +117,15 @@ func BenchmarkGuardRecordAtParallel(b *testing.B) {
 		}
 		guards[i] = g
 	}
-	clk, share := newPassClock(now, time.Millisecond), shares(benchKeys)
+	clk, share := benchtest.NewPassClock(now, time.Millisecond), benchtest.Shares(benchKeys)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		lo, hi := share()
-		tripped, k, now := false, lo, clk.next()
+		tripped, k, now := false, lo, clk.Next()
 		for pb.Next() {
 			tripped = guards[k].RecordAt(now) || tripped
 			if k++; k == hi {
-				k, now = lo, clk.next()
+				k, now = lo, clk.Next()
 			}
 		}
 		sinkBool = tripped
@@ -214,7 +157,7 @@ func BenchmarkGuardRecordParallel(b *testing.B) {
 		}
 		guards[i] = g
 	}
-	share := shares(benchKeys)
+	share := benchtest.Shares(benchKeys)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		lo, hi := share()
@@ -249,7 +192,7 @@ func BenchmarkGuardLimit(b *testing.B) {
 			}
 			b.ResetTimer()
 			tripped := false
-			for ts := range times(b, now, step, 1) {
+			for ts := range benchtest.Times(b, now, step, 1) {
 				for _, t := range ts {
 					tripped = g.RecordAt(t)
 				}
@@ -293,7 +236,7 @@ func BenchmarkBudgetFailedAt(b *testing.B) {
 	b.ResetTimer()
 	var d time.Duration
 	var err error
-	for ts := range times(b, now, benchBudgetGap, 1) {
+	for ts := range benchtest.Times(b, now, benchBudgetGap, 1) {
 		for _, t := range ts {
 			if d, err = bud.FailedAt(key, errBench, t); err != nil {
 				b.Fatal(err)
@@ -313,7 +256,7 @@ func BenchmarkBudgetFailedAtKeys(b *testing.B) {
 	var d time.Duration
 	var err error
 	k := 0
-	for ts := range times(b, now, benchBudgetGap, benchKeys) {
+	for ts := range benchtest.Times(b, now, benchBudgetGap, benchKeys) {
 		for _, t := range ts {
 			if d, err = bud.FailedAt(benchKeyNames[k], errBench, t); err != nil {
 				b.Fatal(err)
@@ -336,13 +279,13 @@ func BenchmarkBudgetFailedAtKeys(b *testing.B) {
 func BenchmarkBudgetFailedAtParallel(b *testing.B) {
 	b.ReportAllocs()
 	bud, now := warmBudget(b, benchKeyNames)
-	clk, first := newPassClock(now, 2*benchBudgetGap), starts(benchKeys)
+	clk, first := benchtest.NewPassClock(now, 2*benchBudgetGap), benchtest.Starts(benchKeys)
 	var parks atomic.Int64
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		var sum time.Duration
 		k0 := first()
-		k, now := k0, clk.next()
+		k, now := k0, clk.Next()
 		for pb.Next() {
 			d, err := bud.FailedAt(benchKeyNames[k], errBench, now)
 			if err != nil {
@@ -353,7 +296,7 @@ func BenchmarkBudgetFailedAtParallel(b *testing.B) {
 				k = 0
 			}
 			if k == k0 {
-				now = clk.next()
+				now = clk.Next()
 			}
 		}
 		sinkDuration = sum
@@ -393,7 +336,7 @@ func BenchmarkChainRescueAt(b *testing.B) {
 	b.ResetTimer()
 	n, i := 0, 0
 	var err error
-	for ts := range times(b, now, time.Second, 1) {
+	for ts := range benchtest.Times(b, now, time.Second, 1) {
 		for _, t := range ts {
 			if n, err = d.RescueAt(key, benchIncarnations[(i/2)&1], true, t); err != nil {
 				b.Fatal(err)
@@ -412,7 +355,7 @@ func BenchmarkChainRescueAtKeys(b *testing.B) {
 	b.ResetTimer()
 	n, k, pass := 0, 0, 0
 	var err error
-	for ts := range times(b, now, time.Millisecond, benchKeys) {
+	for ts := range benchtest.Times(b, now, time.Millisecond, benchKeys) {
 		for _, t := range ts {
 			if n, err = d.RescueAt(benchKeyNames[k], benchIncarnations[(pass/2)&1], true, t); err != nil {
 				b.Fatal(err)
@@ -430,13 +373,13 @@ func BenchmarkChainRescueAtKeys(b *testing.B) {
 func BenchmarkChainRescueAtParallel(b *testing.B) {
 	b.ReportAllocs()
 	d, now := warmChain(b, benchKeyNames)
-	clk, share := newPassClock(now, time.Millisecond), shares(benchKeys)
+	clk, share := benchtest.NewPassClock(now, time.Millisecond), benchtest.Shares(benchKeys)
 	var escalations atomic.Int64
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		lo, hi := share()
 		sum, pass := 0, 0
-		k, now := lo, clk.next()
+		k, now := lo, clk.Next()
 		for pb.Next() {
 			n, err := d.RescueAt(benchKeyNames[k], benchIncarnations[(pass/2)&1], true, now)
 			if err != nil {
@@ -444,7 +387,7 @@ func BenchmarkChainRescueAtParallel(b *testing.B) {
 			}
 			sum += n
 			if k++; k == hi {
-				k, now, pass = lo, clk.next(), pass+1
+				k, now, pass = lo, clk.Next(), pass+1
 			}
 		}
 		sinkInt = sum
@@ -477,7 +420,7 @@ func BenchmarkFleetNoteRestartAt(b *testing.B) {
 	p, now := warmFleet(b, time.Now())
 	b.ResetTimer()
 	tripped := false
-	for ts := range times(b, now, benchFleetGap, 1) {
+	for ts := range benchtest.Times(b, now, benchFleetGap, 1) {
 		for _, t := range ts {
 			tripped = p.NoteRestartAt(t) || tripped
 		}
@@ -497,18 +440,18 @@ func BenchmarkFleetNoteRestartAtParallel(b *testing.B) {
 	for i := range fleets {
 		fleets[i], now = warmFleet(b, start)
 	}
-	clk, share := newPassClock(now, benchFleetGap), shares(benchKeys)
+	clk, share := benchtest.NewPassClock(now, benchFleetGap), benchtest.Shares(benchKeys)
 	var trips atomic.Int64
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		lo, hi := share()
-		k, now := lo, clk.next()
+		k, now := lo, clk.Next()
 		for pb.Next() {
 			if fleets[k].NoteRestartAt(now) {
 				trips.Add(1)
 			}
 			if k++; k == hi {
-				k, now = lo, clk.next()
+				k, now = lo, clk.Next()
 			}
 		}
 	})

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/benchtest"
 )
 
 // rateKeyed is the hand-written peer of a RespawnBudget: a sync.Mutex
@@ -131,7 +132,7 @@ func BenchmarkKeyed(b *testing.B) {
 				now := warm(b, fail, w.gap, w.passes)
 				b.ResetTimer()
 				k := 0
-				for ts := range times(b, now, w.gap, nKeys) {
+				for ts := range benchtest.Times(b, now, w.gap, nKeys) {
 					for _, t := range ts {
 						if !fail(keys[k], t) {
 							b.Fatalf("%s refused: the benchmark left its steady state", keys[k])
@@ -161,12 +162,12 @@ func BenchmarkKeyedParallel(b *testing.B) {
 			b.ReportAllocs()
 			fail := side.make(b, budgetConfig())
 			now := warm(b, fail, budgetGap, budgetFull)
-			clk, first := newPassClock(now, 2*budgetGap), starts(nKeys)
+			clk, first := benchtest.NewPassClock(now, 2*budgetGap), benchtest.Starts(nKeys)
 			var refused atomic.Int64
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				k0 := first()
-				k, now := k0, clk.next()
+				k, now := k0, clk.Next()
 				for pb.Next() {
 					if !fail(keys[k], now) {
 						refused.Add(1)
@@ -175,7 +176,7 @@ func BenchmarkKeyedParallel(b *testing.B) {
 						k = 0
 					}
 					if k == k0 {
-						now = clk.next()
+						now = clk.Next()
 					}
 				}
 			})
@@ -219,7 +220,7 @@ func BenchmarkSingle(b *testing.B) {
 			}
 			b.ResetTimer()
 			tripped := 0
-			for ts := range times(b, now, w.step, 1) {
+			for ts := range benchtest.Times(b, now, w.step, 1) {
 				for _, t := range ts {
 					if g.RecordAt(t) {
 						tripped++
@@ -238,7 +239,7 @@ func BenchmarkSingle(b *testing.B) {
 			}
 			b.ResetTimer()
 			refused := 0
-			for ts := range times(b, now, w.step, 1) {
+			for ts := range benchtest.Times(b, now, w.step, 1) {
 				for _, t := range ts {
 					if !l.AllowN(t, 1) {
 						refused++
