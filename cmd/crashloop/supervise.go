@@ -62,10 +62,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 			if pe.LastError != nil {
 				last = pe.LastError.Error()
 			}
-			out.print(slog.LevelError, fmt.Sprintf("%s is parked since %s (%s): %s", key, pe.Since.Format(time.RFC3339), pe.Reason, last),
-				"key", key, "reason", pe.Reason, "since", pe.Since, "last_error", last)
-			out.print(slog.LevelInfo, "once the cause is fixed, run: "+resumeRedisCommand(s.redis, key), "key", key)
-			return exitParked, nil
+			return refuse(out, key, mark{Reason: pe.Reason, Since: pe.Since, LastError: last}, resumeRedisCommand(s.redis, key))
 		}
 	}
 
@@ -87,10 +84,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 			return 0, err
 		}
 		if m, ok := st.Marks[key]; ok {
-			out.print(slog.LevelError, fmt.Sprintf("%s is parked since %s (%s): %s", key, m.Since.Format(time.RFC3339), m.Reason, m.LastError),
-				"key", key, "reason", m.Reason, "since", m.Since, "last_error", m.LastError)
-			out.print(slog.LevelInfo, "once the cause is fixed, run: "+resumeCommand(s.state, key), "key", key)
-			return exitParked, nil
+			return refuse(out, key, m, resumeCommand(s.state, key))
 		}
 	}
 
@@ -142,6 +136,15 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 		return exitError, err
 	}
 	return 0, nil
+}
+
+// refuse says that key is parked (m) and how to resume it, without
+// starting the program.
+func refuse(out *output, key string, m mark, resume string) (int, error) {
+	out.print(slog.LevelError, fmt.Sprintf("%s is parked since %s (%s): %s", key, m.Since.Format(time.RFC3339), m.Reason, m.LastError),
+		"key", key, "reason", m.Reason, "since", m.Since, "last_error", m.LastError)
+	out.print(slog.LevelInfo, "once the cause is fixed, run: "+resume, "key", key)
+	return exitParked, nil
 }
 
 // newSupervisor builds the Supervisor from the configuration. Every
