@@ -36,10 +36,13 @@ import (
 // with TIME in the script, as redis_rate does; "client-time" sends the
 // caller's.
 //
-// "interleaved" alternates redis_rate's call and ours (budget,
+// "interleaved/budget" alternates redis_rate's call and ours (budget,
 // server-time), so both see the same machine at the same moment, and
 // reports each one's p50 and p99 and x-p50, the ratio of the p50s: on a
-// shared machine it is the steadiest comparison.
+// shared machine it is the steadiest comparison. "interleaved/floor" does
+// the same with floorScript, the least work an exact rolling window on one
+// key can do in a script, to show how much of the gap any exact window
+// pays against a GCRA's one number.
 func BenchmarkDecision(b *testing.B) {
 	s := redistest.Start(b)
 	rdb := s.Client(BoundedOptions(nil, time.Second))
@@ -108,31 +111,58 @@ func BenchmarkDecision(b *testing.B) {
 			})
 		}
 	}
-	b.Run("interleaved", func(b *testing.B) {
-		ours, theirs := judge(budgetOnly, false), timed(allow)
-		to, tt := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
-		b.ResetTimer()
-		for range b.N + 1 { // the first of each warms up
-			dt, err := theirs()
-			if err != nil {
-				b.Fatal(err)
+	// floor is the least an exact rolling window can do in one script on
+	// one key: read the clock, read the window, drop what aged out, append
+	// the time and write it back with a TTL, and reply; no configuration,
+	// no other key, no park. It is not a crashloop step (it keeps no
+	// deployment time, no restarts and no park); it measures what a
+	// one-key exact window costs next to redis_rate's GCRA on this machine.
+	floor := redis.NewScript(floorScript)
+	floorKeys := []string{"{floor}:window"}
+	interleave := func(name string, ours func() (time.Duration, error)) {
+		b.Run("interleaved/"+name, func(b *testing.B) {
+			theirs := timed(allow)
+			to, tt := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N + 1 { // the first of each warms up
+				dt, err := theirs()
+				if err != nil {
+					b.Fatal(err)
+				}
+				do, err := ours()
+				if err != nil {
+					b.Fatal(err)
+				}
+				tt, to = append(tt, dt), append(to, do)
 			}
-			do, err := ours()
-			if err != nil {
-				b.Fatal(err)
-			}
-			tt, to = append(tt, dt), append(to, do)
-		}
-		tt, to = tt[1:], to[1:]
-		b.StopTimer()
-		po, pt := percentiles(to), percentiles(tt)
-		b.ReportMetric(po[0], "ours-p50-ns")
-		b.ReportMetric(po[1], "ours-p99-ns")
-		b.ReportMetric(pt[0], "rate-p50-ns")
-		b.ReportMetric(pt[1], "rate-p99-ns")
-		b.ReportMetric(po[0]/pt[0], "x-p50")
-	})
+			tt, to = tt[1:], to[1:]
+			b.StopTimer()
+			po, pt := percentiles(to), percentiles(tt)
+			b.ReportMetric(po[0], "ours-p50-ns")
+			b.ReportMetric(po[1], "ours-p99-ns")
+			b.ReportMetric(pt[0], "rate-p50-ns")
+			b.ReportMetric(pt[1], "rate-p99-ns")
+			b.ReportMetric(po[0]/pt[0], "x-p50")
+		})
+	}
+	interleave("budget", judge(budgetOnly, false))
+	interleave("floor", timed(func() error { return floor.Run(ctx, rdb, floorKeys).Err() }))
 }
+
+// floorScript is BenchmarkDecision's floor: a one-key exact window of
+// 100µs, times in 16 digits as store.lua keeps them.
+const floorScript = `
+local tm = redis.call('TIME')
+local ts = tm[1] .. string.format('%06d', tm[2])
+local now = tonumber(ts)
+local w = redis.call('GET', KEYS[1]) or ''
+local i, n = 1, #w
+while i <= n and now - tonumber(string.sub(w, i, i + 15)) > 100 do
+  i = i + 16
+end
+w = string.sub(w, i) .. ts
+redis.call('SET', KEYS[1], w, 'PX', 60000)
+return {now, #w / 16}`
 
 // latencies runs call b.N times, each timing itself (what it does to
 // prepare is not timed), reports p50-ns, p99-ns and the server's time per
