@@ -327,3 +327,22 @@ func TestDecodeNotice(t *testing.T) {
 		require.False(t, ok, "%q", bad)
 	}
 }
+
+// parkString and fleetString write what a replica can tell of a park and
+// of the fleet, with times from ledgertest.T0, for comparisons that ignore
+// a time's location.
+func parkString(pe *crashloop.ParkedError) string {
+	if pe == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s{%s %d %s %v nh=%v}", pe.Key, pe.Reason, pe.Attempts, pe.Since.Sub(ledgertest.T0), pe.LastError,
+		errors.Is(pe, crashloop.ErrNeedsHuman))
+}
+
+func fleetString(st crashloop.FleetStatus) string {
+	rearm := "-"
+	if st.RearmAt != nil {
+		rearm = st.RearmAt.Sub(ledgertest.T0).String()
+	}
+	return fmt.Sprintf("%v %d %d/%d %d %s", st.BreakerTripped, st.FleetRestartsPerHour, st.FailingChannels, st.TotalChannels, st.RestartsInHour, rearm)
+}

@@ -1,0 +1,227 @@
+package ledgertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+)
+
+// pair is a candidate and the reference, replica for replica, driven alike:
+// every step runs on both and must give the same answer and the same
+// failure (an error from one, none from the other, fails the check). seen
+// counts what the reference's answers reached, so that a generator that
+// stops reaching an outcome can fail rather than pass quietly.
+type pair struct {
+	t    *testing.T
+	got  []crashloop.Ledger
+	want []crashloop.Ledger
+	log  []string
+	seen map[string]int
+}
+
+// newPair opens replicas of a fresh candidate from newLedger, and as many
+// replicas of a fresh reference, with cfg.
+func newPair(t *testing.T, newLedger NewFunc, replicas int, cfg crashloop.SupervisorConfig) *pair {
+	t.Helper()
+	p := &pair{t: t, got: newLedger(t, replicas), seen: map[string]int{}}
+	if len(p.got) != replicas {
+		t.Fatalf("NewFunc gave %d replicas, want %d", len(p.got), replicas)
+	}
+	ref := crashloop.NewMemoryLedger()
+	p.want = []crashloop.Ledger{ref}
+	for range replicas - 1 {
+		p.want = append(p.want, ref.Replica())
+	}
+	for i := range replicas {
+		if err := p.got[i].Open(cfg, nil); err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		if err := p.want[i].Open(cfg, nil); err != nil {
+			t.Fatalf("reference Open: %v", err)
+		}
+	}
+	return p
+}
+
+// fail ends the check with the last 40 operations.
+func (p *pair) fail(format string, args ...any) {
+	p.t.Helper()
+	tail := p.log
+	if len(tail) > 40 {
+		tail = tail[len(tail)-40:]
+	}
+	p.t.Fatalf(format+"\nlast operations:\n  %s", append(args, strings.Join(tail, "\n  "))...)
+}
+
+// step logs what was done and compares both answers.
+func (p *pair) step(what, got, want string, gerr, werr error) {
+	p.t.Helper()
+	p.log = append(p.log, what+" = "+want)
+	if gerr != nil && werr == nil {
+		p.fail("%s: %v", what, gerr)
+	}
+	if got != want || (gerr == nil) != (werr == nil) {
+		p.fail("%s\n got  %s (%v)\n want %s (%v)", what, got, gerr, want, werr)
+	}
+}
+
+// judge runs j on replica i of both and returns the candidate's verdict.
+func (p *pair) judge(i int, j crashloop.Judgment) crashloop.Verdict {
+	p.t.Helper()
+	ctx := context.Background()
+	got, gerr := p.got[i].Judge(ctx, j)
+	want, werr := p.want[i].Judge(ctx, j)
+	p.step(fmt.Sprintf("r%d Judge(%s)", i, describe(j)), verdict(got), verdict(want), gerr, werr)
+	p.count(want)
+	return got
+}
+
+// count notes the outcome of a verdict in seen.
+func (p *pair) count(v crashloop.Verdict) {
+	switch {
+	case v.NewPark:
+		p.seen["park "+v.Park.Reason]++
+	case v.Held:
+		p.seen["held"]++
+	case v.Park != nil:
+		p.seen["refused"]++
+	}
+	if v.Tripped != nil {
+		if strings.HasSuffix(v.Tripped.Reason, "failing") {
+			p.seen["trip fraction"]++
+		} else {
+			p.seen["trip rate"]++
+		}
+	}
+	if v.Rearmed != nil {
+		p.seen["rearm"]++
+	}
+}
+
+// proceed runs Proceed on replica i of both and returns the candidate's
+// verdict.
+func (p *pair) proceed(i int, key string, now time.Time) crashloop.Verdict {
+	p.t.Helper()
+	ctx := context.Background()
+	got, gerr := p.got[i].Proceed(ctx, key, now)
+	want, werr := p.want[i].Proceed(ctx, key, now)
+	p.step(fmt.Sprintf("r%d Proceed(%q, %s)", i, key, at(now)), verdict(got), verdict(want), gerr, werr)
+	p.count(want)
+	if !want.Held && want.Park == nil && want.Restarts > 0 {
+		p.seen["proceed"]++
+	}
+	if want.Held && want.Wait > 0 && (want.Rearmed != nil || strings.Contains(p.log[max(len(p.log)-2, 0)], "rearmed={")) {
+		p.seen["release wait"]++
+	}
+	return got
+}
+
+// resume runs Resume on replica i of both; a candidate's refusal must match
+// crashloop.ErrNotParked where the reference's does.
+func (p *pair) resume(i int, key string, now time.Time) {
+	p.t.Helper()
+	ctx := context.Background()
+	got, gerr := p.got[i].Resume(ctx, key, now)
+	want, werr := p.want[i].Resume(ctx, key, now)
+	if werr == nil {
+		p.seen["resume"]++
+	}
+	if gerr != nil && werr != nil && errors.Is(werr, crashloop.ErrNotParked) && !errors.Is(gerr, crashloop.ErrNotParked) {
+		p.fail("r%d Resume(%q): %v, want ErrNotParked", i, key, gerr)
+	}
+	p.step(fmt.Sprintf("r%d Resume(%q)", i, key), park(got), park(want), gerr, werr)
+}
+
+// forget runs Forget on replica i of both.
+func (p *pair) forget(i int, key string) {
+	p.t.Helper()
+	ctx := context.Background()
+	gerr := p.got[i].Forget(ctx, key)
+	werr := p.want[i].Forget(ctx, key)
+	p.step(fmt.Sprintf("r%d Forget(%q)", i, key), "", "", gerr, werr)
+}
+
+// restore runs Restore of parks on replica i of both.
+func (p *pair) restore(i int, pes []*crashloop.ParkedError) {
+	p.t.Helper()
+	ctx := context.Background()
+	got, gerr := p.got[i].Restore(ctx, pes)
+	want, werr := p.want[i].Restore(ctx, pes)
+	if want > 0 {
+		p.seen["restore"]++
+	}
+	p.step(fmt.Sprintf("r%d Restore(%s)", i, parks(pes)), fmt.Sprint(got), fmt.Sprint(want), gerr, werr)
+}
+
+// state compares what replica i of both says of every key, of the parks
+// and of the fleet at now.
+func (p *pair) state(i int, now time.Time, keys []string) {
+	p.t.Helper()
+	ctx := context.Background()
+	for _, key := range keys {
+		got, gerr := p.got[i].Lookup(ctx, key)
+		want, werr := p.want[i].Lookup(ctx, key)
+		p.step(fmt.Sprintf("r%d Lookup(%q)", i, key), park(got), park(want), gerr, werr)
+	}
+	gp, gerr := p.got[i].Parked(ctx)
+	wp, werr := p.want[i].Parked(ctx)
+	p.step(fmt.Sprintf("r%d Parked()", i), parks(gp), parks(wp), gerr, werr)
+	gf, gerr := p.got[i].Fleet(ctx, now)
+	wf, werr := p.want[i].Fleet(ctx, now)
+	p.step(fmt.Sprintf("r%d Fleet(%s)", i, at(now)), fleet(gf), fleet(wf), gerr, werr)
+}
+
+func at(t time.Time) string { return "T0+" + t.Sub(T0).String() }
+
+func describe(j crashloop.Judgment) string {
+	return fmt.Sprintf("%q %s healthy=%v inc=%q cause=%q at %s members=%d failing=%d", j.Key, j.Ending, j.Healthy, j.Incarnation, j.Cause, at(j.Now), j.Members, j.Failing)
+}
+
+// park writes a park with all a replica can tell of it: its LastError's
+// text (nil apart from an empty text) and whether it matches
+// crashloop.ErrNeedsHuman.
+func park(pe *crashloop.ParkedError) string {
+	if pe == nil {
+		return "-"
+	}
+	last := "<nil>"
+	if pe.LastError != nil {
+		last = fmt.Sprintf("%q", pe.LastError.Error())
+	}
+	return fmt.Sprintf("%s{%s %d since %s %s nh=%v}", pe.Key, pe.Reason, pe.Attempts, at(pe.Since), last,
+		errors.Is(pe, crashloop.ErrNeedsHuman))
+}
+
+func parks(pes []*crashloop.ParkedError) string {
+	var out []string
+	for _, pe := range pes {
+		out = append(out, park(pe))
+	}
+	return "[" + strings.Join(out, " ") + "]"
+}
+
+func change(c *crashloop.FleetChange) string {
+	if c == nil {
+		return "-"
+	}
+	return fmt.Sprintf("{%s restarts=%d %d/%d}", c.Reason, c.Restarts, c.Failing, c.Total)
+}
+
+func verdict(v crashloop.Verdict) string {
+	return fmt.Sprintf("now=%s park=%s new=%v attempt=%d restarts=%d held=%v wait=%v tripped=%s rearmed=%s",
+		at(v.Now), park(v.Park), v.NewPark, v.Attempt, v.Restarts, v.Held, v.Wait, change(v.Tripped), change(v.Rearmed))
+}
+
+func fleet(st crashloop.FleetStatus) string {
+	rearm := "-"
+	if st.RearmAt != nil {
+		rearm = at(*st.RearmAt)
+	}
+	return fmt.Sprintf("{tripped=%v limit=%d %d/%d hour=%d rearm=%s}", st.BreakerTripped, st.FleetRestartsPerHour,
+		st.FailingChannels, st.TotalChannels, st.RestartsInHour, rearm)
+}

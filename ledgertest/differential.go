@@ -1,0 +1,177 @@
+package ledgertest
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+)
+
+// Configs are the configurations Differential runs under: Config ("suite"),
+// a fleet breaker that trips on the failing fraction ("fraction"), one that
+// trips on the rate with a cooldown that is not a whole microsecond
+// ("rate"), no guard at all and no respawn ("bare"), and a cooldown of
+// zero ("cooldown0").
+func Configs() map[string]crashloop.SupervisorConfig {
+	base := Config()
+	frac := base
+	frac.Fleet = &crashloop.FleetConfig{RestartsPerHour: 30, FailingFraction: 0.25, MinFailing: 1, Cooldown: 3 * time.Second}
+	rate := base
+	rate.Fleet = &crashloop.FleetConfig{RestartsPerHour: 3, FailingFraction: 1, MinFailing: 50, Cooldown: 2*time.Second + 500*time.Nanosecond}
+	rate.Guard = &crashloop.GuardConfig{MaxRestarts: 3, Window: 3 * time.Second}
+	bare := base
+	bare.Chain, bare.Guard, bare.HourlyCap, bare.Fleet = nil, nil, 0, nil
+	bare.Budget.MaxRespawns = 0
+	zero := base
+	zero.Fleet = &crashloop.FleetConfig{RestartsPerHour: 2, FailingFraction: 0.5, MinFailing: 1, Cooldown: 0}
+	return map[string]crashloop.SupervisorConfig{"suite": base, "fraction": frac, "rate": rate, "bare": bare, "cooldown0": zero}
+}
+
+// Differential drives n random sequences of 80 operations under each of
+// Configs through three replicas of the candidate and of the reference,
+// and requires the same answer at every step: what Sequences leaves out,
+// with every replica taking steps, times that run backwards (a ledger
+// keeps one latest time), small steps (a clean run between guarded
+// restarts, planned restarts on a full chain), both trips of the fleet
+// breaker, held restarts held again after their release was scheduled,
+// and Forget and Restore. With n of 60 or more it also fails when the
+// sequences reached an outcome (each kind of park, a hold, a refusal,
+// each trip, a re-arm, a released restart, a resume, a restore) fewer
+// than 10 times: a generator that stopped reaching one would pass quietly.
+func Differential(t *testing.T, newLedger NewFunc, n int) {
+	keys := []string{"a", "b", "c:{x}"}
+	steps := []time.Duration{0, 0, time.Microsecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 3 * time.Second,
+		5 * time.Second, 10 * time.Second, time.Hour, -time.Second, -time.Microsecond}
+	endings := []crashloop.Ending{crashloop.EndingClean, crashloop.EndingPermanent, crashloop.EndingFailedStart,
+		crashloop.EndingFailedStart, crashloop.EndingCrash, crashloop.EndingCrash, crashloop.EndingCrash,
+		crashloop.EndingCrash, crashloop.EndingCrash, crashloop.EndingPlanned, crashloop.EndingPlanned}
+	total := map[string]int{}
+	for name, cfg := range Configs() {
+		t.Run(name, func(t *testing.T) {
+			for seed := range n {
+				rng := rand.New(rand.NewPCG(uint64(seed), 11))
+				p := newPair(t, newLedger, 3, cfg)
+				p.seen = total
+				now := T0
+				for range 80 {
+					now = now.Add(steps[rng.IntN(len(steps))])
+					key, i := keys[rng.IntN(len(keys))], rng.IntN(3)
+					switch op := rng.IntN(20); {
+					case op < 12:
+						e := endings[rng.IntN(len(endings))]
+						p.judge(i, crashloop.Judgment{Key: key, Ending: e, Healthy: e == crashloop.EndingCrash || rng.IntN(4) == 0,
+							Incarnation: fmt.Sprintf("%s#%d", key, 1+rng.IntN(2)), Cause: []string{"", "boom", "dial: refused"}[rng.IntN(3)],
+							Now: now, Members: rng.IntN(4), Failing: rng.IntN(3)})
+					case op < 16:
+						p.proceed(i, key, now)
+					case op < 17:
+						p.resume(i, key, now)
+					case op < 18:
+						p.forget(i, key)
+					case op < 19:
+						// as a Supervisor writes back its parks: a needs_human
+						// park's LastError matches ErrNeedsHuman
+						pe := &crashloop.ParkedError{Key: key, Reason: crashloop.ReasonBudgetExhausted, Attempts: 7,
+							Since: now.Add(-time.Minute), LastError: errors.New("restored: boom")}
+						if rng.IntN(2) == 0 {
+							pe.Reason, pe.LastError = crashloop.ReasonNeedsHuman, fmt.Errorf("%w: restored", crashloop.ErrNeedsHuman)
+						}
+						p.restore(i, []*crashloop.ParkedError{pe})
+					default:
+						p.state(i, now, keys)
+					}
+				}
+				p.state(0, now, keys)
+			}
+		})
+	}
+	if t.Failed() || n < 60 {
+		return
+	}
+	for _, what := range []string{"park respawn_budget_exhausted", "park permanent_error", "park needs_human", "park restart_loop_guard",
+		"park hourly_restart_cap", "held", "refused", "trip rate", "trip fraction", "rearm", "proceed", "resume", "restore"} {
+		if total[what] < 10 {
+			t.Errorf("the sequences reached %q only %d times (reached: %v)", what, total[what], total)
+		}
+	}
+}
+
+// Scenarios runs scripted sequences for what random ones reach too
+// rarely, each with the fleet breaker armed and tripped: a planned restart
+// ends the chain, but not a full one; the chain counts per incarnation; a
+// re-armed breaker releases its held restarts one gap apart, in the order
+// they were held, across replicas.
+func Scenarios(t *testing.T, newLedger NewFunc) {
+	cfg := Config() // chain of 2 within 5s, guard 4 in 20s, fleet 8 an hour, cooldown 30s
+	crash := func(now time.Time, inc string) crashloop.Judgment {
+		return crashloop.Judgment{Key: "k", Ending: crashloop.EndingCrash, Healthy: true, Incarnation: inc, Cause: "died", Now: now, Members: 1}
+	}
+	planned := func(now time.Time, inc string) crashloop.Judgment {
+		return crashloop.Judgment{Key: "k", Ending: crashloop.EndingPlanned, Incarnation: inc, Now: now, Members: 1}
+	}
+	sec := func(s int) time.Time { return T0.Add(time.Duration(s) * time.Second) }
+
+	for _, tc := range []struct {
+		name  string
+		steps []crashloop.Judgment // replica i%2 judges step i
+		parks int                  // needs_human parks
+	}{
+		{"a planned restart ends the chain", []crashloop.Judgment{crash(sec(0), "i"), planned(sec(1), "i"), crash(sec(2), "i"), crash(sec(3), "i")}, 0},
+		{"a full chain is not ended by a planned restart", []crashloop.Judgment{crash(sec(0), "i"), crash(sec(1), "i"), planned(sec(2), "i"), crash(sec(3), "i")}, 1},
+		{"the chain counts one incarnation", []crashloop.Judgment{crash(sec(0), "i"), crash(sec(1), "j"), crash(sec(2), "j"), crash(sec(3), "j")}, 1},
+	} {
+		for _, tripped := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/tripped=%v", tc.name, tripped), func(t *testing.T) {
+				p := newPair(t, newLedger, 2, cfg)
+				if tripped {
+					for i := range cfg.Fleet.RestartsPerHour {
+						p.judge(i%2, crashloop.Judgment{Key: fmt.Sprintf("o%d", i), Ending: crashloop.EndingPlanned, Incarnation: "i", Now: sec(0)})
+					}
+				}
+				for i, j := range tc.steps {
+					p.judge(i%2, j)
+				}
+				p.state(0, sec(len(tc.steps)), []string{"k"})
+				if got := p.seen["park needs_human"]; got != tc.parks {
+					p.fail("%d needs_human parks, want %d", got, tc.parks)
+				}
+				if held := p.seen["held"] > len(tc.steps)-tc.parks; held != tripped {
+					p.fail("%d restarts held, with the breaker tripped=%v", p.seen["held"], tripped)
+				}
+			})
+		}
+	}
+	t.Run("held restarts leave in order, one gap apart", func(t *testing.T) {
+		p := newPair(t, newLedger, 3, cfg)
+		for i := range cfg.Fleet.RestartsPerHour + 3 { // the 8th trips; it and 3 more are held
+			p.judge(i%3, crashloop.Judgment{Key: fmt.Sprintf("k%d", i), Ending: crashloop.EndingPlanned, Incarnation: "i", Now: sec(i)})
+		}
+		if p.seen["held"] != 4 {
+			p.fail("%d restarts held, want 4", p.seen["held"])
+		}
+		rearm := sec(7).Add(cfg.Fleet.Cooldown) // tripped at 7s
+		gap := cfg.Fleet.Cooldown / 4
+		// Asked in reverse order at the re-arm: only the first held, k7,
+		// leaves; the others wait for their turn.
+		for i, key := range []string{"k10", "k9", "k8", "k7"} {
+			if v := p.proceed(i%3, key, rearm.Add(time.Duration(i)*time.Microsecond)); v.Held != (key != "k7") {
+				p.fail("%s held=%v at the re-arm", key, v.Held)
+			}
+		}
+		if p.seen["rearm"] != 1 {
+			p.fail("%d re-arms, want 1", p.seen["rearm"])
+		}
+		for i := 1; i < 4; i++ {
+			key := fmt.Sprintf("k%d", 7+i)
+			if v := p.proceed(i%3, key, rearm.Add(time.Duration(i)*gap-time.Microsecond)); v.Wait != time.Microsecond {
+				p.fail("%s waits %v a microsecond before its turn, want 1µs", key, v.Wait)
+			}
+			if v := p.proceed((i+1)%3, key, rearm.Add(time.Duration(i)*gap)); v.Held {
+				p.fail("%s still held at its turn", key)
+			}
+		}
+	})
+}
