@@ -115,9 +115,6 @@ func (p *pair) proceed(i int, key string, now time.Time) crashloop.Verdict {
 	if !want.Held && want.Park == nil && want.Restarts > 0 {
 		p.seen["proceed"]++
 	}
-	if want.Held && want.Wait > 0 && (want.Rearmed != nil || strings.Contains(p.log[max(len(p.log)-2, 0)], "rearmed={")) {
-		p.seen["release wait"]++
-	}
 	return got
 }
 
