@@ -13,8 +13,9 @@ import (
 // Configs are the configurations Differential runs under: Config ("suite"),
 // a fleet breaker that trips on the failing fraction ("fraction"), one that
 // trips on the rate with a cooldown that is not a whole microsecond
-// ("rate"), no guard at all and no respawn ("bare"), and a cooldown of
-// zero ("cooldown0").
+// ("rate"), a respawn budget and no other guard ("budget": a ledger may
+// decide it in a shorter step, as redisstore does), no guard at all and
+// no respawn ("bare"), and a cooldown of zero ("cooldown0").
 func Configs() map[string]crashloop.SupervisorConfig {
 	base := Config()
 	frac := base
@@ -22,12 +23,13 @@ func Configs() map[string]crashloop.SupervisorConfig {
 	rate := base
 	rate.Fleet = &crashloop.FleetConfig{RestartsPerHour: 3, FailingFraction: 1, MinFailing: 50, Cooldown: 2*time.Second + 500*time.Nanosecond}
 	rate.Guard = &crashloop.GuardConfig{MaxRestarts: 3, Window: 3 * time.Second}
-	bare := base
-	bare.Chain, bare.Guard, bare.HourlyCap, bare.Fleet = nil, nil, 0, nil
+	alone := base
+	alone.Chain, alone.Guard, alone.HourlyCap, alone.Fleet = nil, nil, 0, nil
+	bare := alone
 	bare.Budget.MaxRespawns = 0
 	zero := base
 	zero.Fleet = &crashloop.FleetConfig{RestartsPerHour: 2, FailingFraction: 0.5, MinFailing: 1, Cooldown: 0}
-	return map[string]crashloop.SupervisorConfig{"suite": base, "fraction": frac, "rate": rate, "bare": bare, "cooldown0": zero}
+	return map[string]crashloop.SupervisorConfig{"suite": base, "fraction": frac, "rate": rate, "budget": alone, "bare": bare, "cooldown0": zero}
 }
 
 // Differential drives n random sequences of 80 operations under each of

@@ -51,28 +51,49 @@ func Conform(t *testing.T, newLedger NewFunc) {
 
 // Boundaries checks the rules at their edges: an event exactly a window
 // old still counts, a chain gap of exactly the reset gap keeps the chain,
-// the fleet re-arms exactly at trip + cooldown, thresholds are >=.
+// the fleet re-arms exactly at trip + cooldown, thresholds are >=, and a
+// time earlier than the ledger's latest is read as the latest.
 func Boundaries(t *testing.T, newLedger NewFunc) {
 	cfg := Config()
 	j := func(key string, e crashloop.Ending, now time.Time) crashloop.Judgment {
 		return crashloop.Judgment{Key: key, Ending: e, Incarnation: key + "#1", Cause: "boom", Now: now, Members: 1, Failing: 1}
 	}
-	t.Run("budget window", func(t *testing.T) {
-		p := newPair(t, newLedger, 1, cfg)
-		p.judge(0, j("k", crashloop.EndingFailedStart, T0))
-		p.judge(0, j("k", crashloop.EndingFailedStart, T0.Add(time.Second)))
-		// Exactly a window after the first respawn it still counts: park.
-		v := p.judge(0, j("k", crashloop.EndingFailedStart, T0.Add(cfg.Budget.Window)))
-		if !v.NewPark {
-			p.fail("a respawn exactly Window old must still count")
-		}
-		q := newPair(t, newLedger, 1, cfg)
-		q.judge(0, j("k", crashloop.EndingFailedStart, T0))
-		q.judge(0, j("k", crashloop.EndingFailedStart, T0.Add(time.Second)))
-		if v := q.judge(0, j("k", crashloop.EndingFailedStart, T0.Add(cfg.Budget.Window+time.Microsecond))); v.NewPark {
-			q.fail("a respawn older than Window must not count")
-		}
-	})
+	// The budget's window with every guard, and alone (Configs' "budget").
+	alone := Configs()["budget"]
+	for name, cfg := range map[string]crashloop.SupervisorConfig{"budget window": cfg, "budget window alone": alone} {
+		t.Run(name, func(t *testing.T) {
+			p := newPair(t, newLedger, 1, cfg)
+			p.judge(0, j("k", crashloop.EndingFailedStart, T0))
+			p.judge(0, j("k", crashloop.EndingFailedStart, T0.Add(time.Second)))
+			// Exactly a window after the first respawn it still counts: park.
+			v := p.judge(0, j("k", crashloop.EndingFailedStart, T0.Add(cfg.Budget.Window)))
+			if !v.NewPark {
+				p.fail("a respawn exactly Window old must still count")
+			}
+			q := newPair(t, newLedger, 1, cfg)
+			q.judge(0, j("k", crashloop.EndingFailedStart, T0))
+			q.judge(0, j("k", crashloop.EndingFailedStart, T0.Add(time.Second)))
+			if v := q.judge(0, j("k", crashloop.EndingFailedStart, T0.Add(cfg.Budget.Window+time.Microsecond))); v.NewPark {
+				q.fail("a respawn older than Window must not count")
+			}
+			if v := q.judge(0, j("k", crashloop.EndingFailedStart, T0.Add(cfg.Budget.Window+time.Second))); !v.NewPark {
+				q.fail("two respawns within Window must spend a budget of 2")
+			}
+		})
+	}
+	// A ledger keeps one latest time: a key judged at a time earlier than
+	// another key's is judged at the later one, by its windows too.
+	for name, cfg := range map[string]crashloop.SupervisorConfig{"one latest time": cfg, "one latest time alone": alone} {
+		t.Run(name, func(t *testing.T) {
+			p := newPair(t, newLedger, 2, cfg)
+			p.judge(0, j("b", crashloop.EndingFailedStart, T0))
+			p.judge(1, j("a", crashloop.EndingFailedStart, T0.Add(cfg.Budget.Window+time.Second)))
+			// At the latest time the respawn of T0 is older than the window.
+			if v := p.judge(0, j("b", crashloop.EndingFailedStart, T0.Add(time.Second))); v.Attempt != 1 {
+				p.fail("attempt %d, want 1: the step read its own time, not the ledger's latest", v.Attempt)
+			}
+		})
+	}
 	t.Run("chain gap", func(t *testing.T) {
 		for _, gap := range []time.Duration{cfg.Chain.ResetGap, cfg.Chain.ResetGap + time.Microsecond} {
 			p := newPair(t, newLedger, 1, cfg)
