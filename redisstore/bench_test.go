@@ -23,8 +23,9 @@ import (
 // machine's noise barely touches. Ours also report x-rate, their ns/op over
 // redis_rate's in the same run (target: at most 1.2).
 //
-// "budget" judges by a budget alone (no chain, no fleet breaker): the one
-// window that redis_rate's one key compares with. Its window is 100µs wide
+// "budget" judges by a budget alone (no chain, no fleet breaker), which
+// the script decides in its budget step: the one window that redis_rate's
+// one key compares with. Its window is 100µs wide
 // and never fills, so every call takes the respawn path, the longest one of
 // a budget: it prunes what aged out, records a respawn and sets the TTL; at
 // about 30µs a call the window holds a few respawns, as a default budget

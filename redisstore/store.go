@@ -140,6 +140,7 @@ func randomSuffix(n int) string {
 type plan struct {
 	cfg       crashloop.SupervisorConfig
 	args      []any
+	budget    []any // a budget alone: ARGV[3] to ARGV[5] of the budget step; nil otherwise
 	fttl      int64 // the fleet string's TTL, ms
 	rph, cdns int64 // the fleet's limit and cooldown (ns), 0 without one
 }
@@ -179,6 +180,9 @@ func newPlan(cfg crashloop.SupervisorConfig, o Options) (*plan, error) {
 	p := &plan{cfg: cfg, fttl: ttlMillis(fspan + ttlGrace), rph: rph, cdns: cdns}
 	p.args = []any{cfg.Budget.MaxRespawns, micros(cfg.Budget.Window), cmax, cgap, gmax, gwin, cfg.HourlyCap,
 		rph, fmt.Sprintf("%d,%d,", rph, cdns), cdus, cdns, frac, minf, ttlMillis(span + ttlGrace), p.fttl, ttlMillis(o.ReportTTL)}
+	if cfg.Chain == nil && cfg.Guard == nil && cfg.HourlyCap == 0 && cfg.Fleet == nil {
+		p.budget = []any{cfg.Budget.MaxRespawns, micros(cfg.Budget.Window), p.fttl}
+	}
 	return p, nil
 }
 
@@ -259,7 +263,10 @@ func (s *Store) Lookup(ctx context.Context, key string) (*crashloop.ParkedError,
 // Judge decides j and commits the decision in one step, as the library's
 // rules do in memory, with the members and failing members that every
 // live replica last reported; at the server's time unless ClientTime. A
-// park is announced to the other replicas. It needs Open.
+// park is announced to the other replicas. It needs Open. Under a
+// configuration with a respawn budget alone it runs the script's shorter
+// budget step, which at the server's time keeps time per key rather than
+// per deployment (docs/redis.md, Time).
 func (s *Store) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
 	p := s.plan.Load()
 	if s.err != nil || p == nil {
@@ -269,13 +276,22 @@ func (s *Store) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verd
 	if err != nil {
 		return crashloop.Verdict{}, fmt.Errorf("redisstore: judge: %w", err)
 	}
-	args := make([]any, 0, 26)
-	args = append(args, "judge", at)
-	args = append(args, p.args...)
-	args = append(args, int(j.Ending), boolArg(j.Healthy), j.Incarnation, encodeCause(j.Cause, j.Cause != ""),
-		j.Members, j.Failing, s.origin, s.o.Replica)
-	keys := []string{s.keys.record(j.Key), s.keys.fleet(), s.keys.parked(), s.keys.held(),
-		s.keys.report(s.o.Replica), s.keys.replicas()}
+	var args []any
+	var keys []string
+	if p.budget != nil {
+		// the budget step: a budget alone, in a short call
+		args = append(make([]any, 0, 9), "b", at, p.budget[0], p.budget[1], p.budget[2], int(j.Ending),
+			boolArg(j.Healthy), encodeCause(j.Cause, j.Cause != ""), s.origin)
+		keys = []string{s.keys.record(j.Key), s.keys.fleet(), s.keys.parked()}
+	} else {
+		args = make([]any, 0, 26)
+		args = append(args, "judge", at)
+		args = append(args, p.args...)
+		args = append(args, int(j.Ending), boolArg(j.Healthy), j.Incarnation, encodeCause(j.Cause, j.Cause != ""),
+			j.Members, j.Failing, s.origin, s.o.Replica)
+		keys = []string{s.keys.record(j.Key), s.keys.fleet(), s.keys.parked(), s.keys.held(),
+			s.keys.report(s.o.Replica), s.keys.replicas()}
+	}
 	r, err := s.runReply(ctx, "judge", keys, args...)
 	if err != nil {
 		return crashloop.Verdict{}, err

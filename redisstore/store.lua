@@ -31,7 +31,8 @@
 -- server's clock, or '-' for an operation that reads none (TIME: Redis 7 replicates scripts by their effects, so a
 -- script may read it). The deployment keeps one latest time, in
 -- {p}:fleet; a time earlier than it is read as it, so time never runs
--- backwards for a deployment (the library's rule for one ledger).
+-- backwards for a deployment (the library's rule for one ledger). The
+-- budget step at the server's time keeps time per key instead (see it).
 --
 -- Expiry: every key expires on its own, its TTL (milliseconds, computed by
 -- the caller from the configuration) after its last write, except a parked
@@ -40,19 +41,131 @@
 -- release the held restarts in order). {p}:parked holds only parks, which
 -- never expire, and vanishes when emptied.
 
-local op = ARGV[1]
-local K1 = KEYS[1]
-local tag = string.match(K1, '^{[^}]*}:')
-local HOUR = 3600000000 -- the fleet's rolling hour, in microseconds
+-- A and K are ARGV and KEYS, as locals: the budget step below hands a
+-- call it does not decide to the judge, in the judge's arguments.
+local A, K = ARGV, KEYS
+local op = A[1]
+local K1 = K[1]
 
 local now, nows
-if ARGV[2] == '' then
+if A[2] == '' then
   local tm = redis.call('TIME') -- seconds (10 digits until 2286) and microseconds
   nows = tm[1] .. string.sub('00000' .. tm[2], -6)
   now = tonumber(nows)
-elseif ARGV[2] ~= '-' then
-  now, nows = tonumber(ARGV[2]), ARGV[2] -- the caller sends 16 digits
+elseif A[2] ~= '-' then
+  now, nows = tonumber(A[2]), A[2] -- the caller sends 16 digits
 end
+
+-- armed reads the fleet string fv (see fload) for a fast path: false when
+-- the breaker is tripped or was written with another configuration than
+-- cfg ('rph,cooldown-ns,'), else the time of the step: ts, or the
+-- deployment's latest time if that is later (16 digits each: the later
+-- string is the later time).
+local function armed(fv, cfg, ts)
+  if string.sub(fv, 17, 17) ~= '0' or string.sub(fv, 34, 33 + #cfg) ~= cfg then
+    return false
+  end
+  local l = string.sub(fv, 1, 16)
+  if l > ts then
+    return l
+  end
+  return ts
+end
+
+-- The budget step ('b'): the judge of a deployment guarded by a respawn
+-- budget alone (no chain, no per-key guard, no hourly cap, no fleet
+-- breaker) in a short call, the shortest a step of a window can be: the
+-- judge's decision with 9 arguments instead of 26 and, at the server's
+-- time, one key read and written. KEYS: record, fleet, parked. ARGV: 'b',
+-- the time, MaxRespawns, the window (µs), the record's TTL (ms), ending,
+-- healthy (1/0), cause, origin.
+--
+-- Time: the time of the step is the call's, or the latest time the key's
+-- window holds if that is later (a time is never earlier than one the
+-- key recorded), and with the caller's clock also the deployment's latest
+-- time, which it raises, as the judge does. At the server's time it reads
+-- and writes no deployment time: a budget alone keeps no state but the
+-- key's, and one clock, the server's, dates every step.
+--
+-- It decides a clean run, a crash, a planned restart and a granted
+-- respawn, and hands anything else (a park, a parked or held key, a record
+-- with other guards' state, a breaker written by another configuration)
+-- to the judge, which reads afresh and decides in full.
+if op == 'b' then
+  repeat
+    local t, ts, rv, fv = now, nows, nil, nil
+    if A[2] == '' then
+      rv = redis.call('GET', K1)
+    else
+      local vs = redis.call('MGET', K1, K[2])
+      rv, fv = vs[1], vs[2]
+      if fv then
+        local l = armed(fv, '0,0,', ts) -- a budget alone: no breaker
+        if not l then
+          break
+        end
+        t, ts = tonumber(l), l
+      end
+    end
+    local n, b = 0, ''
+    if rv then
+      -- the record (see rdec): not held, a budget's window and nothing else
+      local rn, i = string.match(rv, '^(%d+),0,%d+,0,0,0,0,0;()')
+      if not rn then
+        break
+      end
+      n, b = tonumber(rn), string.sub(rv, i)
+      local l = string.sub(b, -16)
+      if l > ts then
+        t, ts = tonumber(l), l
+      end
+    end
+    local e, attempt = A[6], 0
+    if e == '2' then -- a permanent failure parks
+      break
+    end
+    if e == '1' or A[7] == '1' then
+      b = '' -- a healthy run, or one that finished its work, was a good start
+    end
+    if e == '3' then -- a failed start: prune (see prune), then count
+      local span, j, m = tonumber(A[4]), 1, #b
+      while j <= m and t - tonumber(string.sub(b, j, j + 15)) > span do
+        j = j + 16
+      end
+      if j > 1 then
+        b = string.sub(b, j)
+      end
+      if #b / 16 >= tonumber(A[3]) then -- spent: a park
+        break
+      end
+      b = b .. ts
+      attempt = #b / 16
+    end
+    if e ~= '1' then
+      n = n + 1
+    end
+    -- counts, which Lua's default format writes whole below 10^14
+    redis.call('SET', K1, n .. ',0,' .. #b / 16 .. ',0,0,0,0,0;' .. b, 'PX', A[5])
+    if A[2] ~= '' then
+      if fv then
+        fv = ts .. string.sub(fv, 17)
+      else
+        fv = ts .. '00000000000000000' .. '0,0,0,0,0,\n' -- see fload
+      end
+      redis.call('SET', K[2], fv, 'PX', A[5])
+    end
+    return {now, 0, attempt, n}
+  until true
+  -- The judge's arguments for a budget alone (see config), and its keys.
+  A = {'judge', A[2], A[3], A[4], '0', '0', '0', '0', '0', '0', '0,0,', '0', '0', '1', '0', A[5], A[5], '0',
+    A[6], A[7], '', A[8], '0', '0', A[9], ''}
+  local tg = string.match(K1, '^{[^}]*}:')
+  K = {K1, K[2], K[3], tg .. 'held', tg .. 'r:', tg .. 'replicas'}
+  op = 'judge'
+end
+
+local tag = string.match(K1, '^{[^}]*}:')
+local HOUR = 3600000000 -- the fleet's rolling hour, in microseconds
 
 -- prune returns window w (times packed 16 characters each, oldest first)
 -- without the times older than span at t: a time counts while its age is at
@@ -74,19 +187,19 @@ end
 -- replica's name. A new report lists the replica, and drops the replicas
 -- whose report expired.
 local function report(rep)
-  local old = redis.call('GET', KEYS[5])
+  local old = redis.call('GET', K[5])
   if old == rep then
     return
   end
-  redis.call('SET', KEYS[5], rep, 'PX', ARGV[18])
+  redis.call('SET', K[5], rep, 'PX', A[18])
   if not old then
-    for _, name in ipairs(redis.call('SMEMBERS', KEYS[6])) do
+    for _, name in ipairs(redis.call('SMEMBERS', K[6])) do
       if redis.call('EXISTS', tag .. 'r:' .. name) == 0 then
-        redis.call('SREM', KEYS[6], name)
+        redis.call('SREM', K[6], name)
       end
     end
-    redis.call('SADD', KEYS[6], ARGV[26])
-    redis.call('PEXPIRE', KEYS[6], ARGV[18])
+    redis.call('SADD', K[6], A[26])
+    redis.call('PEXPIRE', K[6], A[18])
   end
 end
 
@@ -100,25 +213,23 @@ end
 -- below, which reads afresh and decides in full. It decides exactly as
 -- the general path would (the conformance and differential tests go
 -- through both).
-if op == 'judge' and ARGV[19] ~= '1' and ARGV[19] ~= '2' then
+if op == 'judge' and A[19] ~= '1' and A[19] ~= '2' then
   repeat
     -- one read: the fleet string, the record and this replica's report
-    local vs = redis.call('MGET', KEYS[2], K1, KEYS[5])
+    local vs = redis.call('MGET', K[2], K1, K[5])
     -- the fleet string (see fload): armed, written with this configuration
     local fv = vs[1]
     local t, ts, head, fw = now, nows, nil, ''
     if fv then
-      if string.sub(fv, 17, 17) ~= '0' or string.sub(fv, 34, 33 + #ARGV[11]) ~= ARGV[11] then
+      local l = armed(fv, A[11], nows)
+      if not l then
         break
       end
-      local l = string.sub(fv, 1, 16)
-      if l > nows then -- 16 digits each: the later string is the later time
-        t, ts = tonumber(l), l
-      end
+      t, ts = tonumber(l), l
       local nl = string.find(fv, '\n', 34, true)
       head, fw = string.sub(fv, 17, nl), string.sub(fv, nl + 1)
     else
-      head = '00000000000000000' .. ARGV[11] .. '0,0,0,\n'
+      head = '00000000000000000' .. A[11] .. '0,0,0,\n'
     end
     -- the record (see rdec): neither parked nor held
     local rv = vs[2]
@@ -136,27 +247,31 @@ if op == 'judge' and ARGV[19] ~= '1' and ARGV[19] ~= '2' then
       i = i + ng
       h = string.sub(rv, i, i + nh - 1)
       c = string.sub(rv, i + nh, i + nh + lc - 1)
+      local l = string.sub(b, -16)
+      if l > ts then -- the key's latest time (see the budget step)
+        t, ts = tonumber(l), l
+      end
     end
-    if ARGV[20] == '1' then
+    if A[20] == '1' then
       b = '' -- a healthy run was a good start
     end
     local attempt = 0
-    if ARGV[19] == '3' then -- a failed start: the budget
-      b = prune(b, t, tonumber(ARGV[4]))
-      if #b / 16 >= tonumber(ARGV[3]) then
+    if A[19] == '3' then -- a failed start: the budget
+      b = prune(b, t, tonumber(A[4]))
+      if #b / 16 >= tonumber(A[3]) then
         break
       end
       b = b .. ts
       attempt = #b / 16
-    elseif ARGV[5] ~= '0' then -- a crash or a planned restart: the chain
-      local cmax, cn, inc = tonumber(ARGV[5]), 0, ARGV[21]
+    elseif A[5] ~= '0' then -- a crash or a planned restart: the chain
+      local cmax, cn, inc = tonumber(A[5]), 0, A[21]
       if c ~= '' then
         local colon = string.find(c, ':', 17, true)
-        if string.sub(c, colon + 1) == inc and t - tonumber(string.sub(c, 1, 16)) <= tonumber(ARGV[6]) then
+        if string.sub(c, colon + 1) == inc and t - tonumber(string.sub(c, 1, 16)) <= tonumber(A[6]) then
           cn = tonumber(string.sub(c, 17, colon - 1))
         end
       end
-      if ARGV[19] == '4' then
+      if A[19] == '4' then
         if cn >= cmax then
           break
         end
@@ -165,34 +280,34 @@ if op == 'judge' and ARGV[19] ~= '1' and ARGV[19] ~= '2' then
         c = ''
       end
     end
-    if ARGV[7] ~= '0' then -- the per-key guard
-      g = prune(g, t, tonumber(ARGV[8]))
-      if #g / 16 >= tonumber(ARGV[7]) then
+    if A[7] ~= '0' then -- the per-key guard
+      g = prune(g, t, tonumber(A[8]))
+      if #g / 16 >= tonumber(A[7]) then
         break
       end
       g = g .. ts
     end
-    if ARGV[9] ~= '0' then -- the hourly cap
+    if A[9] ~= '0' then -- the hourly cap
       h = prune(h, t, HOUR)
-      if #h / 16 >= tonumber(ARGV[9]) then
+      if #h / 16 >= tonumber(A[9]) then
         break
       end
       h = h .. ts
     end
-    if ARGV[10] ~= '0' then -- the fleet's hour
+    if A[10] ~= '0' then -- the fleet's hour
       fw = prune(fw, t, HOUR)
-      if #fw / 16 + 1 >= tonumber(ARGV[10]) then
+      if #fw / 16 + 1 >= tonumber(A[10]) then
         break
       end
       fw = fw .. ts
     end
     n = n + 1
     redis.call('SET', K1, string.format('%d,0,%d,%d,%d,%d,0,0;', n, #b / 16, #g / 16, #h / 16, #c) ..
-      b .. g .. h .. c, 'PX', ARGV[16])
-    redis.call('SET', KEYS[2], ts .. head .. fw, 'PX', ARGV[17])
+      b .. g .. h .. c, 'PX', A[16])
+    redis.call('SET', K[2], ts .. head .. fw, 'PX', A[17])
     local rep = ''
-    if ARGV[10] ~= '0' then
-      rep = (ARGV[23] + 1) .. ',' .. ARGV[24]
+    if A[10] ~= '0' then
+      rep = (A[23] + 1) .. ',' .. A[24]
       if vs[3] ~= rep then
         report(rep)
       end
@@ -414,10 +529,10 @@ end
 -- The configuration of judge and proceed, ARGV[3] to ARGV[18] (see
 -- plan.args in store.go).
 local function config()
-  return {bmax = tonumber(ARGV[3]), bwin = tonumber(ARGV[4]), cmax = tonumber(ARGV[5]), cgap = tonumber(ARGV[6]),
-    gmax = tonumber(ARGV[7]), gwin = tonumber(ARGV[8]), hcap = tonumber(ARGV[9]), rph = tonumber(ARGV[10]),
-    cdus = tonumber(ARGV[12]), cdns = tonumber(ARGV[13]), frac = tonumber(ARGV[14]), minf = tonumber(ARGV[15]),
-    rttl = ARGV[16], fttl = ARGV[17]}
+  return {bmax = tonumber(A[3]), bwin = tonumber(A[4]), cmax = tonumber(A[5]), cgap = tonumber(A[6]),
+    gmax = tonumber(A[7]), gwin = tonumber(A[8]), hcap = tonumber(A[9]), rph = tonumber(A[10]),
+    cdus = tonumber(A[12]), cdns = tonumber(A[13]), frac = tonumber(A[14]), minf = tonumber(A[15]),
+    rttl = A[16], fttl = A[17]}
 end
 
 -- begin starts a judge or proceed step: the configuration, the fleet
@@ -431,7 +546,7 @@ local function begin()
   if c.rph > 0 then
     re = rearm(f, t, c.cdus, c.cdns, c.fttl)
   end
-  f.rph, f.cdns = ARGV[10], ARGV[13]
+  f.rph, f.cdns = A[10], A[13]
   return c, f, t, re
 end
 
@@ -456,9 +571,14 @@ if op == 'judge' then
   -- cause ('' none, else 'e' and its text), members and failing (this
   -- replica's, without the key), origin, replica.
   local c, f, t, re = begin()
-  local ending, healthy, inc, cause = tonumber(ARGV[19]), ARGV[20] == '1', ARGV[21], ARGV[22]
-  local members, failing, origin, replica = tonumber(ARGV[23]), tonumber(ARGV[24]), ARGV[25], ARGV[26]
+  local ending, healthy, inc, cause = tonumber(A[19]), A[20] == '1', A[21], A[22]
+  local members, failing, origin, replica = tonumber(A[23]), tonumber(A[24]), A[25], A[26]
   local r = rdec(redis.call('GET', K1))
+  local l = string.sub(r.b, -16)
+  if l > f.ts then -- the key's latest time (see the budget step)
+    f.t, f.ts = tonumber(l), l
+    t = f.t
+  end
   local key = string.sub(K1, #tag + 3)
   local flags, attempt, wait, trip = 0, 0, 0, false
   local wasHeld = r.held ~= 0
@@ -535,7 +655,7 @@ if op == 'judge' then
             end
           end
         end
-        redis.call('SADD', KEYS[3], key)
+        redis.call('SADD', K[3], key)
         notice(origin, key, r.p)
       else
         if ending == FAILED then
@@ -576,14 +696,14 @@ if op == 'judge' then
             r.held, r.rel = f.holds, false
             flags = 2
             wait = untilRearm(f, t, c.cdns)
-            redis.call('ZADD', KEYS[4], f.holds, key)
-            redis.call('PERSIST', KEYS[4])
+            redis.call('ZADD', K[4], f.holds, key)
+            redis.call('PERSIST', K[4])
           end
         end
       end
     end
     if wasHeld and r.held == 0 then
-      redis.call('ZREM', KEYS[4], key)
+      redis.call('ZREM', K[4], key)
     end
     rsave(K1, r, c.rttl)
   end
@@ -627,7 +747,7 @@ if op == 'proceed' then
       flags, wait = 2, left
     else
       r.held, r.rel = 0, false
-      redis.call('ZREM', KEYS[3], string.sub(K1, #tag + 3))
+      redis.call('ZREM', K[3], string.sub(K1, #tag + 3))
       rsave(K1, r, 'keep')
     end
   end
@@ -643,9 +763,9 @@ if op == 'fleet' then
   -- rph and cooldown-ns as last written, and the time.
   local f = fload()
   local t = at(f)
-  if ARGV[3] == 'w' then
-    f.rph, f.cdns = ARGV[5], ARGV[6]
-    fsave(f, ARGV[4])
+  if A[3] == 'w' then
+    f.rph, f.cdns = A[5], A[6]
+    fsave(f, A[4])
   end
   local cdns = tonumber(f.cdns)
   local tripped, w = f.tripped, f.w
@@ -679,12 +799,12 @@ if op == 'resume' or op == 'forget' then
     return {}
   end
   redis.call('DEL', K1)
-  redis.call('ZREM', KEYS[3], key)
+  redis.call('ZREM', K[3], key)
   if not r.p then
     return {}
   end
-  redis.call('SREM', KEYS[2], key)
-  notice(ARGV[3], key, false)
+  redis.call('SREM', K[2], key)
+  notice(A[3], key, false)
   local pr, pa, ps, pc = parkReply(r.p)
   return {pr, pa, ps, pc}
 end
@@ -694,15 +814,15 @@ if op == 'restore' then
   -- four values a park: reason, attempts, since, cause. A key parked
   -- meanwhile keeps its park. Returns how many it wrote.
   local written = 0
-  for i = 2, #KEYS do
-    local rk, a = KEYS[i], (i - 2) * 4 + 4
+  for i = 2, #K do
+    local rk, a = K[i], (i - 2) * 4 + 4
     local r = rdec(redis.call('GET', rk))
     if not r.p then
-      r.p = {reason = ARGV[a], attempts = ARGV[a + 1], since = ARGV[a + 2], cause = ARGV[a + 3]}
+      r.p = {reason = A[a], attempts = A[a + 1], since = A[a + 2], cause = A[a + 3]}
       rsave(rk, r, 'keep')
       local key = string.sub(rk, #tag + 3)
-      redis.call('SADD', KEYS[1], key)
-      notice(ARGV[3], key, r.p)
+      redis.call('SADD', K[1], key)
+      notice(A[3], key, r.p)
       written = written + 1
     end
   end
@@ -729,13 +849,13 @@ if op == 'report' then
   -- KEYS: this replica's report, replicas. ARGV[3] the report as last
   -- written ('' none yet), ARGV[4] the replica, ARGV[5] the TTL. Keeps the
   -- report of a live replica from expiring.
-  if redis.call('PEXPIRE', K1, ARGV[5]) == 0 and ARGV[3] ~= '' then
-    redis.call('SET', K1, ARGV[3], 'PX', ARGV[5])
+  if redis.call('PEXPIRE', K1, A[5]) == 0 and A[3] ~= '' then
+    redis.call('SET', K1, A[3], 'PX', A[5])
   end
-  if ARGV[3] ~= '' then
-    redis.call('SADD', KEYS[2], ARGV[4])
+  if A[3] ~= '' then
+    redis.call('SADD', K[2], A[4])
   end
-  redis.call('PEXPIRE', KEYS[2], ARGV[5])
+  redis.call('PEXPIRE', K[2], A[5])
   return 0
 end
 
