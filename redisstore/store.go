@@ -181,7 +181,8 @@ func newPlan(cfg crashloop.SupervisorConfig, o Options) (*plan, error) {
 	p.args = []any{cfg.Budget.MaxRespawns, micros(cfg.Budget.Window), cmax, cgap, gmax, gwin, cfg.HourlyCap,
 		rph, fmt.Sprintf("%d,%d,", rph, cdns), cdus, cdns, frac, minf, ttlMillis(span + ttlGrace), p.fttl, ttlMillis(o.ReportTTL)}
 	if cfg.Chain == nil && cfg.Guard == nil && cfg.HourlyCap == 0 && cfg.Fleet == nil {
-		p.budget = []any{cfg.Budget.MaxRespawns, micros(cfg.Budget.Window), p.fttl}
+		// the record's TTL, which is the fleet string's without a breaker
+		p.budget = []any{cfg.Budget.MaxRespawns, micros(cfg.Budget.Window), ttlMillis(span + ttlGrace)}
 	}
 	return p, nil
 }

@@ -211,6 +211,23 @@ func TestKeysAndExpiry(t *testing.T) {
 	for _, k := range keys() {
 		require.True(t, strings.HasPrefix(k, "{deploy}:"), k)
 	}
+
+	// A budget alone (the budget step): the record and, with client time,
+	// the deployment's time expire the budget's window after the last
+	// step; at the server's time there is no deployment time.
+	alone := ledgertest.Configs()["budget"]
+	for _, clientTime := range []bool{true, false} {
+		b := replicasOn(t, s, 1, Options{ClientTime: clientTime})[0]
+		require.NoError(t, b.Open(alone, nil))
+		_, err := b.Judge(ctx, j)
+		require.NoError(t, err)
+		within(b.keys.record("a"), alone.Budget.Window+ttlGrace)
+		if clientTime {
+			within(b.keys.fleet(), alone.Budget.Window+ttlGrace)
+		} else {
+			require.Equal(t, time.Duration(-2), pttl(t, rdb, b.keys.fleet()))
+		}
+	}
 }
 
 // Operator tools use a Store they do not open: Parked, Lookup, Resume and
