@@ -554,7 +554,7 @@ end
 -- attempt, the restarts, the report written, the wait in nanoseconds, the
 -- park (reason, attempts, since, cause), the trip and the re-arm (reason,
 -- restarts, failing, total; an empty reason for none). The fast path
--- returns the first five.
+-- returns the first five, the budget step the first four.
 local function reply(flags, attempt, restarts, wait, p, trip, re, rep)
   local pr, pa, ps, pc = parkReply(p)
   trip = trip or {'', 0, 0, 0}
