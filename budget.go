@@ -127,12 +127,18 @@ type budgetEntry struct {
 
 // NewRespawnBudget returns a RespawnBudget, or a *ConfigError naming the
 // first invalid setting of cfg. DefaultBudgetConfig gives the defaults (3
-// respawns in 60s, backoff 500ms to 5s).
+// respawns in 60s, backoff 500ms to 5s). It takes WithClock and
+// WithEventHandler; any other Option makes it return a *ConfigError naming
+// the option.
 func NewRespawnBudget(cfg BudgetConfig, opts ...Option) (*RespawnBudget, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	b := &RespawnBudget{cfg: cfg, o: buildOptions(opts), curve: newLinear(cfg.InitialBackoff, cfg.MaxBackoff)}
+	o, err := buildOptions(budgetOptions, opts)
+	if err != nil {
+		return nil, err
+	}
+	b := &RespawnBudget{cfg: cfg, o: o, curve: newLinear(cfg.InitialBackoff, cfg.MaxBackoff)}
 	b.keys.init(b.o.clock)
 	return b, nil
 }

@@ -114,12 +114,17 @@ type chainEntry struct {
 
 // NewChainDetector returns a ChainDetector, or a *ConfigError naming the
 // first invalid setting of cfg. DefaultChainConfig gives the defaults (3
-// within 20m).
+// within 20m). It takes WithClock and WithEventHandler; any other Option
+// makes it return a *ConfigError naming the option.
 func NewChainDetector(cfg ChainConfig, opts ...Option) (*ChainDetector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	d := &ChainDetector{cfg: cfg, o: buildOptions(opts)}
+	o, err := buildOptions(chainOptions, opts)
+	if err != nil {
+		return nil, err
+	}
+	d := &ChainDetector{cfg: cfg, o: o}
 	d.keys.init(d.o.clock)
 	return d, nil
 }

@@ -181,12 +181,18 @@ type FleetSupervisionPolicy struct {
 
 // NewFleetSupervisionPolicy returns a FleetSupervisionPolicy, or a
 // *ConfigError naming the first invalid setting of cfg. DefaultFleetConfig
-// gives the defaults (40 an hour, 0.5 failing with at least 2, 120s).
+// gives the defaults (40 an hour, 0.5 failing with at least 2, 120s). It
+// takes WithClock, WithEventHandler and WithName; any other Option makes it
+// return a *ConfigError naming the option.
 func NewFleetSupervisionPolicy(cfg FleetConfig, opts ...Option) (*FleetSupervisionPolicy, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	p := &FleetSupervisionPolicy{cfg: cfg, o: buildOptions(opts)}
+	o, err := buildOptions(fleetOptions, opts)
+	if err != nil {
+		return nil, err
+	}
+	p := &FleetSupervisionPolicy{cfg: cfg, o: o}
 	p.tb = newTimebase(p.o.clock)
 	return p, nil
 }

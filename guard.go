@@ -78,13 +78,19 @@ type RestartLoopGuard struct {
 
 // NewRestartLoopGuard returns a guard that trips on maxRestarts restarts
 // within window (the defaults are 3 and 60s, see DefaultGuardConfig), or a
-// *ConfigError naming the invalid setting.
+// *ConfigError naming the invalid setting. It takes WithClock,
+// WithEventHandler and WithName; any other Option makes it return a
+// *ConfigError naming the option.
 func NewRestartLoopGuard(maxRestarts int, window time.Duration, opts ...Option) (*RestartLoopGuard, error) {
 	cfg := GuardConfig{MaxRestarts: maxRestarts, Window: window}
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	g := &RestartLoopGuard{cfg: cfg, o: buildOptions(opts)}
+	o, err := buildOptions(guardOptions, opts)
+	if err != nil {
+		return nil, err
+	}
+	g := &RestartLoopGuard{cfg: cfg, o: o}
 	g.tb = newTimebase(g.o.clock)
 	return g, nil
 }

@@ -2,7 +2,6 @@ package crashloop
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -40,14 +39,17 @@ type shared struct {
 // back the parks it decided alone and announces EventStoreRecovered. A
 // Resume or Forget while the ledger fails returns an error matching
 // ErrStoreUnavailable and changes nothing. A nil l is NewSupervisor. A
-// shared Supervisor takes no WithStore: the ledger keeps its state.
+// shared Supervisor takes WithClock, WithEventHandler and WithName; it
+// takes no WithStore, WithSaveInterval or WithSaveErrorHandler, as the
+// ledger keeps its state: given one of those with a non-nil l, it returns
+// a *ConfigError naming the option.
 func NewSharedSupervisor(cfg SupervisorConfig, l Ledger, opts ...Option) (*Supervisor, error) {
-	s, err := NewSupervisor(cfg, opts...)
-	if err != nil || l == nil {
-		return s, err
+	if l == nil {
+		return NewSupervisor(cfg, opts...)
 	}
-	if s.o.store != nil {
-		return nil, errors.New("crashloop: NewSharedSupervisor: a shared ledger keeps the state of every replica; WithStore, which keeps one process's, does not go with it")
+	s, err := newSupervisor(cfg, sharedOptions, opts)
+	if err != nil {
+		return nil, err
 	}
 	s.shared = &shared{l: l, alone: map[string]*ParkedError{}}
 	if err := l.Open(s.cfg.clone(), s.learn); err != nil {

@@ -243,13 +243,23 @@ type Supervisor struct {
 // invalid setting by its path (e.g. "guard.window", "budget.window").
 // Options: WithClock, WithEventHandler, WithName (the Key of the fleet
 // breaker's events; default "fleet"), and WithStore, WithSaveInterval and
-// WithSaveErrorHandler for state that survives a restart.
+// WithSaveErrorHandler for state that survives a restart: it takes every
+// Option.
 func NewSupervisor(cfg SupervisorConfig, opts ...Option) (*Supervisor, error) {
+	return newSupervisor(cfg, supervisorOptions, opts)
+}
+
+// newSupervisor is NewSupervisor with the options that c takes.
+func newSupervisor(cfg SupervisorConfig, c constructor, opts []Option) (*Supervisor, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	o, err := buildOptions(c, opts)
+	if err != nil {
+		return nil, err
+	}
 	cfg = cfg.clone() // the caller's pointers stay the caller's
-	s := &Supervisor{cfg: cfg, o: buildOptions(opts), curve: cfg.curveOf(), rules: rulesOf(cfg), keys: make(map[string]*record),
+	s := &Supervisor{cfg: cfg, o: o, curve: cfg.curveOf(), rules: rulesOf(cfg), keys: make(map[string]*record),
 		fleetName: "fleet"}
 	if s.o.name != "" {
 		s.fleetName = s.o.name
@@ -265,9 +275,11 @@ func NewSupervisor(cfg SupervisorConfig, opts ...Option) (*Supervisor, error) {
 // with; changing it changes nothing in the Supervisor.
 func (s *Supervisor) Config() SupervisorConfig { return s.cfg.clone() }
 
-// RunOption configures one Run, Wrap or Process. With none, each Run gets a
-// fresh incarnation (see WithIncarnation) and a parked key is refused with
-// its *ParkedError. A nil RunOption is ignored.
+// RunOption configures one Run, Wrap or Process; each of the three takes
+// every RunOption. With none, each Run gets a fresh incarnation (see
+// WithIncarnation) and a parked key is refused with its *ParkedError. A nil
+// RunOption, the zero value, is ignored. A RunOption is immutable: one may
+// be passed to any number of calls, from any goroutine.
 type RunOption func(*runOptions)
 
 type runOptions struct {
