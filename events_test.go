@@ -139,7 +139,8 @@ func TestLinearSum(t *testing.T) {
 }
 
 // WithEventHandler(nil), a nil EventHandlerFunc and a nil Option mean no
-// handler; a later option overrides an earlier one.
+// handler; a later option overrides an earlier one. The guard and the fleet
+// policy also get a name, which changes nothing without a handler.
 func TestOptionsNilHandler(t *testing.T) {
 	rec := &coreRecorder{}
 	for name, opts := range map[string][]Option{
@@ -148,7 +149,6 @@ func TestOptionsNilHandler(t *testing.T) {
 		"later nil overrides":       {WithEventHandler(rec), WithEventHandler(nil)},
 		"nil option is skipped":     {nil, WithEventHandler(nil), nil},
 		"no options at all":         nil,
-		"name without a handler":    {WithName("x")},
 		"clock without a handler":   {WithClock(coreMock())},
 		"nil clock without handler": {WithClock(nil), WithEventHandler(nil)},
 	} {
@@ -169,11 +169,12 @@ func TestOptionsNilHandler(t *testing.T) {
 				_, err = d.Rescue("k", "i", true)
 				require.ErrorIs(t, err, ErrNeedsHuman)
 
-				g, err := NewRestartLoopGuard(1, time.Hour, opts...)
+				named := append(opts[:len(opts):len(opts)], WithName("x"))
+				g, err := NewRestartLoopGuard(1, time.Hour, named...)
 				require.NoError(t, err)
 				require.True(t, g.Record())
 
-				p, err := NewFleetSupervisionPolicy(FleetConfig{RestartsPerHour: 1, FailingFraction: 1, MinFailing: 1, Cooldown: 0}, opts...)
+				p, err := NewFleetSupervisionPolicy(FleetConfig{RestartsPerHour: 1, FailingFraction: 1, MinFailing: 1, Cooldown: 0}, named...)
 				require.NoError(t, err)
 				require.True(t, p.NoteRestart())
 				p.Tripped() // re-arms (cooldown 0) with nobody to tell
@@ -193,10 +194,10 @@ func TestOptionsNilClockIsRealClock(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			rec := &coreRecorder{}
-			opts := append(opts, WithEventHandler(rec), WithName("real"))
+			opts := append(opts[:len(opts):len(opts)], WithEventHandler(rec))
 
 			before := time.Now()
-			g, err := NewRestartLoopGuard(1, time.Hour, opts...)
+			g, err := NewRestartLoopGuard(1, time.Hour, append(opts[:len(opts):len(opts)], WithName("real"))...)
 			require.NoError(t, err)
 			require.True(t, g.Record())
 			b, err := NewRespawnBudget(DefaultBudgetConfig(), opts...)
@@ -212,7 +213,7 @@ func TestOptionsNilClockIsRealClock(t *testing.T) {
 				assert.False(t, ev.Time.After(after), "%v is after %v", ev.Time, after)
 			}
 			assert.Equal(t, "real", evs[0].Key, "a guard's events carry its name")
-			assert.Equal(t, "s", evs[1].Key, "a budget's events carry the call's key, not the name")
+			assert.Equal(t, "s", evs[1].Key, "a budget's events carry the call's key")
 		})
 	}
 }

@@ -255,7 +255,10 @@ func TestSharedOutage(t *testing.T) {
 func TestSharedRefusesAStore(t *testing.T) {
 	_, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), crashloop.NewMemoryLedger(),
 		crashloop.WithStore(crashloop.NewFileStore(t.TempDir()+"/state.json")))
-	assert.ErrorContains(t, err, "WithStore")
+	require.ErrorIs(t, err, crashloop.ErrInvalidConfig)
+	var ce *crashloop.ConfigError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "WithStore", ce.Field)
 	s, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), nil)
 	require.NoError(t, err, "a nil ledger is NewSupervisor")
 	assert.NotNil(t, s)
