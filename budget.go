@@ -2,6 +2,8 @@ package crashloop
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -322,7 +324,7 @@ func (b *RespawnBudget) RestoreAt(data []byte, now time.Time) error {
 		return err
 	}
 	m := make(map[string]budgetEntry, len(doc.Keys))
-	for _, key := range sortedKeys(doc.Keys) {
+	for _, key := range slices.Sorted(maps.Keys(doc.Keys)) {
 		kd, kp := doc.Keys[key], fmt.Sprintf("%s.keys[%q]", kindBudget, key)
 		win, _, err := readBudgetKey(r, kd, b.cfg.MaxRespawns, kp)
 		if err != nil {

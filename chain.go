@@ -2,6 +2,8 @@ package crashloop
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -296,7 +298,7 @@ func (d *ChainDetector) RestoreAt(data []byte, now time.Time) error {
 		return err
 	}
 	m := make(map[string]chainEntry, len(doc.Keys))
-	for _, key := range sortedKeys(doc.Keys) {
+	for _, key := range slices.Sorted(maps.Keys(doc.Keys)) {
 		kd := doc.Keys[key]
 		s, err := readChainKey(r, kd, d.cfg.MaxChain, fmt.Sprintf("%s.keys[%q]", kindChain, key))
 		if err != nil {

@@ -2,6 +2,9 @@ package crashloop
 
 import (
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -209,7 +212,7 @@ func (s *Supervisor) RestoreAt(data []byte, now time.Time) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, key := range sortedKeys(s.keys) {
+	for _, key := range slices.Sorted(maps.Keys(s.keys)) {
 		if s.keys[key].running {
 			return fmt.Errorf("%w: %q: a Supervisor cannot be restored while it runs a key", ErrAlreadyRunning, key)
 		}
@@ -257,7 +260,7 @@ func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*sup
 	if err != nil {
 		return nil, err
 	}
-	for _, key := range sortedKeys(doc.Keys) {
+	for _, key := range slices.Sorted(maps.Keys(doc.Keys)) {
 		kd, kp := doc.Keys[key], fmt.Sprintf("%s.keys[%q]", path, key)
 		r := get(key)
 		if err := s.readKey(r, key, &kd, doc.Seq, r0, tb, now, kp, raise); err != nil {
@@ -274,7 +277,7 @@ func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*sup
 		return nil, err
 	}
 	raise(rb.latestOff)
-	for _, key := range sortedKeys(doc.Budget.Keys) {
+	for _, key := range slices.Sorted(maps.Keys(doc.Budget.Keys)) {
 		kd, kp := doc.Budget.Keys[key], fmt.Sprintf("%s.keys[%q]", bp, key)
 		r := get(key)
 		if r.respawns, r.prev, err = readBudgetKey(rb, kd, s.cfg.Budget.MaxRespawns, kp); err != nil {
@@ -290,7 +293,7 @@ func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*sup
 		if err := checkHeader(doc.Chain.Version, doc.Chain.Kind, kindChain, cp); err != nil {
 			return nil, err
 		}
-		ctb, maxChain := tb, int(^uint(0)>>1)
+		ctb, maxChain := tb, math.MaxInt
 		if s.cfg.Chain == nil {
 			ctb = nil // off here: check only
 		} else {
@@ -300,7 +303,7 @@ func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*sup
 		if err != nil {
 			return nil, err
 		}
-		for _, key := range sortedKeys(doc.Chain.Keys) {
+		for _, key := range slices.Sorted(maps.Keys(doc.Chain.Keys)) {
 			cs, err := readChainKey(rc, doc.Chain.Keys[key], maxChain, fmt.Sprintf("%s.keys[%q]", cp, key))
 			if err != nil {
 				return nil, err
@@ -316,7 +319,7 @@ func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*sup
 		st.fleet = &fleetState{}
 	}
 	if doc.Fleet != nil {
-		ftb, limit := tb, int(^uint(0)>>1)
+		ftb, limit := tb, math.MaxInt
 		if s.cfg.Fleet == nil {
 			ftb = nil
 		} else {
@@ -387,7 +390,7 @@ func (s *Supervisor) readKey(r *record, key string, kd *keyDoc, seq uint64, r0 *
 		}
 		gtb, limit := tb, g.limit
 		if limit == 0 { // off here: check only
-			gtb, limit = nil, int(^uint(0)>>1)
+			gtb, limit = nil, math.MaxInt
 		}
 		win, latest, err := readGuard(g.doc, gtb, limit, now, kp+g.name)
 		if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -177,7 +176,8 @@ func errorText(err error) *string {
 	return &s
 }
 
-// Reading.
+// Reading. A reader walks the keys of a document in sorted order, so that
+// the first error found in a document is always the same one.
 
 // decodeSnapshot parses a whole document of kind into v, strictly.
 func decodeSnapshot(data []byte, kind string, v any) error {
@@ -347,15 +347,4 @@ func restoreError(text *string, reason string) error {
 		return &restoredError{msg: *text, sentinel: ErrNeedsHuman}
 	}
 	return errors.New(*text)
-}
-
-// sortedKeys returns the keys of m, sorted, so that the first error found
-// in a document is always the same one.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
