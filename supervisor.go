@@ -112,7 +112,7 @@ func (c SupervisorConfig) validate() error {
 	if c.HourlyCap < 0 {
 		return &ConfigError{Field: "hourly_cap", Value: c.HourlyCap, Rule: ">= 0 (0: off)"}
 	}
-	if sum := worstSum(c.curveOf(), c.Budget.MaxRespawns); sum != nil {
+	if sum, ok := worstSum(c.curveOf(), c.Budget.MaxRespawns); ok {
 		return checkCanPark("budget.window", c.Budget.Window, c.Budget.MaxRespawns, sum)
 	}
 	return nil
