@@ -182,3 +182,19 @@ func emitAll(h EventHandler, evs []Event) {
 		emit(h, ev)
 	}
 }
+
+// events holds the few events of one call (three at most) until its lock
+// is released, so that they are delivered after the change is committed.
+type events struct {
+	evs [3]Event
+	n   int
+}
+
+func (e *events) add(ev Event) {
+	if ev.Kind != 0 {
+		e.evs[e.n] = ev
+		e.n++
+	}
+}
+
+func (e *events) list() []Event { return e.evs[:e.n] }

@@ -123,6 +123,17 @@ func (f *fleetState) trip(t int64, reason string) {
 	f.tripped, f.since, f.reason = true, t, reason
 }
 
+// FleetChange is a change of the fleet breaker, a trip or a re-arm, with
+// what the event announcing it carries: the Verdict of a Ledger's step
+// holds the ones it made. It is a plain value, safe to copy; its zero value
+// is a change with no reason and no counts.
+type FleetChange struct {
+	Reason   string // why the breaker tripped
+	Restarts int    // restarts in the rolling hour
+	Failing  int    // failing members, as noted
+	Total    int    // members, as noted
+}
+
 // change is the FleetChange of the breaker as it stands.
 func (f *fleetState) change() *FleetChange {
 	return &FleetChange{Reason: f.reason, Restarts: f.hour.len(), Failing: f.failing, Total: f.total}
@@ -322,7 +333,7 @@ func (w *writer) fleet(f *fleetState) *fleetDoc {
 // copyFleet returns a copy of f that shares no memory with it.
 func copyFleet(f *fleetState) fleetState {
 	c := *f
-	c.hour = window{buf: f.hour.appendTo(nil), n: f.hour.n}
+	c.hour = copyWindow(&f.hour)
 	return c
 }
 

@@ -187,7 +187,7 @@ func readGuard(doc *guardDoc, tb *timebase, limit int, now time.Time, path strin
 // written and read back. It is safe for concurrent use.
 func (g *RestartLoopGuard) Snapshot() ([]byte, error) {
 	g.mu.Lock()
-	win := window{buf: g.win.appendTo(nil), n: g.win.n}
+	win := copyWindow(&g.win)
 	w := &writer{tb: g.tb}
 	g.mu.Unlock()
 	doc := w.guard(&win, g.cfg.MaxRestarts)

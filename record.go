@@ -180,9 +180,6 @@ func (s *Supervisor) Snapshot() ([]byte, error) {
 	return encodeSnapshot(doc)
 }
 
-// copyWindow returns a copy of win that shares no memory with it.
-func copyWindow(win *window) window { return window{buf: win.appendTo(nil), n: win.n} }
-
 // Restore is shorthand for RestoreAt(data, clock.Now()).
 func (s *Supervisor) Restore(data []byte) error { return s.RestoreAt(data, s.o.clock.Now()) }
 
