@@ -283,25 +283,23 @@ type budgetKeyDoc struct {
 func (b *RespawnBudget) Snapshot() ([]byte, error) {
 	type entry struct {
 		key  string
-		win  window       // a copy (see below)
+		win  window       // a copy
 		park *ParkedError // immutable
 	}
-	b.keys.mu.Lock()
-	entries := make([]entry, 0, len(b.keys.order))
-	b.keys.each(func(key string, e *budgetEntry) {
-		entries = append(entries, entry{key, copyWindow(&e.win), e.park})
+	return takeSnapshot(&b.keys.mu, &b.keys.tb, func() []entry {
+		entries := make([]entry, 0, len(b.keys.order))
+		b.keys.each(func(key string, e *budgetEntry) {
+			entries = append(entries, entry{key, copyWindow(&e.win), e.park})
+		})
+		return entries
+	}, func(w *writer, entries []entry) any {
+		doc := &budgetDoc{Version: SnapshotVersion, Kind: kindBudget, Keys: make(map[string]budgetKeyDoc, len(entries))}
+		for _, e := range entries {
+			doc.Keys[e.key] = budgetKeyDoc{Respawns: w.times(&e.win), Parked: w.park(e.park)}
+		}
+		doc.Latest = w.latest()
+		return doc
 	})
-	w := &writer{tb: b.keys.tb}
-	b.keys.mu.Unlock()
-	doc := &budgetDoc{Version: SnapshotVersion, Kind: kindBudget, Keys: make(map[string]budgetKeyDoc, len(entries))}
-	for _, e := range entries {
-		doc.Keys[e.key] = budgetKeyDoc{Respawns: w.times(&e.win), Parked: w.park(e.park)}
-	}
-	doc.Latest = w.latest()
-	if w.err != nil {
-		return nil, w.err
-	}
-	return encodeSnapshot(doc)
 }
 
 // Restore is shorthand for RestoreAt(data, clock.Now()).
@@ -314,30 +312,30 @@ func (b *RespawnBudget) Restore(data []byte) error { return b.RestoreAt(data, b.
 // ErrBadSnapshot and leaves the budget unchanged. It publishes no event and
 // is safe for concurrent use.
 func (b *RespawnBudget) RestoreAt(data []byte, now time.Time) error {
-	var doc budgetDoc
-	if err := decodeSnapshot(data, kindBudget, &doc); err != nil {
-		return err
-	}
-	tb := b.keys.base()
-	r, err := newReader(&tb, now, doc.Latest, kindBudget)
+	return restoreSnapshot(data, kindBudget, now, &b.keys.mu, &b.keys.tb, b.read, b.keys.install)
+}
+
+// read checks a budget document and returns its keys and latest time, read
+// on tb.
+func (b *RespawnBudget) read(doc *budgetDoc, tb *timebase, now time.Time) (map[string]budgetEntry, int64, error) {
+	r, err := newReader(tb, now, doc.Latest, kindBudget)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	m := make(map[string]budgetEntry, len(doc.Keys))
 	for _, key := range slices.Sorted(maps.Keys(doc.Keys)) {
 		kd, kp := doc.Keys[key], fmt.Sprintf("%s.keys[%q]", kindBudget, key)
 		win, _, err := readBudgetKey(r, kd, b.cfg.MaxRespawns, kp)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		park, err := r.park(key, kd.Parked, kp+".parked")
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		m[key] = budgetEntry{win: win, park: park}
 	}
-	b.keys.replace(m, r.latestOff)
-	return nil
+	return m, r.latestOff, nil
 }
 
 // readBudgetKey reads the respawn window and last backoff of one key.

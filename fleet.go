@@ -387,15 +387,8 @@ func readFleet(doc *fleetDoc, tb *timebase, limit int, now time.Time, path strin
 // only for a time that cannot be written and read back. It is safe for
 // concurrent use.
 func (p *FleetSupervisionPolicy) Snapshot() ([]byte, error) {
-	p.mu.Lock()
-	f := copyFleet(&p.f)
-	w := &writer{tb: p.tb}
-	p.mu.Unlock()
-	doc := w.fleet(&f)
-	if w.err != nil {
-		return nil, w.err
-	}
-	return encodeSnapshot(doc)
+	return takeSnapshot(&p.mu, &p.tb, func() fleetState { return copyFleet(&p.f) },
+		func(w *writer, f fleetState) any { return w.fleet(&f) })
 }
 
 // Restore is shorthand for RestoreAt(data, clock.Now()).
@@ -410,20 +403,9 @@ func (p *FleetSupervisionPolicy) Restore(data []byte) error {
 // restore returns an error matching ErrBadSnapshot and leaves the breaker
 // unchanged. It publishes no event and is safe for concurrent use.
 func (p *FleetSupervisionPolicy) RestoreAt(data []byte, now time.Time) error {
-	var doc fleetDoc
-	if err := decodeSnapshot(data, kindFleet, &doc); err != nil {
-		return err
-	}
-	p.mu.Lock()
-	tb := p.tb
-	p.mu.Unlock()
-	f, latest, err := readFleet(&doc, &tb, p.cfg.RestartsPerHour, now, kindFleet)
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	p.tb.raise(latest)
-	p.f = f
-	p.mu.Unlock()
-	return nil
+	return restoreSnapshot(data, kindFleet, now, &p.mu, &p.tb,
+		func(doc *fleetDoc, tb *timebase, now time.Time) (fleetState, int64, error) {
+			return readFleet(doc, tb, p.cfg.RestartsPerHour, now, kindFleet)
+		},
+		func(f fleetState) error { p.f = f; return nil })
 }
