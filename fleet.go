@@ -307,16 +307,15 @@ func (p *FleetSupervisionPolicy) Reset() {
 // fleetDoc is the snapshot document of a FleetSupervisionPolicy, and the
 // fleet part of a Supervisor's (see docs/snapshot.md).
 type fleetDoc struct {
-	Version    int      `json:"version"`
-	Kind       string   `json:"kind"`
-	Latest     string   `json:"latest,omitempty"`
-	Restarts   []string `json:"restarts"`
-	Tripped    bool     `json:"tripped"`
-	Since      string   `json:"since,omitempty"`
-	SinceClock string   `json:"since_clock,omitempty"` // read for older documents; no longer written
-	Reason     string   `json:"reason,omitempty"`
-	Failing    int      `json:"failing"`
-	Total      int      `json:"total"`
+	Version  int      `json:"version"`
+	Kind     string   `json:"kind"`
+	Latest   string   `json:"latest,omitempty"`
+	Restarts []string `json:"restarts"`
+	Tripped  bool     `json:"tripped"`
+	Since    string   `json:"since,omitempty"`
+	Reason   string   `json:"reason,omitempty"`
+	Failing  int      `json:"failing"`
+	Total    int      `json:"total"`
 }
 
 // fleet writes a fleet state as a document.
@@ -367,13 +366,8 @@ func readFleet(doc *fleetDoc, tb *timebase, limit int, now time.Time, path strin
 			return f, 0, err
 		}
 		f.since = r.off(since)
-		if doc.SinceClock != "" {
-			if _, err := r.time(doc.SinceClock, path+".since_clock"); err != nil {
-				return f, 0, err
-			}
-		}
-		if f.reason == "" { // a document from before reasons were kept
-			f.reason = fmt.Sprintf("channel crash-loop: %d/%d channels failing", f.failing, f.total)
+		if doc.Tripped && f.reason == "" {
+			return f, 0, badSnapshot("%s.reason: missing: a tripped breaker must say why", path)
 		}
 	}
 	return f, r.latestOff, nil

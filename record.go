@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -93,7 +92,6 @@ func b2i(b bool) int {
 type supervisorDoc struct {
 	Version int               `json:"version"`
 	Kind    string            `json:"kind"`
-	Seq     uint64            `json:"seq,omitempty"` // read for older documents; no longer written
 	Budget  *budgetDoc        `json:"budget"`
 	Chain   *chainDoc         `json:"chain,omitempty"`
 	Fleet   *fleetDoc         `json:"fleet,omitempty"`
@@ -252,7 +250,7 @@ func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*sup
 	for _, key := range slices.Sorted(maps.Keys(doc.Keys)) {
 		kd, kp := doc.Keys[key], fmt.Sprintf("%s.keys[%q]", path, key)
 		r := get(key)
-		if err := s.readKey(r, key, &kd, doc.Seq, r0, tb, now, kp, raise); err != nil {
+		if err := s.readKey(r, &kd, r0, tb, now, kp, raise); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -339,7 +337,7 @@ func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*sup
 
 // readKey reads the record's own fields of one key and its per-key guard
 // windows.
-func (s *Supervisor) readKey(r *record, key string, kd *keyDoc, seq uint64, r0 *reader, tb *timebase, now time.Time, kp string, raise func(int64)) error {
+func (s *Supervisor) readKey(r *record, kd *keyDoc, r0 *reader, tb *timebase, now time.Time, kp string, raise func(int64)) error {
 	var err error
 	if r.since, err = r0.time(kd.Since, kp+".since"); err != nil {
 		return err
@@ -356,13 +354,6 @@ func (s *Supervisor) readKey(r *record, key string, kd *keyDoc, seq uint64, r0 *
 		return err
 	}
 	r.incarnation, r.runs, r.restarts = kd.Incarnation, kd.Runs, kd.Restarts
-	if r.runs == 0 { // a document from before incarnations were numbered per key
-		if n, err := strconv.ParseUint(strings.TrimPrefix(kd.Incarnation, key+"#"), 10, 64); err == nil {
-			r.runs = n
-		} else if seq > 0 {
-			r.runs = seq
-		}
-	}
 	reason := ""
 	if kd.State == StateNeedsHuman {
 		reason = ReasonNeedsHuman
