@@ -3,8 +3,9 @@ package crashloop
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // Sentinel errors. Test for them with errors.Is: the errors this package
@@ -69,7 +70,7 @@ type ParkedError struct {
 func (e *ParkedError) Error() string {
 	what := e.Reason
 	if noun := attemptNoun(e.Reason); noun != "" {
-		what += " after " + plural(e.Attempts, noun)
+		what += " after " + errtext.Plural(e.Attempts, noun)
 	}
 	msg := fmt.Sprintf("crashloop: session %q is parked (%s; resume it once the cause is fixed)", e.Key, what)
 	if e.LastError != nil {
@@ -90,15 +91,6 @@ func attemptNoun(reason string) string {
 		return "restart"
 	}
 	return ""
-}
-
-// plural writes n and noun, adding an s unless n is 1: "1 respawn", "3
-// respawns".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // Is reports whether target is ErrParked.
@@ -131,7 +123,7 @@ func (e *needsHumanError) Unwrap() error { return e.cause }
 // chainReason is the reason of EventChainEscalated, in the words of the
 // rescue daemon that first built this guard.
 func chainReason(n int) string {
-	return "crash-loop: gave up after " + plural(n, "reactive rescue")
+	return "crash-loop: gave up after " + errtext.Plural(n, "reactive rescue")
 }
 
 // ConfigError is a rejected setting: errors.Is(err, ErrInvalidConfig) holds.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // LogEvents returns an EventHandler that writes each event to l as one
@@ -36,7 +38,7 @@ func logEvent(l *slog.Logger, ev Event) {
 		level = slog.LevelError
 		why := ev.Reason
 		if ev.Reason == ReasonBudgetExhausted {
-			why += ", " + plural(ev.Attempts, "respawn") + " in " + w
+			why += ", " + errtext.Plural(ev.Attempts, "respawn") + " in " + w
 		}
 		msg = fmt.Sprintf("session %q parked (%s); it stays parked until an operator resumes it", ev.Key, why)
 	case EventResumed:
@@ -50,14 +52,14 @@ func logEvent(l *slog.Logger, ev Event) {
 	case EventFleetTripped:
 		level = slog.LevelError
 		msg = fmt.Sprintf("fleet crash-loop breaker TRIPPED: holding restarts (%d/%d failing, %s in the hour, reason=%s); backing off for %s",
-			ev.Failing, ev.Total, plural(ev.Attempts, "restart"), ev.Reason, w)
+			ev.Failing, ev.Total, errtext.Plural(ev.Attempts, "restart"), ev.Reason, w)
 	case EventFleetRearmed:
 		msg = "fleet crash-loop breaker re-armed after " + w + "; held restarts proceed"
 	case EventStoreUnavailable:
 		level = slog.LevelWarn
 		msg = "shared store unavailable; guarding with this process's own state until it is back"
 	case EventStoreRecovered:
-		msg = fmt.Sprintf("shared store recovered; %s made alone written back", plural(ev.Attempts, "decision"))
+		msg = fmt.Sprintf("shared store recovered; %s made alone written back", errtext.Plural(ev.Attempts, "decision"))
 	}
 	if !l.Enabled(context.Background(), level) {
 		return

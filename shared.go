@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // sharedRetry is how long a Supervisor whose ledger failed decides alone
@@ -116,7 +118,7 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 		s.mu.Lock()
 		err = sh.lastErr
 		s.mu.Unlock()
-		return fmt.Errorf("%w: writing back %s decided alone: %v", ErrStoreUnavailable, plural(len(parks), "park"), err)
+		return fmt.Errorf("%w: writing back %s decided alone: %v", ErrStoreUnavailable, errtext.Plural(len(parks), "park"), err)
 	}
 	s.mu.Lock()
 	recovered := sh.down

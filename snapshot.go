@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // SnapshotVersion is the version of the snapshot documents this package
@@ -371,23 +373,15 @@ func count(n int, field string) error {
 	return nil
 }
 
-// restoredError is a restored error that still matches its sentinel.
-type restoredError struct {
-	msg      string
-	sentinel error
-}
-
-func (e *restoredError) Error() string        { return e.msg }
-func (e *restoredError) Is(target error) bool { return target == e.sentinel }
-
-// restoreError turns a saved error text back into an error; the last error
-// of a needs_human park still matches ErrNeedsHuman.
+// restoreError turns a saved error text back into an error (nil for no
+// text); the last error of a needs_human park still matches ErrNeedsHuman.
 func restoreError(text *string, reason string) error {
-	switch {
-	case text == nil:
+	if text == nil {
 		return nil
-	case reason == ReasonNeedsHuman:
-		return &restoredError{msg: *text, sentinel: ErrNeedsHuman}
 	}
-	return errors.New(*text)
+	var sentinel error
+	if reason == ReasonNeedsHuman {
+		sentinel = ErrNeedsHuman
+	}
+	return errtext.Restore(*text, sentinel)
 }
