@@ -296,7 +296,7 @@ func TestConfigHugeValues(t *testing.T) {
 				}
 			})
 			assert.Equal(t, 1000, b.RespawnsAt("s", coreT0))
-			evs := rec.all()
+			evs := rec.All()
 			require.Len(t, evs, 1000)
 			assert.Equal(t, math.MaxInt, evs[999].Limit)
 			assert.Equal(t, 1000, evs[999].Attempts)

@@ -199,7 +199,7 @@ func TestOptionsNilHandler(t *testing.T) {
 			})
 		})
 	}
-	assert.Empty(t, rec.all())
+	assert.Empty(t, rec.All())
 }
 
 // WithClock(nil) and no WithClock mean the real clock.
@@ -224,7 +224,7 @@ func TestOptionsNilClockIsRealClock(t *testing.T) {
 			require.NoError(t, err)
 			after := time.Now()
 
-			evs := rec.all()
+			evs := rec.All()
 			require.Len(t, evs, 2)
 			for _, ev := range evs {
 				assert.False(t, ev.Time.Before(before), "%v is before %v", ev.Time, before)

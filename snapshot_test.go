@@ -75,7 +75,7 @@ func TestSnapshotBudgetRoundTrip(t *testing.T) {
 	}
 	assert.Equal(t, want, snapBudgetScript(orig, c))
 	assert.Equal(t, want, snapBudgetScript(restored, c2))
-	evs := rec.take()
+	evs := rec.Take()
 	require.Len(t, evs, 2)
 	assert.Equal(t, crashloop.Event{Kind: crashloop.EventRespawnScheduled, Key: "a", Time: testT0.Add(40 * time.Second),
 		LastError: errSnapBoom, Attempts: 3, Limit: 3, Window: time.Minute, Backoff: 1500 * time.Millisecond}, evs[0])
@@ -150,7 +150,7 @@ func TestSnapshotBudgetParkedSurvives(t *testing.T) {
 	require.NoError(t, restored.Resume("s"))
 	assert.NoError(t, restored.Spawn("s"))
 	assert.Equal(t, 0, restored.Respawns("s"))
-	evs := rec.take()
+	evs := rec.Take()
 	require.Len(t, evs, 1)
 	assert.Equal(t, crashloop.EventResumed, evs[0].Kind)
 	assert.Equal(t, "s", evs[0].Key)
@@ -236,7 +236,7 @@ func TestSnapshotChainEscalatedSurvives(t *testing.T) {
 	n, err := d.Rescue("k", "k#2", true) // even a new incarnation: until Clear
 	assert.ErrorIs(t, err, crashloop.ErrNeedsHuman)
 	assert.Equal(t, 1, n)
-	assert.Empty(t, rec.take(), "the escalation was announced before the restart, not again")
+	assert.Empty(t, rec.Take(), "the escalation was announced before the restart, not again")
 	d.Clear("k")
 	n, err = d.Rescue("k", "k#2", true)
 	require.NoError(t, err)
@@ -295,8 +295,8 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 	}
 	want := crashloop.Event{Kind: crashloop.EventGuardTripped, Key: "ch", Time: testT0.Add(30 * time.Second),
 		Reason: "crash-loop breaker tripped (>= 3 restarts in 60s)", Attempts: 3, Limit: 3, Window: time.Minute}
-	assert.Equal(t, []crashloop.Event{want}, rec.take())
-	assert.Equal(t, []crashloop.Event{want}, rec2.take())
+	assert.Equal(t, []crashloop.Event{want}, rec.Take())
+	assert.Equal(t, []crashloop.Event{want}, rec2.Take())
 
 	// A tripped guard restored stays tripped and does not announce again.
 	tripped, err := restored.Snapshot()
@@ -309,7 +309,7 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 	require.NoError(t, again.Restore(tripped))
 	assert.True(t, again.Tripped())
 	assert.True(t, again.Record())
-	assert.Empty(t, rec3.take())
+	assert.Empty(t, rec3.Take())
 	// 60s after its second restart (T0+1s) the guard holds only the later ones.
 	c3.Set(testT0.Add(61*time.Second + time.Nanosecond))
 	assert.Equal(t, 2, again.Restarts())
@@ -321,7 +321,7 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 	assert.False(t, again.Record())
 	assert.False(t, again.Record())
 	assert.True(t, again.Record())
-	assert.Len(t, rec3.take(), 1)
+	assert.Len(t, rec3.Take(), 1)
 	c3.Set(testT0.Add(2 * time.Hour))
 	assert.Equal(t, 0, again.Restarts())
 	pruned, err := again.Snapshot()
@@ -335,7 +335,7 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 		assert.False(t, g.Record())
 		assert.True(t, g.Record())
 	}
-	assert.Len(t, rec3.take(), 2, "each trips and announces once")
+	assert.Len(t, rec3.Take(), 2, "each trips and announces once")
 
 	// A day later the window is empty.
 	later, err := crashloop.NewRestartLoopGuard(3, time.Minute, crashloop.WithClock(mockAt(testT0.Add(24*time.Hour))))
@@ -369,7 +369,7 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	assert.True(t, restored.NoteRestart(), "the third restart in the hour trips")
 	trip := crashloop.Event{Kind: crashloop.EventFleetTripped, Key: "fleet", Time: testT0.Add(30 * time.Minute),
 		Reason: "channel crash-loop: 3 restarts in 1h", Attempts: 3, Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}
-	assert.Equal(t, []crashloop.Event{trip}, rec.take())
+	assert.Equal(t, []crashloop.Event{trip}, rec.Take())
 
 	// The trip survives a restart in the middle of its cooldown, and re-arms
 	// exactly at trip + cooldown.
@@ -392,10 +392,10 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	assert.True(t, st.RearmAt.Equal(rearm), st.RearmAt)
 	assert.True(t, again.NoteRestart(), "held restarts are not counted")
 	assert.True(t, again.TrippedAt(rearm.Add(-time.Nanosecond)))
-	assert.Empty(t, rec3.take())
+	assert.Empty(t, rec3.Take())
 	assert.False(t, again.TrippedAt(rearm))
 	assert.Equal(t, []crashloop.Event{{Kind: crashloop.EventFleetRearmed, Key: "fleet", Time: rearm,
-		Reason: "channel crash-loop: 3 restarts in 1h", Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}}, rec3.take())
+		Reason: "channel crash-loop: 3 restarts in 1h", Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}}, rec3.Take())
 	assert.Equal(t, 0, again.StatusAt(rearm).RestartsInHour, "re-armed with a clean hour")
 
 	// More than an hour later the restored hour is empty.
@@ -798,7 +798,7 @@ func TestSnapshotSupervisorParkedSurvivesRestartThroughFileStore(t *testing.T) {
 
 	// Resume is saved at once: a third process sees it.
 	require.NoError(t, s2.Resume("a"))
-	assert.Equal(t, crashloop.EventResumed, rec.take()[0].Kind)
+	assert.Equal(t, crashloop.EventResumed, rec.Take()[0].Kind)
 	s3, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0.Add(2*time.Hour))), crashloop.WithStore(crashloop.NewFileStore(path)))
 	require.NoError(t, err)
 	assert.Empty(t, s3.Parked())

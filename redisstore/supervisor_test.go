@@ -10,6 +10,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/eventrec"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -18,30 +19,15 @@ import (
 // Supervisors sharing one deployment on a real redis-server, as replicas
 // of a service run them: crashloop.NewSharedSupervisor on a Store each.
 
-// events records the events of one Supervisor; it is safe for concurrent
-// use.
+// events records the events of one Supervisor (internal/eventrec); it is
+// safe for concurrent use.
 type events struct {
-	mu  sync.Mutex
-	evs []crashloop.Event
-}
-
-func (e *events) HandleEvent(ev crashloop.Event) {
-	e.mu.Lock()
-	e.evs = append(e.evs, ev)
-	e.mu.Unlock()
+	eventrec.Recorder[crashloop.Event]
 }
 
 // of returns the events of kind.
 func (e *events) of(kind crashloop.EventKind) []crashloop.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []crashloop.Event
-	for _, ev := range e.evs {
-		if ev.Kind == kind {
-			out = append(out, ev)
-		}
-	}
-	return out
+	return e.Filter(func(ev crashloop.Event) bool { return ev.Kind == kind })
 }
 
 // replica is one Supervisor of a test, with its Store, events and clock
