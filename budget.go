@@ -12,7 +12,7 @@ import (
 // start from DefaultBudgetConfig.
 type BudgetConfig struct {
 	// MaxRespawns is how many respawns the rolling window may hold; the
-	// failure after that parks the session. Config key "max_respawns".
+	// failure after that parks the key. Config key "max_respawns".
 	// Default 3; >= 0 (0: the first failure parks).
 	MaxRespawns int
 	// Window is the length of the rolling window. A respawn exactly Window
@@ -104,13 +104,13 @@ func (c BudgetConfig) resumedEvent(pe *ParkedError, now time.Time) Event {
 		Limit: c.MaxRespawns, Window: c.Window}
 }
 
-// RespawnBudget bounds the respawns of each session (key) in a rolling window
-// with a linear backoff, and parks a session that exhausts it until an
-// operator resumes it.
+// RespawnBudget bounds the respawns of each key in a rolling window with a
+// linear backoff, and parks a key that exhausts it until an operator
+// resumes it.
 //
-// The first spawn of a session is free; each failure asks for a respawn. A
-// session that stays up until its respawns age out of the window regains its
-// full budget. Keys are independent. A RespawnBudget is safe for concurrent
+// The first spawn of a key is free; each failure asks for a respawn. A key
+// that stays up until its respawns age out of the window regains its full
+// budget. Keys are independent. A RespawnBudget is safe for concurrent
 // use. The zero value is not usable: create one with NewRespawnBudget. Idle
 // keys (not parked, no respawn in the window) are reclaimed a few at a time
 // by later calls (no goroutine). Time never runs backwards for a budget: a
@@ -143,7 +143,7 @@ func NewRespawnBudget(cfg BudgetConfig, opts ...Option) (*RespawnBudget, error) 
 func (b *RespawnBudget) Config() BudgetConfig { return b.cfg }
 
 // Spawn is the gate before any spawn of key, the first one included. It never
-// consumes budget. It returns the *ParkedError of a parked session, an error
+// consumes budget. It returns the *ParkedError of a parked key, an error
 // matching ErrInvalidKey for the empty key, and nil otherwise.
 func (b *RespawnBudget) Spawn(key string) error {
 	if err := checkKey(key); err != nil {
@@ -167,8 +167,8 @@ func (b *RespawnBudget) Failed(key string, cause error) (time.Duration, error) {
 // EventRespawnScheduled and returns the backoff to wait before it:
 // min(InitialBackoff*attempt, MaxBackoff), where attempt is the number of
 // respawns now in the window. When the window already holds MaxRespawns
-// respawns it parks the session, publishes one EventStartupExhausted and
-// returns a *ParkedError. A parked session returns its *ParkedError (with the
+// respawns it parks the key, publishes one EventStartupExhausted and
+// returns a *ParkedError. A parked key returns its *ParkedError (with the
 // cause that parked it) and records nothing. The empty key is refused with
 // an error matching ErrInvalidKey.
 func (b *RespawnBudget) FailedAt(key string, cause error, now time.Time) (time.Duration, error) {

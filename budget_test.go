@@ -47,7 +47,7 @@ func TestBudgetDefaultsBackoffParkResume(t *testing.T) {
 	assert.Equal(t, wantEvents, rec.Take())
 	assert.False(t, b.IsParked("s"))
 
-	// The fourth failure finds 3 respawns in the window: the session is parked.
+	// The fourth failure finds 3 respawns in the window: the key is parked.
 	parkedAt := m.Now()
 	require.Equal(t, coreT0.Add(3*time.Second), parkedAt)
 	d, err := b.Failed("s", causes[3])
@@ -111,7 +111,7 @@ func TestBudgetResumeOfKeyNotParked(t *testing.T) {
 
 	err = b.Resume("never-seen")
 	require.ErrorIs(t, err, ErrNotParked)
-	assert.EqualError(t, err, `crashloop: session is not parked: "never-seen"`)
+	assert.EqualError(t, err, `crashloop: key is not parked: "never-seen"`)
 
 	_, err = b.Failed("failing", errors.New("boom"))
 	require.NoError(t, err)

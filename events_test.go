@@ -58,7 +58,7 @@ func TestEventKindStopsAndResumes(t *testing.T) {
 func TestParkedErrorText(t *testing.T) {
 	cause := errors.New("adapter binary not found")
 	pe := &ParkedError{Key: "sess-1", Reason: ReasonBudgetExhausted, LastError: cause, Attempts: 3, Since: coreT0}
-	assert.Equal(t, `crashloop: session "sess-1" is parked (respawn_budget_exhausted after 3 respawns; resume it once the cause is fixed): adapter binary not found`, pe.Error())
+	assert.Equal(t, `crashloop: key "sess-1" is parked (respawn_budget_exhausted after 3 respawns; resume it once the cause is fixed): adapter binary not found`, pe.Error())
 	assert.ErrorIs(t, pe, ErrParked)
 	assert.ErrorIs(t, pe, cause)
 	assert.NotErrorIs(t, pe, ErrNotParked)
@@ -66,7 +66,7 @@ func TestParkedErrorText(t *testing.T) {
 	assert.Same(t, cause, errors.Unwrap(pe))
 
 	bare := &ParkedError{Key: "sess-2", Reason: ReasonBudgetExhausted}
-	assert.Equal(t, `crashloop: session "sess-2" is parked (respawn_budget_exhausted after 0 respawns; resume it once the cause is fixed)`, bare.Error())
+	assert.Equal(t, `crashloop: key "sess-2" is parked (respawn_budget_exhausted after 0 respawns; resume it once the cause is fixed)`, bare.Error())
 	assert.ErrorIs(t, bare, ErrParked)
 	assert.Nil(t, errors.Unwrap(bare))
 
@@ -84,7 +84,7 @@ func TestParkedErrorText(t *testing.T) {
 		{ReasonPermanent, 2, "permanent_error"},
 	} {
 		pe := &ParkedError{Key: "k", Reason: tc.reason, Attempts: tc.n}
-		assert.Equal(t, `crashloop: session "k" is parked (`+tc.want+`; resume it once the cause is fixed)`, pe.Error())
+		assert.Equal(t, `crashloop: key "k" is parked (`+tc.want+`; resume it once the cause is fixed)`, pe.Error())
 	}
 
 	// Wrapped further by a caller, it is still found.
@@ -101,13 +101,13 @@ func TestParkedWithNilCause(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.Failed("s", nil)
 	require.ErrorIs(t, err, ErrParked)
-	assert.EqualError(t, err, `crashloop: session "s" is parked (respawn_budget_exhausted after 0 respawns; resume it once the cause is fixed)`)
+	assert.EqualError(t, err, `crashloop: key "s" is parked (respawn_budget_exhausted after 0 respawns; resume it once the cause is fixed)`)
 	assert.Nil(t, errors.Unwrap(err))
 }
 
 func TestSentinelErrorText(t *testing.T) {
-	assert.EqualError(t, ErrParked, "crashloop: session is parked")
-	assert.EqualError(t, ErrNotParked, "crashloop: session is not parked")
+	assert.EqualError(t, ErrParked, "crashloop: key is parked")
+	assert.EqualError(t, ErrNotParked, "crashloop: key is not parked")
 	assert.EqualError(t, ErrNeedsHuman, "crashloop: crash loop needs a human")
 	assert.EqualError(t, ErrInvalidConfig, "crashloop: invalid configuration")
 }

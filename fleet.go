@@ -20,8 +20,8 @@ type FleetConfig struct {
 	// rejected).
 	FailingFraction float64
 	// MinFailing is the fewest failing members that may trip the breaker on
-	// the fraction: one bad channel is the per-channel guards' job, so a
-	// 1-channel fleet never false-trips. Config key "min_failing". Default
+	// the fraction: one bad key is the per-key guards' job, so a 1-key
+	// fleet never false-trips. Config key "min_failing". Default
 	// 2; >= 1 (1 opts into single-member trips).
 	MinFailing int
 	// Cooldown is how long the breaker holds restarts once tripped; at trip
@@ -92,7 +92,7 @@ func (c FleetConfig) noteRestart(f *fleetState, t int64) (tripped, now bool) {
 	f.hour.prune(t, fleetHour)
 	f.hour.push(t, c.RestartsPerHour)
 	if n := f.hour.len(); n >= c.RestartsPerHour {
-		f.trip(t, fmt.Sprintf("channel crash-loop: %d restarts in %s", n, formatDuration(fleetHour)))
+		f.trip(t, fmt.Sprintf("fleet crash-loop: %d restarts in %s", n, formatDuration(fleetHour)))
 		return true, true
 	}
 	return false, false
@@ -115,7 +115,7 @@ func (c FleetConfig) noteState(f *fleetState, failing, total int, t int64) (trip
 		return true, false
 	}
 	f.hour.prune(t, fleetHour)
-	f.trip(t, fmt.Sprintf("channel crash-loop: %d/%d channels failing", failing, total))
+	f.trip(t, fmt.Sprintf("fleet crash-loop: %d/%d keys failing", failing, total))
 	return true, true
 }
 
@@ -238,7 +238,7 @@ func (p *FleetSupervisionPolicy) NoteRestart() bool { return p.NoteRestartAt(p.o
 // NoteRestartAt records a restart of any member at now into the rolling hour
 // and reports whether the breaker is tripped (tripped now, or still cooling
 // down). It trips when the hour holds RestartsPerHour restarts, publishing
-// EventFleetTripped (Reason "channel crash-loop: N restarts in 1h"). While
+// EventFleetTripped (Reason "fleet crash-loop: N restarts in 1h"). While
 // tripped it records nothing: held restarts must not renew the window.
 func (p *FleetSupervisionPolicy) NoteRestartAt(now time.Time) bool {
 	t, rearmed := p.lockAt(now)
@@ -258,8 +258,8 @@ func (p *FleetSupervisionPolicy) NoteFleetState(failing, total int) bool {
 
 // NoteFleetStateAt notes that failing of total members are failing (parked,
 // needing a human, out of budget) at now, and reports whether the breaker is
-// tripped. It trips (publishing EventFleetTripped with Reason "channel
-// crash-loop: N/M channels failing"), or while tripped extends the hold to
+// tripped. It trips (publishing EventFleetTripped with Reason "fleet
+// crash-loop: N/M keys failing"), or while tripped extends the hold to
 // Cooldown from now, when failing >= MinFailing and failing/total >=
 // FailingFraction. It records no restart. Negative counts are read as 0 and
 // failing is capped at total.

@@ -59,9 +59,9 @@ func (c GuardConfig) trippedEvent(name string, now time.Time, n int, cause error
 }
 
 // RestartLoopGuard is a rolling-window breaker for a tight crash-on-resume
-// storm on one channel: it trips when its window holds MaxRestarts restarts.
-// Use one guard per channel; a guard shared by several channels lets one
-// channel's crashes count against the others.
+// storm of one key: it trips when its window holds MaxRestarts restarts.
+// Use one guard per key; a guard shared by several keys lets one key's
+// crashes count against the others.
 //
 // Each call costs O(1) whatever MaxRestarts is, and memory is bounded by
 // MaxRestarts. A RestartLoopGuard is safe for concurrent use. The zero value

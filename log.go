@@ -30,25 +30,25 @@ func logEvent(l *slog.Logger, ev Event) {
 	switch ev.Kind {
 	case EventRespawnScheduled:
 		level = slog.LevelWarn
-		msg = fmt.Sprintf("session %q failed; respawn %d/%d %s", ev.Key, ev.Attempts, ev.Limit, when(ev))
+		msg = fmt.Sprintf("key %q failed; respawn %d/%d %s", ev.Key, ev.Attempts, ev.Limit, when(ev))
 	case EventRestartScheduled:
 		level = slog.LevelWarn
-		msg = fmt.Sprintf("session %q %s; restart %d %s", ev.Key, restartWhy(ev.Reason), ev.Attempts, when(ev))
+		msg = fmt.Sprintf("key %q %s; restart %d %s", ev.Key, restartWhy(ev.Reason), ev.Attempts, when(ev))
 	case EventStartupExhausted:
 		level = slog.LevelError
 		why := ev.Reason
 		if ev.Reason == ReasonBudgetExhausted {
 			why += ", " + errtext.Plural(ev.Attempts, "respawn") + " in " + w
 		}
-		msg = fmt.Sprintf("session %q parked (%s); it stays parked until an operator resumes it", ev.Key, why)
+		msg = fmt.Sprintf("key %q parked (%s); it stays parked until an operator resumes it", ev.Key, why)
 	case EventResumed:
-		msg = fmt.Sprintf("session %q resumed with a full respawn budget", ev.Key)
+		msg = fmt.Sprintf("key %q resumed with a full respawn budget", ev.Key)
 	case EventChainEscalated:
 		level = slog.LevelError
 		msg = fmt.Sprintf("%q %s; marked needs-human until an operator resumes it", ev.Key, ev.Reason)
 	case EventGuardTripped:
 		level = slog.LevelError
-		msg = fmt.Sprintf("channel %q %s; halting auto-resume", ev.Key, ev.Reason)
+		msg = fmt.Sprintf("key %q %s; halting auto-resume", ev.Key, ev.Reason)
 	case EventFleetTripped:
 		level = slog.LevelError
 		msg = fmt.Sprintf("fleet crash-loop breaker TRIPPED: holding restarts (%d/%d failing, %s in the hour, reason=%s); backing off for %s",

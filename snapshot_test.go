@@ -138,7 +138,7 @@ func TestSnapshotBudgetParkedSurvives(t *testing.T) {
 	assert.True(t, pe.Since.Equal(testT0.Add(1500*time.Millisecond)), pe.Since)
 	require.Error(t, pe.LastError)
 	assert.Equal(t, "exit status 2", pe.LastError.Error())
-	assert.Equal(t, `crashloop: session "s" is parked (respawn_budget_exhausted after 1 respawn; resume it once the cause is fixed): exit status 2`, pe.Error())
+	assert.Equal(t, `crashloop: key "s" is parked (respawn_budget_exhausted after 1 respawn; resume it once the cause is fixed): exit status 2`, pe.Error())
 	d, err := restored.Failed("s", errSnapBoom)
 	assert.Zero(t, d)
 	require.ErrorAs(t, err, &pe)
@@ -368,7 +368,7 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	assert.Equal(t, crashloop.FleetStatus{FleetRestartsPerHour: 3, FailingChannels: 1, TotalChannels: 4, RestartsInHour: 2}, st)
 	assert.True(t, restored.NoteRestart(), "the third restart in the hour trips")
 	trip := crashloop.Event{Kind: crashloop.EventFleetTripped, Key: "fleet", Time: testT0.Add(30 * time.Minute),
-		Reason: "channel crash-loop: 3 restarts in 1h", Attempts: 3, Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}
+		Reason: "fleet crash-loop: 3 restarts in 1h", Attempts: 3, Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}
 	assert.Equal(t, []crashloop.Event{trip}, rec.Take())
 
 	// The trip survives a restart in the middle of its cooldown, and re-arms
@@ -378,7 +378,7 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"version": 1, "kind": "fleet_supervision_policy", "latest": "2026-03-01T12:30:00Z",
 		"restarts": ["2026-03-01T12:00:00Z", "2026-03-01T12:10:00Z", "2026-03-01T12:30:00Z"],
-		"tripped": true, "since": "2026-03-01T12:30:00Z", "reason": "channel crash-loop: 3 restarts in 1h",
+		"tripped": true, "since": "2026-03-01T12:30:00Z", "reason": "fleet crash-loop: 3 restarts in 1h",
 		"failing": 1, "total": 4}`, string(tripped))
 	rec3 := newRecorder()
 	c3 := mockAt(testT0.Add(31*time.Minute + 30*time.Second))
@@ -395,7 +395,7 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	assert.Empty(t, rec3.Take())
 	assert.False(t, again.TrippedAt(rearm))
 	assert.Equal(t, []crashloop.Event{{Kind: crashloop.EventFleetRearmed, Key: "fleet", Time: rearm,
-		Reason: "channel crash-loop: 3 restarts in 1h", Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}}, rec3.Take())
+		Reason: "fleet crash-loop: 3 restarts in 1h", Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}}, rec3.Take())
 	assert.Equal(t, 0, again.StatusAt(rearm).RestartsInHour, "re-armed with a clean hour")
 
 	// More than an hour later the restored hour is empty.
@@ -1062,7 +1062,7 @@ func ExampleRespawnBudget_Snapshot() {
 	//   }
 	// }
 	// 1.5s <nil>
-	// 0s crashloop: session "worker" is parked (respawn_budget_exhausted after 3 respawns; resume it once the cause is fixed): exit status 1
+	// 0s crashloop: key "worker" is parked (respawn_budget_exhausted after 3 respawns; resume it once the cause is fixed): exit status 1
 }
 
 // WithStore keeps a Supervisor's state in a file: a key parked before a
@@ -1089,7 +1089,7 @@ func ExampleWithStore() {
 	fmt.Println(s.Resume("worker"))
 	fmt.Println(s.Run(context.Background(), "worker", func(context.Context) error { return nil }))
 	// Output:
-	// crashloop: session "worker" is parked (respawn_budget_exhausted after 2 respawns; resume it once the cause is fixed): no such file
+	// crashloop: key "worker" is parked (respawn_budget_exhausted after 2 respawns; resume it once the cause is fixed): no such file
 	// [worker]
 	// true
 	// <nil>

@@ -152,7 +152,7 @@ func TestFleetBreakerFleetWide(t *testing.T) {
 	require.Equal(t, crashloop.ActionHold, d.Action, "a tripped breaker holds every replica's restarts")
 	require.Equal(t, 1, count(rs, crashloop.EventFleetTripped))
 	require.Len(t, rs[2].evs.of(crashloop.EventFleetTripped), 1, "announced by the replica whose restart tripped it")
-	require.Equal(t, "channel crash-loop: 6 restarts in 1h", rs[2].evs.of(crashloop.EventFleetTripped)[0].Reason)
+	require.Equal(t, "fleet crash-loop: 6 restarts in 1h", rs[2].evs.of(crashloop.EventFleetTripped)[0].Reason)
 
 	var wg sync.WaitGroup
 	for i, r := range rs {
@@ -195,7 +195,7 @@ func TestFailingFractionSumsReplicas(t *testing.T) {
 	a.sup.Decide("a1", fatal) // 2 of 4 with b1: half the fleet; A alone has 1 of 3
 	require.Equal(t, "tripped=true 2/4", fleetState(b))
 	require.Equal(t, 1, count(rs, crashloop.EventFleetTripped))
-	require.Equal(t, "channel crash-loop: 2/4 channels failing", a.evs.of(crashloop.EventFleetTripped)[0].Reason)
+	require.Equal(t, "fleet crash-loop: 2/4 keys failing", a.evs.of(crashloop.EventFleetTripped)[0].Reason)
 
 	// While B lives, its Store keeps its report alive, idle or not: the
 	// report's time to live goes back up.
