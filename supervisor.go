@@ -236,7 +236,7 @@ type Supervisor struct {
 	book    fleetBook // the fleet breaker, when cfg.Fleet is on
 	shared  *shared   // the shared ledger (NewSharedSupervisor); nil: none
 
-	persist persister // WithStore (store.go)
+	persist persister // WithStore (persist.go)
 }
 
 // NewSupervisor returns a Supervisor, or a *ConfigError naming the first
@@ -255,7 +255,7 @@ func NewSupervisor(cfg SupervisorConfig, opts ...Option) (*Supervisor, error) {
 		s.fleetName = s.o.name
 	}
 	s.tb = newTimebase(s.o.clock)
-	if err := s.load(); err != nil { // WithStore (store.go)
+	if err := s.load(); err != nil { // WithStore (persist.go)
 		return nil, err
 	}
 	return s, nil
