@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"math/big"
+	"math/bits"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -271,68 +272,89 @@ func (c decorrelatedCurve) spec() backoffSpec {
 }
 
 // checkCanPark rejects a budget that a crash loop can never exhaust: when the
-// first n backoffs add up to more than window (sum), the first respawn has
-// aged out before the window fills (the systemd trap of RestartSec=10s with
+// first n backoffs add up to more than window (sum, in nanoseconds,
+// saturated at math.MaxUint64), the first respawn has aged out before the
+// window fills (the systemd trap of RestartSec=10s with
 // StartLimitIntervalSec=10s). field names the window in the error.
-func checkCanPark(field string, window time.Duration, n int, sum *big.Int) error {
-	if sum.Cmp(big.NewInt(int64(window))) > 0 {
+func checkCanPark(field string, window time.Duration, n int, sum uint64) error {
+	if window < 0 || sum > uint64(window) {
 		return &ConfigError{Field: field, Value: window,
-			Rule: fmt.Sprintf(">= the sum of the first %d backoffs (%v), or a crash loop never parks", n, durationOf(sum))}
+			Rule: fmt.Sprintf(">= the sum of the first %d backoffs (%s), or a crash loop never parks", n, sumText(sum))}
 	}
 	return nil
 }
 
-// linearSum returns the exact sum of min(initial*i, max) for i = 1..n.
-func linearSum(initial, max time.Duration, n int) *big.Int {
+// sumText writes a sum of checkCanPark: as a duration when it is one, else
+// in nanoseconds, "at least" the saturated math.MaxUint64.
+func sumText(sum uint64) string {
+	switch {
+	case sum <= math.MaxInt64:
+		return time.Duration(sum).String()
+	case sum == math.MaxUint64:
+		return "at least " + strconv.FormatUint(sum, 10) + "ns"
+	}
+	return strconv.FormatUint(sum, 10) + "ns"
+}
+
+// addSat returns a+b, or math.MaxUint64 when that overflows.
+func addSat(a, b uint64) uint64 {
+	if s, carry := bits.Add64(a, b, 0); carry == 0 {
+		return s
+	}
+	return math.MaxUint64
+}
+
+// mulSat returns a*b, or math.MaxUint64 when that overflows.
+func mulSat(a, b uint64) uint64 {
+	if hi, lo := bits.Mul64(a, b); hi == 0 {
+		return lo
+	}
+	return math.MaxUint64
+}
+
+// linearSum returns the sum of min(initial*i, ceiling) for i = 1..n, in
+// nanoseconds, saturated at math.MaxUint64: exact below it, for any n.
+// initial must not exceed ceiling.
+func linearSum(initial, ceiling time.Duration, n int) uint64 {
 	if initial <= 0 || n <= 0 {
-		return new(big.Int)
+		return 0
 	}
-	k := int64(max / initial) // steps below the cap
-	if k > int64(n) {
-		k = int64(n)
+	k := uint64(min(ceiling/initial, time.Duration(n))) // steps below the cap
+	// initial*k(k+1)/2 + ceiling*(n-k), halving whichever of k and k+1 is even
+	a, b := k, k+1
+	if a%2 == 0 {
+		a /= 2
+	} else {
+		b /= 2
 	}
-	// initial*k*(k+1)/2 + max*(n-k)
-	sum := big.NewInt(k)
-	sum.Mul(sum, new(big.Int).Add(sum, big.NewInt(1))) // k+1 in big: k may be MaxInt64
-	sum.Rsh(sum, 1)
-	sum.Mul(sum, big.NewInt(int64(initial)))
-	rest := big.NewInt(int64(n) - k)
-	rest.Mul(rest, big.NewInt(int64(max)))
-	return sum.Add(sum, rest)
+	return addSat(mulSat(mulSat(a, b), uint64(initial)), mulSat(uint64(n)-k, uint64(ceiling)))
 }
 
-func durationOf(b *big.Int) any {
-	if b.IsInt64() {
-		return time.Duration(b.Int64())
-	}
-	return b.String() + "ns"
-}
-
-// worstSum returns the sum of the longest waits of attempts 1..n, or nil if
-// the curve is not one of this package's. Once the worst wait reaches the
-// curve's cap the rest is multiplied out; a curve still growing after 1<<16
-// steps is summed as if it stopped there (a lower bound).
-func worstSum(b Backoff, n int) *big.Int {
+// worstSum returns the sum of the longest waits of attempts 1..n, saturated
+// as linearSum's, with ok false if the curve is not one of this package's.
+// Once the worst wait reaches the curve's cap the rest is multiplied out; a
+// curve still growing after 1<<16 steps is summed as if it stopped there (a
+// lower bound).
+func worstSum(b Backoff, n int) (sum uint64, ok bool) {
 	c, ok := b.(curve)
 	if !ok {
-		return nil
+		return 0, false
 	}
 	if l, ok := c.(linearCurve); ok {
-		return linearSum(l.initial, l.max, n)
+		return linearSum(l.initial, l.max, n), true
 	}
 	capAt := c.spec().Max
-	sum := new(big.Int)
 	for i := 1; i <= n; i++ {
 		d := c.worst(i)
 		if d < 0 {
-			return nil
+			return 0, false
 		}
 		if d >= capAt || i >= 1<<16 {
-			return sum.Add(sum, new(big.Int).Mul(big.NewInt(int64(d)), big.NewInt(int64(n-i+1))))
+			return addSat(sum, mulSat(uint64(d), uint64(n-i+1))), true
 		}
-		sum.Add(sum, big.NewInt(int64(d)))
+		sum = addSat(sum, uint64(d))
 	}
-	return sum
+	return sum, true
 }
 
 // backoffSpec is the JSON form of a curve of this package:

@@ -2,6 +2,8 @@ package crashloop
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -10,7 +12,7 @@ import (
 // start from DefaultBudgetConfig.
 type BudgetConfig struct {
 	// MaxRespawns is how many respawns the rolling window may hold; the
-	// failure after that parks the session. Config key "max_respawns".
+	// failure after that parks the key. Config key "max_respawns".
 	// Default 3; >= 0 (0: the first failure parks).
 	MaxRespawns int
 	// Window is the length of the rolling window. A respawn exactly Window
@@ -102,13 +104,13 @@ func (c BudgetConfig) resumedEvent(pe *ParkedError, now time.Time) Event {
 		Limit: c.MaxRespawns, Window: c.Window}
 }
 
-// RespawnBudget bounds the respawns of each session (key) in a rolling window
-// with a linear backoff, and parks a session that exhausts it until an
-// operator resumes it.
+// RespawnBudget bounds the respawns of each key in a rolling window with a
+// linear backoff, and parks a key that exhausts it until an operator
+// resumes it.
 //
-// The first spawn of a session is free; each failure asks for a respawn. A
-// session that stays up until its respawns age out of the window regains its
-// full budget. Keys are independent. A RespawnBudget is safe for concurrent
+// The first spawn of a key is free; each failure asks for a respawn. A key
+// that stays up until its respawns age out of the window regains its full
+// budget. Keys are independent. A RespawnBudget is safe for concurrent
 // use. The zero value is not usable: create one with NewRespawnBudget. Idle
 // keys (not parked, no respawn in the window) are reclaimed a few at a time
 // by later calls (no goroutine). Time never runs backwards for a budget: a
@@ -147,7 +149,7 @@ func NewRespawnBudget(cfg BudgetConfig, opts ...Option) (*RespawnBudget, error) 
 func (b *RespawnBudget) Config() BudgetConfig { return b.cfg }
 
 // Spawn is the gate before any spawn of key, the first one included. It never
-// consumes budget. It returns the *ParkedError of a parked session, an error
+// consumes budget. It returns the *ParkedError of a parked key, an error
 // matching ErrInvalidKey for the empty key, and nil otherwise.
 func (b *RespawnBudget) Spawn(key string) error {
 	if err := checkKey(key); err != nil {
@@ -171,8 +173,8 @@ func (b *RespawnBudget) Failed(key string, cause error) (time.Duration, error) {
 // EventRespawnScheduled and returns the backoff to wait before it:
 // min(InitialBackoff*attempt, MaxBackoff), where attempt is the number of
 // respawns now in the window. When the window already holds MaxRespawns
-// respawns it parks the session, publishes one EventStartupExhausted and
-// returns a *ParkedError. A parked session returns its *ParkedError (with the
+// respawns it parks the key, publishes one EventStartupExhausted and
+// returns a *ParkedError. A parked key returns its *ParkedError (with the
 // cause that parked it) and records nothing. The empty key is refused with
 // an error matching ErrInvalidKey.
 func (b *RespawnBudget) FailedAt(key string, cause error, now time.Time) (time.Duration, error) {
@@ -287,25 +289,23 @@ type budgetKeyDoc struct {
 func (b *RespawnBudget) Snapshot() ([]byte, error) {
 	type entry struct {
 		key  string
-		win  window       // a copy (see below)
+		win  window       // a copy
 		park *ParkedError // immutable
 	}
-	b.keys.mu.Lock()
-	entries := make([]entry, 0, len(b.keys.order))
-	b.keys.each(func(key string, e *budgetEntry) {
-		entries = append(entries, entry{key, copyWindow(&e.win), e.park})
+	return takeSnapshot(&b.keys.mu, &b.keys.tb, func() []entry {
+		entries := make([]entry, 0, len(b.keys.order))
+		b.keys.each(func(key string, e *budgetEntry) {
+			entries = append(entries, entry{key, copyWindow(&e.win), e.park})
+		})
+		return entries
+	}, func(w *writer, entries []entry) any {
+		doc := &budgetDoc{Version: SnapshotVersion, Kind: kindBudget, Keys: make(map[string]budgetKeyDoc, len(entries))}
+		for _, e := range entries {
+			doc.Keys[e.key] = budgetKeyDoc{Respawns: w.times(&e.win), Parked: w.park(e.park)}
+		}
+		doc.Latest = w.latest()
+		return doc
 	})
-	w := &writer{tb: b.keys.tb}
-	b.keys.mu.Unlock()
-	doc := &budgetDoc{Version: SnapshotVersion, Kind: kindBudget, Keys: make(map[string]budgetKeyDoc, len(entries))}
-	for _, e := range entries {
-		doc.Keys[e.key] = budgetKeyDoc{Respawns: w.times(&e.win), Parked: w.park(e.park)}
-	}
-	doc.Latest = w.latest()
-	if w.err != nil {
-		return nil, w.err
-	}
-	return encodeSnapshot(doc)
 }
 
 // Restore is shorthand for RestoreAt(data, clock.Now()).
@@ -318,30 +318,30 @@ func (b *RespawnBudget) Restore(data []byte) error { return b.RestoreAt(data, b.
 // ErrBadSnapshot and leaves the budget unchanged. It publishes no event and
 // is safe for concurrent use.
 func (b *RespawnBudget) RestoreAt(data []byte, now time.Time) error {
-	var doc budgetDoc
-	if err := decodeSnapshot(data, kindBudget, &doc); err != nil {
-		return err
-	}
-	tb := b.keys.base()
-	r, err := newReader(&tb, now, doc.Latest, kindBudget)
+	return restoreSnapshot(data, kindBudget, now, &b.keys.mu, &b.keys.tb, b.read, b.keys.install)
+}
+
+// read checks a budget document and returns its keys and latest time, read
+// on tb.
+func (b *RespawnBudget) read(doc *budgetDoc, tb *timebase, now time.Time) (map[string]budgetEntry, int64, error) {
+	r, err := newReader(tb, now, doc.Latest, kindBudget)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	m := make(map[string]budgetEntry, len(doc.Keys))
-	for _, key := range sortedKeys(doc.Keys) {
+	for _, key := range slices.Sorted(maps.Keys(doc.Keys)) {
 		kd, kp := doc.Keys[key], fmt.Sprintf("%s.keys[%q]", kindBudget, key)
 		win, _, err := readBudgetKey(r, kd, b.cfg.MaxRespawns, kp)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		park, err := r.park(key, kd.Parked, kp+".parked")
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		m[key] = budgetEntry{win: win, park: park}
 	}
-	b.keys.replace(m, r.latestOff)
-	return nil
+	return m, r.latestOff, nil
 }
 
 // readBudgetKey reads the respawn window and last backoff of one key.

@@ -28,7 +28,7 @@ func TestBudgetDefaultsBackoffParkResume(t *testing.T) {
 	require.NoError(t, b.Spawn("s"))
 	require.NoError(t, b.Spawn("s"))
 	assert.Equal(t, 0, b.Respawns("s"))
-	assert.Empty(t, rec.all())
+	assert.Empty(t, rec.All())
 
 	causes := []error{errors.New("boom 1"), errors.New("boom 2"), errors.New("boom 3"), errors.New("boom 4")}
 	wantBackoffs := []time.Duration{500 * time.Millisecond, time.Second, 1500 * time.Millisecond}
@@ -44,10 +44,10 @@ func TestBudgetDefaultsBackoffParkResume(t *testing.T) {
 		require.NoError(t, b.Spawn("s"), "a session with budget left may spawn")
 		m.Add(d) // the supervisor waits the backoff, respawns, and it fails again at once
 	}
-	assert.Equal(t, wantEvents, rec.take())
+	assert.Equal(t, wantEvents, rec.Take())
 	assert.False(t, b.IsParked("s"))
 
-	// The fourth failure finds 3 respawns in the window: the session is parked.
+	// The fourth failure finds 3 respawns in the window: the key is parked.
 	parkedAt := m.Now()
 	require.Equal(t, coreT0.Add(3*time.Second), parkedAt)
 	d, err := b.Failed("s", causes[3])
@@ -58,7 +58,7 @@ func TestBudgetDefaultsBackoffParkResume(t *testing.T) {
 	assert.Equal(t, &ParkedError{Key: "s", Reason: "respawn_budget_exhausted", LastError: causes[3], Attempts: 3, Since: parkedAt}, pe)
 	assert.Same(t, causes[3], errors.Unwrap(err))
 	assert.Equal(t, []Event{{Kind: EventStartupExhausted, Key: "s", Time: parkedAt, Reason: "respawn_budget_exhausted",
-		LastError: causes[3], Attempts: 3, Limit: 3, Window: 60 * time.Second}}, rec.take())
+		LastError: causes[3], Attempts: 3, Limit: 3, Window: 60 * time.Second}}, rec.Take())
 	assert.True(t, b.IsParked("s"))
 	assert.Equal(t, []string{"s"}, b.Parked())
 
@@ -80,14 +80,14 @@ func TestBudgetDefaultsBackoffParkResume(t *testing.T) {
 		assert.Same(t, pe, fpe)
 		assert.Same(t, causes[3], errors.Unwrap(err))
 	}
-	assert.Empty(t, rec.all())
+	assert.Empty(t, rec.All())
 	assert.True(t, b.IsParked("s"))
 
 	// Resume clears the park and the window, and announces it.
 	resumedAt := m.Now()
 	require.NoError(t, b.Resume("s"))
 	assert.Equal(t, []Event{{Kind: EventResumed, Key: "s", Time: resumedAt, Reason: "respawn_budget_exhausted",
-		LastError: causes[3], Limit: 3, Window: 60 * time.Second}}, rec.take())
+		LastError: causes[3], Limit: 3, Window: 60 * time.Second}}, rec.Take())
 	assert.False(t, b.IsParked("s"))
 	assert.Empty(t, b.Parked())
 	require.NoError(t, b.Spawn("s"))
@@ -111,7 +111,7 @@ func TestBudgetResumeOfKeyNotParked(t *testing.T) {
 
 	err = b.Resume("never-seen")
 	require.ErrorIs(t, err, ErrNotParked)
-	assert.EqualError(t, err, `crashloop: session is not parked: "never-seen"`)
+	assert.EqualError(t, err, `crashloop: key is not parked: "never-seen"`)
 
 	_, err = b.Failed("failing", errors.New("boom"))
 	require.NoError(t, err)
@@ -139,7 +139,7 @@ func TestBudgetResumeAtStampsTheGivenTime(t *testing.T) {
 	assert.Equal(t, []Event{
 		{Kind: EventStartupExhausted, Key: "s", Time: coreT0, Reason: ReasonBudgetExhausted, LastError: cause, Limit: 0, Window: time.Minute},
 		{Kind: EventResumed, Key: "s", Time: coreT0.Add(time.Hour), Reason: ReasonBudgetExhausted, LastError: cause, Limit: 0, Window: time.Minute},
-	}, rec.all())
+	}, rec.All())
 }
 
 // MaxBackoff caps the linear curve: with room for 1000 respawns, attempts 1-9
@@ -165,7 +165,7 @@ func TestBudgetMaxBackoffCaps(t *testing.T) {
 	for attempt := 10; attempt <= 1000; attempt++ {
 		require.Equal(t, 5*time.Second, got[attempt-1], "attempt %d", attempt)
 	}
-	evs := rec.take()
+	evs := rec.Take()
 	require.Len(t, evs, 1000)
 	assert.Equal(t, Event{Kind: EventRespawnScheduled, Key: "s", Time: coreT0, LastError: evs[999].LastError,
 		Attempts: 1000, Limit: 1000, Window: 2 * time.Hour, Backoff: 5 * time.Second}, evs[999])
@@ -248,7 +248,7 @@ func TestBudgetRegainsFullBudgetWhenRespawnsAgeOut(t *testing.T) {
 	assert.Equal(t, 1, b.Respawns("s"), "the newest respawn is exactly 60s old and still counts")
 	m.Add(time.Nanosecond)
 	assert.Equal(t, 0, b.Respawns("s"))
-	rec.take()
+	rec.Take()
 
 	for _, want := range []time.Duration{500 * time.Millisecond, time.Second, 1500 * time.Millisecond} {
 		d, err := b.Failed("s", errors.New("boom"))
@@ -318,14 +318,14 @@ func TestBudgetForgetDropsState(t *testing.T) {
 		_, err = b.FailedAt("p", errors.New("boom"), coreT0)
 	}
 	require.ErrorIs(t, err, ErrParked)
-	rec.take()
+	rec.Take()
 	b.Forget("p")
 	assert.False(t, b.IsParked("p"))
 	require.NoError(t, b.Spawn("p"))
 	assert.Empty(t, b.Parked())
 	require.ErrorIs(t, b.Resume("p"), ErrNotParked)
 	b.Forget("never-seen")
-	assert.Empty(t, rec.all(), "Forget announces nothing")
+	assert.Empty(t, rec.All(), "Forget announces nothing")
 }
 
 func TestBudgetZeroRespawnsParksOnFirstFailure(t *testing.T) {
@@ -342,7 +342,7 @@ func TestBudgetZeroRespawnsParksOnFirstFailure(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, &ParkedError{Key: "s", Reason: ReasonBudgetExhausted, LastError: cause, Attempts: 0, Since: coreT0}, pe)
 	assert.Equal(t, []Event{{Kind: EventStartupExhausted, Key: "s", Time: coreT0, Reason: ReasonBudgetExhausted,
-		LastError: cause, Attempts: 0, Limit: 0, Window: time.Minute}}, rec.all())
+		LastError: cause, Attempts: 0, Limit: 0, Window: time.Minute}}, rec.All())
 }
 
 func TestBudgetZeroInitialBackoff(t *testing.T) {

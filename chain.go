@@ -2,6 +2,8 @@ package crashloop
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -265,20 +267,18 @@ func (d *ChainDetector) Snapshot() ([]byte, error) {
 		key string
 		chainEntry
 	}
-	d.keys.mu.Lock()
-	entries := make([]entry, 0, len(d.keys.order))
-	d.keys.each(func(key string, e *chainEntry) { entries = append(entries, entry{key, *e}) })
-	w := &writer{tb: d.keys.tb}
-	d.keys.mu.Unlock()
-	doc := &chainDoc{Version: SnapshotVersion, Kind: kindChain, Keys: make(map[string]chainKeyDoc, len(entries))}
-	for _, e := range entries {
-		doc.Keys[e.key] = w.chain(&e.chainState, e.escalated)
-	}
-	doc.Latest = w.latest()
-	if w.err != nil {
-		return nil, w.err
-	}
-	return encodeSnapshot(doc)
+	return takeSnapshot(&d.keys.mu, &d.keys.tb, func() []entry {
+		entries := make([]entry, 0, len(d.keys.order))
+		d.keys.each(func(key string, e *chainEntry) { entries = append(entries, entry{key, *e}) })
+		return entries
+	}, func(w *writer, entries []entry) any {
+		doc := &chainDoc{Version: SnapshotVersion, Kind: kindChain, Keys: make(map[string]chainKeyDoc, len(entries))}
+		for _, e := range entries {
+			doc.Keys[e.key] = w.chain(&e.chainState, e.escalated)
+		}
+		doc.Latest = w.latest()
+		return doc
+	})
 }
 
 // Restore is shorthand for RestoreAt(data, clock.Now()).
@@ -291,24 +291,24 @@ func (d *ChainDetector) Restore(data []byte) error { return d.RestoreAt(data, d.
 // ErrBadSnapshot and leaves the detector unchanged. It publishes no event
 // and is safe for concurrent use.
 func (d *ChainDetector) RestoreAt(data []byte, now time.Time) error {
-	var doc chainDoc
-	if err := decodeSnapshot(data, kindChain, &doc); err != nil {
-		return err
-	}
-	tb := d.keys.base()
-	r, err := newReader(&tb, now, doc.Latest, kindChain)
+	return restoreSnapshot(data, kindChain, now, &d.keys.mu, &d.keys.tb, d.read, d.keys.install)
+}
+
+// read checks a chain document and returns its keys and latest time, read
+// on tb.
+func (d *ChainDetector) read(doc *chainDoc, tb *timebase, now time.Time) (map[string]chainEntry, int64, error) {
+	r, err := newReader(tb, now, doc.Latest, kindChain)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	m := make(map[string]chainEntry, len(doc.Keys))
-	for _, key := range sortedKeys(doc.Keys) {
+	for _, key := range slices.Sorted(maps.Keys(doc.Keys)) {
 		kd := doc.Keys[key]
 		s, err := readChainKey(r, kd, d.cfg.MaxChain, fmt.Sprintf("%s.keys[%q]", kindChain, key))
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		m[key] = chainEntry{chainState: s, escalated: kd.Escalated}
 	}
-	d.keys.replace(m, r.latestOff)
-	return nil
+	return m, r.latestOff, nil
 }

@@ -26,7 +26,7 @@ func TestChainEscalatesOnFourthReactiveRescue(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, n)
 	}
-	assert.Empty(t, rec.all())
+	assert.Empty(t, rec.All())
 	assert.Equal(t, 3, d.ChainAt("seat-7", "sess-a", at(20)))
 	assert.Empty(t, d.NeedsHuman())
 
@@ -35,7 +35,7 @@ func TestChainEscalatesOnFourthReactiveRescue(t *testing.T) {
 	assert.EqualError(t, err, `crashloop: "seat-7" needs a human: crash-loop: gave up after 3 reactive rescues`)
 	assert.Equal(t, 3, n)
 	assert.Equal(t, []Event{{Kind: EventChainEscalated, Key: "seat-7", Incarnation: "sess-a", Time: at(30),
-		Reason: "crash-loop: gave up after 3 reactive rescues", Attempts: 3, Limit: 3, Window: 20 * time.Minute}}, rec.all())
+		Reason: "crash-loop: gave up after 3 reactive rescues", Attempts: 3, Limit: 3, Window: 20 * time.Minute}}, rec.All())
 	assert.Equal(t, []string{"seat-7"}, d.NeedsHuman())
 	assert.True(t, d.IsNeedsHuman("seat-7"))
 
@@ -55,7 +55,7 @@ func TestChainEscalatesOnFourthReactiveRescue(t *testing.T) {
 		require.ErrorIs(t, err, ErrNeedsHuman, "call %d", i)
 		assert.Equal(t, 3, n, "call %d", i)
 	}
-	assert.Len(t, rec.all(), 1)
+	assert.Len(t, rec.All(), 1)
 	assert.Equal(t, []string{"seat-7"}, d.NeedsHuman())
 
 	// Clear is the operator's reset: the chain and the mark are gone, and
@@ -67,7 +67,7 @@ func TestChainEscalatesOnFourthReactiveRescue(t *testing.T) {
 	n, err = d.RescueAt("seat-7", "sess-a", true, at(24*60))
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
-	evs := rec.all()
+	evs := rec.All()
 	require.Len(t, evs, 2)
 	assert.Equal(t, Event{Kind: EventResumed, Key: "seat-7", Incarnation: "sess-a", Time: at(24 * 60), Reason: ReasonNeedsHuman,
 		Attempts: 3, Limit: 3, Window: 20 * time.Minute}, evs[1])
@@ -75,7 +75,7 @@ func TestChainEscalatesOnFourthReactiveRescue(t *testing.T) {
 
 	// Clearing a key that was not marked announces nothing.
 	d.Clear("seat-7")
-	assert.Len(t, rec.all(), 2)
+	assert.Len(t, rec.All(), 2)
 }
 
 // A gap of exactly ResetGap keeps the chain; a nanosecond more breaks it.
@@ -132,7 +132,7 @@ func TestChainPlannedRescueEndsChain(t *testing.T) {
 		got = append(got, n)
 	}
 	assert.Equal(t, []int{1, 2, 0, 1, 2, 3}, got)
-	assert.Empty(t, rec.all())
+	assert.Empty(t, rec.All())
 	_, err = d.RescueAt("k", "i", true, coreT0.Add(6*time.Minute))
 	require.ErrorIs(t, err, ErrNeedsHuman)
 	assert.Equal(t, 1, rec.count(EventChainEscalated))
@@ -179,7 +179,7 @@ func TestChainAtIsNonRecording(t *testing.T) {
 	assert.Equal(t, 0, d.Chain("k", "other"))
 	assert.Equal(t, 0, d.Chain("other", "i"))
 	assert.Empty(t, d.NeedsHuman())
-	assert.Empty(t, rec.all())
+	assert.Empty(t, rec.All())
 
 	n, err := d.Rescue("k", "i", true)
 	require.NoError(t, err)
@@ -189,7 +189,7 @@ func TestChainAtIsNonRecording(t *testing.T) {
 	assert.Equal(t, 3, d.ChainAt("k", "i", last.Add(20*time.Minute)))
 	assert.Equal(t, 0, d.ChainAt("k", "i", last.Add(20*time.Minute+time.Nanosecond)))
 	assert.Empty(t, d.NeedsHuman(), "a query never escalates")
-	assert.Empty(t, rec.all())
+	assert.Empty(t, rec.All())
 }
 
 func TestChainNeedsHumanIsSorted(t *testing.T) {
@@ -236,7 +236,7 @@ func TestChainCatchesSixteenMinuteLoop(t *testing.T) {
 	assert.Equal(t, 4, crash, "caught on the 4th crash")
 	assert.Equal(t, []int{1, 2, 3}, chains)
 	assert.Equal(t, []Event{{Kind: EventChainEscalated, Key: "seat-7", Incarnation: "sess-1", Time: coreT0.Add(48 * time.Minute),
-		Reason: "crash-loop: gave up after 3 reactive rescues", Attempts: 3, Limit: 3, Window: 20 * time.Minute}}, rec.all())
+		Reason: "crash-loop: gave up after 3 reactive rescues", Attempts: 3, Limit: 3, Window: 20 * time.Minute}}, rec.All())
 }
 
 // A seat that dies every 31 minutes lands at most two restarts in any hour,

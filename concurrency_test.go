@@ -48,18 +48,8 @@ const coreRaceRounds = 20
 func TestConcurrentBudgetParksOnce(t *testing.T) {
 	for round := 0; round < coreRaceRounds; round++ {
 		m := coreMock()
-		count := &coreKindCounter{}
-		var mu sync.Mutex
-		var parkEvents []Event
-		h := EventHandlerFunc(func(ev Event) {
-			count.HandleEvent(ev)
-			if ev.Kind == EventStartupExhausted {
-				mu.Lock()
-				parkEvents = append(parkEvents, ev)
-				mu.Unlock()
-			}
-		})
-		b, err := NewRespawnBudget(DefaultBudgetConfig(), WithClock(m), WithEventHandler(h))
+		count, rec := &coreKindCounter{}, &coreRecorder{}
+		b, err := NewRespawnBudget(DefaultBudgetConfig(), WithClock(m), WithEventHandler(MultiHandler(count, rec)))
 		require.NoError(t, err)
 
 		causes := make([]error, 8)
@@ -94,6 +84,7 @@ func TestConcurrentBudgetParksOnce(t *testing.T) {
 
 		require.Equal(t, 1, count.get(EventStartupExhausted), "round %d", round)
 		require.Equal(t, 3, count.get(EventRespawnScheduled), "round %d", round)
+		parkEvents := rec.Filter(func(ev Event) bool { return ev.Kind == EventStartupExhausted })
 		require.Len(t, parkEvents, 1)
 		assert.Equal(t, Event{Kind: EventStartupExhausted, Key: "k", Time: coreT0, Reason: ReasonBudgetExhausted,
 			LastError: parked[0].LastError, Attempts: 3, Limit: 3, Window: time.Minute}, parkEvents[0])

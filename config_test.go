@@ -3,7 +3,6 @@ package crashloop
 import (
 	"errors"
 	"math"
-	"math/big"
 	"testing"
 	"time"
 
@@ -235,14 +234,52 @@ func TestConfigHugeValues(t *testing.T) {
 		assert.Equal(t, &ConfigError{Field: "window", Value: maxDur,
 			Rule: ">= the sum of the first 2 backoffs (18446744073709551614ns), or a crash loop never parks"}, ce)
 
-		// 1ns, 2ns, 3ns ... MaxInt ns: n(n+1)/2 nanoseconds.
+		// 1ns, 2ns, 3ns ... MaxInt ns: n(n+1)/2 nanoseconds, beyond
+		// MaxUint64: the sum saturates there, and still parks nothing.
 		_, err = NewRespawnBudget(BudgetConfig{MaxRespawns: math.MaxInt, Window: maxDur, InitialBackoff: 1, MaxBackoff: maxDur})
 		require.ErrorAs(t, err, &ce)
-		n := big.NewInt(math.MaxInt)
-		sum := new(big.Int).Mul(n, new(big.Int).Add(n, big.NewInt(1)))
-		sum.Rsh(sum, 1)
-		assert.Equal(t, "window", ce.Field)
-		assert.Equal(t, ">= the sum of the first 9223372036854775807 backoffs ("+sum.String()+"ns), or a crash loop never parks", ce.Rule)
+		assert.Equal(t, &ConfigError{Field: "window", Value: maxDur,
+			Rule: ">= the sum of the first 9223372036854775807 backoffs (at least 18446744073709551615ns), or a crash loop never parks"}, ce)
+	})
+
+	t.Run("sums at the edge of int64", func(t *testing.T) {
+		// One backoff of MaxInt64 fits a window of MaxInt64 exactly.
+		_, err := NewRespawnBudget(BudgetConfig{MaxRespawns: 1, Window: maxDur, InitialBackoff: maxDur, MaxBackoff: maxDur})
+		require.NoError(t, err)
+		// Two of 2^62 are one nanosecond more than MaxInt64.
+		_, err = NewRespawnBudget(BudgetConfig{MaxRespawns: 2, Window: maxDur, InitialBackoff: 1 << 62, MaxBackoff: 1 << 62})
+		var ce *ConfigError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, &ConfigError{Field: "window", Value: maxDur,
+			Rule: ">= the sum of the first 2 backoffs (9223372036854775808ns), or a crash loop never parks"}, ce)
+		// Two of 2^62 - 1 are MaxInt64 - 1: within the window.
+		_, err = NewRespawnBudget(BudgetConfig{MaxRespawns: 2, Window: maxDur, InitialBackoff: 1<<62 - 1, MaxBackoff: 1<<62 - 1})
+		require.NoError(t, err)
+		_, err = NewRespawnBudget(BudgetConfig{MaxRespawns: 2, Window: maxDur - 2, InitialBackoff: 1<<62 - 1, MaxBackoff: 1<<62 - 1})
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, ">= the sum of the first 2 backoffs (2562047h47m16.854775806s), or a crash loop never parks", ce.Rule)
+	})
+
+	t.Run("a curve's worst sum saturates", func(t *testing.T) {
+		// An exponential curve capped at MaxInt64 reaches it at once and
+		// stays there: MaxInt respawns of MaxInt64 saturate.
+		cfg := SupervisorConfig{Budget: BudgetConfig{MaxRespawns: math.MaxInt, Window: maxDur, InitialBackoff: 0, MaxBackoff: 0},
+			Backoff: Exponential(maxDur, 2, maxDur)}
+		_, err := NewSupervisor(cfg)
+		var ce *ConfigError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, &ConfigError{Field: "budget.window", Value: maxDur,
+			Rule: ">= the sum of the first 9223372036854775807 backoffs (at least 18446744073709551615ns), or a crash loop never parks"}, ce)
+		// Below saturation the sum is exact: 1s + 2s + 4s.
+		cfg.Backoff = Exponential(time.Second, 2, maxDur)
+		cfg.Budget.MaxRespawns = 3
+		cfg.Budget.Window = 7*time.Second - 1
+		_, err = NewSupervisor(cfg)
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, ">= the sum of the first 3 backoffs (7s), or a crash loop never parks", ce.Rule)
+		cfg.Budget.Window = 7 * time.Second
+		_, err = NewSupervisor(cfg)
+		require.NoError(t, err)
 	})
 
 	t.Run("max respawns near MaxInt with no backoff", func(t *testing.T) {
@@ -259,7 +296,7 @@ func TestConfigHugeValues(t *testing.T) {
 				}
 			})
 			assert.Equal(t, 1000, b.RespawnsAt("s", coreT0))
-			evs := rec.all()
+			evs := rec.All()
 			require.Len(t, evs, 1000)
 			assert.Equal(t, math.MaxInt, evs[999].Limit)
 			assert.Equal(t, 1000, evs[999].Attempts)

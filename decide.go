@@ -117,21 +117,6 @@ func (s *Supervisor) DecideAt(key string, r RunResult, now time.Time) Decision {
 	return d
 }
 
-// events holds the few events of one decision until the lock is released.
-type events struct {
-	evs [3]Event
-	n   int
-}
-
-func (e *events) add(ev Event) {
-	if ev.Kind != 0 {
-		e.evs[e.n] = ev
-		e.n++
-	}
-}
-
-func (e *events) list() []Event { return e.evs[:e.n] }
-
 // Restart reasons of EventRestartScheduled.
 const (
 	restartCrashed   = "crashed"

@@ -50,7 +50,7 @@ func TestDecideJudgesEachEnding(t *testing.T) {
 		respawnEv(2*time.Second, "w", boom, 3, millis(1500)),
 		exhaustedEv(3*time.Second, "w", crashloop.ReasonBudgetExhausted, boom, 3),
 	}, rec.events())
-	rec.take()
+	rec.Take()
 
 	// A crash after a healthy run (it lasted HealthyAfter, or it was
 	// Ready): the chain, and the curve's first step.
@@ -71,7 +71,7 @@ func TestDecideJudgesEachEnding(t *testing.T) {
 	assert.Equal(t, crashloop.Decision{Action: crashloop.ActionStop}, s.DecideAt("c", crashloop.RunResult{}, at(25*time.Second)))
 
 	kinds := []string{}
-	for _, ev := range rec.take() {
+	for _, ev := range rec.Take() {
 		kinds = append(kinds, fmt.Sprintf("%s %s %s %d", ev.Kind, ev.Key, ev.Reason, ev.Attempts))
 	}
 	assert.Equal(t, []string{
@@ -81,7 +81,7 @@ func TestDecideJudgesEachEnding(t *testing.T) {
 		"agent.restart_scheduled h planned 4",
 		"agent.startup_exhausted p permanent_error 0",
 		// w and p parked: 2 failing members of 3 (h, and c before its clean exit).
-		"fleet.breaker_tripped fleet channel crash-loop: 2/3 channels failing 7",
+		"fleet.breaker_tripped fleet fleet crash-loop: 2/3 keys failing 7",
 	}, kinds)
 
 	st := s.StatusAt(at(25 * time.Second))
@@ -103,7 +103,7 @@ func TestDecideRefusesTheEmptyKey(t *testing.T) {
 	assert.ErrorIs(t, s.Forget(""), crashloop.ErrInvalidKey)
 	assert.ErrorIs(t, s.Resume(""), crashloop.ErrNotParked)
 	assert.Empty(t, s.Status().Keys)
-	assert.Empty(t, rec.take())
+	assert.Empty(t, rec.Take())
 }
 
 // While the fleet breaker is tripped a restart is held, announced as held
@@ -122,12 +122,12 @@ func TestDecideHoldAndProceed(t *testing.T) {
 	// Restarts while tripped are held, not counted.
 	d = s.DecideAt("c", crashloop.RunResult{Err: boom}, at(51*time.Second))
 	assert.Equal(t, crashloop.Decision{Action: crashloop.ActionHold, Wait: 50 * time.Second}, d)
-	evs := rec.take()
+	evs := rec.Take()
 	require.Len(t, evs, 4)
 	assert.Equal(t, crashloop.Event{Kind: crashloop.EventRespawnScheduled, Key: "b", Time: at(time.Second), LastError: boom,
 		Attempts: 1, Limit: 3, Window: time.Minute, Backoff: 100 * time.Second, Held: true}, evs[1])
 	assert.Equal(t, crashloop.EventFleetTripped, evs[2].Kind, "announced after the restart that tripped it")
-	assert.Equal(t, "channel crash-loop: 2 restarts in 1h", evs[2].Reason)
+	assert.Equal(t, "fleet crash-loop: 2 restarts in 1h", evs[2].Reason)
 	assert.True(t, evs[3].Held)
 	st := s.StatusAt(at(51 * time.Second))
 	assert.Equal(t, crashloop.StateHeld, st.Keys["b"].State)
@@ -141,7 +141,7 @@ func TestDecideHoldAndProceed(t *testing.T) {
 	assert.Equal(t, crashloop.Decision{Action: crashloop.ActionHold, Wait: 50 * time.Second}, s.ProceedAt("c", at(101*time.Second)))
 	assert.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart}, s.ProceedAt("c", at(151*time.Second)))
 	assert.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart}, s.ProceedAt("a", at(151*time.Second)), "a was never held")
-	evs = rec.take()
+	evs = rec.Take()
 	require.Len(t, evs, 1)
 	assert.Equal(t, crashloop.EventFleetRearmed, evs[0].Kind)
 	assert.Equal(t, 0, s.StatusAt(at(151*time.Second)).Fleet.RestartsInHour, "a release is not counted again")

@@ -1,7 +1,7 @@
 // Package crashloop decides when to stop resurrecting something that keeps
 // dying. It offers four guards, each catching a failure mode the others miss:
 //
-//   - RespawnBudget: a session that fails to start again and again gets a
+//   - RespawnBudget: a key that fails to start again and again gets a
 //     bounded number of respawns in a rolling window (3 in 60s) with a linear
 //     backoff (500ms, 1s, 1.5s ... 5s), then is parked until an operator
 //     resumes it.

@@ -3,18 +3,19 @@ package crashloop
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // Sentinel errors. Test for them with errors.Is: the errors this package
 // returns wrap them with details.
 var (
-	// ErrParked is matched by every *ParkedError: the session is parked and
+	// ErrParked is matched by every *ParkedError: the key is parked and
 	// will not be started again until an operator resumes it.
-	ErrParked = errors.New("crashloop: session is parked")
+	ErrParked = errors.New("crashloop: key is parked")
 	// ErrNotParked is returned by Resume for a key that is not parked.
-	ErrNotParked = errors.New("crashloop: session is not parked")
+	ErrNotParked = errors.New("crashloop: key is not parked")
 	// ErrNeedsHuman is returned once a chain of reactive rescues reached its
 	// limit, until the key is cleared.
 	ErrNeedsHuman = errors.New("crashloop: crash loop needs a human")
@@ -51,11 +52,11 @@ func checkKey(key string) error {
 	return nil
 }
 
-// ParkedError is the refusal of a parked session: errors.Is(err, ErrParked)
+// ParkedError is the refusal of a parked key: errors.Is(err, ErrParked)
 // holds, and errors.Unwrap gives LastError, the failure that parked it. A
 // ParkedError is immutable once returned and may be shared between callers.
 type ParkedError struct {
-	Key       string    // the parked session's key
+	Key       string    // the parked key
 	Reason    string    // why it was parked, e.g. "respawn_budget_exhausted"
 	LastError error     // the failure that parked it
 	Attempts  int       // what the deciding guard counted: respawns, reactive rescues or restarts
@@ -63,15 +64,15 @@ type ParkedError struct {
 }
 
 // Error returns a one-line description naming the key, the reason, what was
-// counted, how to recover and the last error, e.g. `crashloop: session
+// counted, how to recover and the last error, e.g. `crashloop: key
 // "worker-7" is parked (respawn_budget_exhausted after 3 respawns; resume it
 // once the cause is fixed): dial tcp: connection refused`.
 func (e *ParkedError) Error() string {
 	what := e.Reason
 	if noun := attemptNoun(e.Reason); noun != "" {
-		what += " after " + plural(e.Attempts, noun)
+		what += " after " + errtext.Plural(e.Attempts, noun)
 	}
-	msg := fmt.Sprintf("crashloop: session %q is parked (%s; resume it once the cause is fixed)", e.Key, what)
+	msg := fmt.Sprintf("crashloop: key %q is parked (%s; resume it once the cause is fixed)", e.Key, what)
 	if e.LastError != nil {
 		msg += ": " + e.LastError.Error()
 	}
@@ -90,15 +91,6 @@ func attemptNoun(reason string) string {
 		return "restart"
 	}
 	return ""
-}
-
-// plural writes n and noun, adding an s unless n is 1: "1 respawn", "3
-// respawns".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // Is reports whether target is ErrParked.
@@ -131,7 +123,7 @@ func (e *needsHumanError) Unwrap() error { return e.cause }
 // chainReason is the reason of EventChainEscalated, in the words of the
 // rescue daemon that first built this guard.
 func chainReason(n int) string {
-	return "crash-loop: gave up after " + plural(n, "reactive rescue")
+	return "crash-loop: gave up after " + errtext.Plural(n, "reactive rescue")
 }
 
 // ConfigError is a rejected setting: errors.Is(err, ErrInvalidConfig) holds.

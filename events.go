@@ -19,12 +19,12 @@ const (
 	// granted a respawn after a failed start; Event.Backoff is the wait
 	// before it.
 	EventRespawnScheduled EventKind = iota + 1
-	// EventStartupExhausted ("agent.startup_exhausted"): a session is
+	// EventStartupExhausted ("agent.startup_exhausted"): a key is
 	// parked. From a RespawnBudget the reason is always
 	// "respawn_budget_exhausted"; a Supervisor also parks with
 	// "permanent_error".
 	EventStartupExhausted
-	// EventResumed ("agent.resumed"): an operator resumed a parked session,
+	// EventResumed ("agent.resumed"): an operator resumed a parked key,
 	// or cleared a key that needed a human.
 	EventResumed
 	// EventChainEscalated ("rescue.needs_human"): a chain of reactive
@@ -35,8 +35,8 @@ const (
 	// or hourly cap parked the key.
 	EventGuardTripped
 	// EventFleetTripped ("fleet.breaker_tripped"): the fleet breaker tripped.
-	// Its Reason is "channel crash-loop: N/M channels failing" for a trip on
-	// the failing fraction, and "channel crash-loop: N restarts in 1h" for a
+	// Its Reason is "fleet crash-loop: N/M keys failing" for a trip on
+	// the failing fraction, and "fleet crash-loop: N restarts in 1h" for a
 	// trip on the restart rate.
 	EventFleetTripped
 	// EventFleetRearmed ("fleet.breaker_rearmed"): the fleet breaker re-armed
@@ -97,7 +97,7 @@ func (k EventKind) Resumes() bool { return k == EventResumed }
 // never delivered.
 type Event struct {
 	Kind        EventKind     // what changed; String gives its dotted name
-	Key         string        // session, seat or channel id; a guard's or fleet's WithName
+	Key         string        // the key; a guard's or fleet's WithName
 	Incarnation string        // chain events: the incarnation whose chain escalated
 	Time        time.Time     // from the injected clock (or the explicit now)
 	Reason      string        // e.g. "respawn_budget_exhausted"
@@ -182,3 +182,19 @@ func emitAll(h EventHandler, evs []Event) {
 		emit(h, ev)
 	}
 }
+
+// events holds the few events of one call (three at most) until its lock
+// is released, so that they are delivered after the change is committed.
+type events struct {
+	evs [3]Event
+	n   int
+}
+
+func (e *events) add(ev Event) {
+	if ev.Kind != 0 {
+		e.evs[e.n] = ev
+		e.n++
+	}
+}
+
+func (e *events) list() []Event { return e.evs[:e.n] }

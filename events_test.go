@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"testing"
 	"time"
 
@@ -59,7 +58,7 @@ func TestEventKindStopsAndResumes(t *testing.T) {
 func TestParkedErrorText(t *testing.T) {
 	cause := errors.New("adapter binary not found")
 	pe := &ParkedError{Key: "sess-1", Reason: ReasonBudgetExhausted, LastError: cause, Attempts: 3, Since: coreT0}
-	assert.Equal(t, `crashloop: session "sess-1" is parked (respawn_budget_exhausted after 3 respawns; resume it once the cause is fixed): adapter binary not found`, pe.Error())
+	assert.Equal(t, `crashloop: key "sess-1" is parked (respawn_budget_exhausted after 3 respawns; resume it once the cause is fixed): adapter binary not found`, pe.Error())
 	assert.ErrorIs(t, pe, ErrParked)
 	assert.ErrorIs(t, pe, cause)
 	assert.NotErrorIs(t, pe, ErrNotParked)
@@ -67,7 +66,7 @@ func TestParkedErrorText(t *testing.T) {
 	assert.Same(t, cause, errors.Unwrap(pe))
 
 	bare := &ParkedError{Key: "sess-2", Reason: ReasonBudgetExhausted}
-	assert.Equal(t, `crashloop: session "sess-2" is parked (respawn_budget_exhausted after 0 respawns; resume it once the cause is fixed)`, bare.Error())
+	assert.Equal(t, `crashloop: key "sess-2" is parked (respawn_budget_exhausted after 0 respawns; resume it once the cause is fixed)`, bare.Error())
 	assert.ErrorIs(t, bare, ErrParked)
 	assert.Nil(t, errors.Unwrap(bare))
 
@@ -85,7 +84,7 @@ func TestParkedErrorText(t *testing.T) {
 		{ReasonPermanent, 2, "permanent_error"},
 	} {
 		pe := &ParkedError{Key: "k", Reason: tc.reason, Attempts: tc.n}
-		assert.Equal(t, `crashloop: session "k" is parked (`+tc.want+`; resume it once the cause is fixed)`, pe.Error())
+		assert.Equal(t, `crashloop: key "k" is parked (`+tc.want+`; resume it once the cause is fixed)`, pe.Error())
 	}
 
 	// Wrapped further by a caller, it is still found.
@@ -102,40 +101,60 @@ func TestParkedWithNilCause(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.Failed("s", nil)
 	require.ErrorIs(t, err, ErrParked)
-	assert.EqualError(t, err, `crashloop: session "s" is parked (respawn_budget_exhausted after 0 respawns; resume it once the cause is fixed)`)
+	assert.EqualError(t, err, `crashloop: key "s" is parked (respawn_budget_exhausted after 0 respawns; resume it once the cause is fixed)`)
 	assert.Nil(t, errors.Unwrap(err))
 }
 
 func TestSentinelErrorText(t *testing.T) {
-	assert.EqualError(t, ErrParked, "crashloop: session is parked")
-	assert.EqualError(t, ErrNotParked, "crashloop: session is not parked")
+	assert.EqualError(t, ErrParked, "crashloop: key is parked")
+	assert.EqualError(t, ErrNotParked, "crashloop: key is not parked")
 	assert.EqualError(t, ErrNeedsHuman, "crashloop: crash loop needs a human")
 	assert.EqualError(t, ErrInvalidConfig, "crashloop: invalid configuration")
 }
 
 func TestLinearSum(t *testing.T) {
 	ms := time.Millisecond
+	const maxDur = time.Duration(math.MaxInt64)
 	for _, tc := range []struct {
 		initial, max time.Duration
 		n            int
-		want         string
+		want         uint64
 	}{
-		{500 * ms, 5 * time.Second, 0, "0"},
-		{500 * ms, 5 * time.Second, 1, "500000000"},
-		{500 * ms, 5 * time.Second, 3, "3000000000"},
-		{500 * ms, 5 * time.Second, 10, "27500000000"},
-		{500 * ms, 5 * time.Second, 20, "77500000000"},
-		{0, 5 * time.Second, 1000, "0"},
-		{time.Second, time.Second, 5, "5000000000"},
-		{math.MaxInt64, math.MaxInt64, 2, "18446744073709551614"},
+		{500 * ms, 5 * time.Second, 0, 0},
+		{500 * ms, 5 * time.Second, 1, 500000000},
+		{500 * ms, 5 * time.Second, 3, 3000000000},
+		{500 * ms, 5 * time.Second, 10, 27500000000},
+		{500 * ms, 5 * time.Second, 20, 77500000000},
+		{0, 5 * time.Second, 1000, 0},
+		{time.Second, time.Second, 5, 5000000000},
+		{maxDur, maxDur, 1, math.MaxInt64},
+		{1 << 62, 1 << 62, 2, math.MaxInt64 + 1},
+		{maxDur, maxDur, 2, math.MaxUint64 - 1}, // the largest sum of two
+		{maxDur, maxDur, 3, math.MaxUint64},     // saturated
+		// 1ns, 2ns ... 6074000999ns: n(n+1)/2 = 18446744070963499500, the
+		// largest triangle below MaxUint64; one more step saturates.
+		{1, maxDur, 6074000999, 18446744070963499500},
+		{1, maxDur, 6074001000, math.MaxUint64},
+		// k = MaxInt64 steps below the cap: k+1 must not wrap around.
+		{1, maxDur, math.MaxInt, math.MaxUint64},
+		// k odd and k+1 even, and the reverse: 1+2+3 and 1+2+3+4, then the cap.
+		{1, 3, 5, 12},
+		{1, 4, 5, 14},
 	} {
-		assert.Equal(t, tc.want, linearSum(tc.initial, tc.max, tc.n).String(), "%v %v %d", tc.initial, tc.max, tc.n)
+		assert.Equal(t, tc.want, linearSum(tc.initial, tc.max, tc.n), "%v %v %d", tc.initial, tc.max, tc.n)
 	}
-	// k = MaxInt64 steps below the cap: k+1 must not wrap around.
-	n := big.NewInt(math.MaxInt64)
-	want := new(big.Int).Mul(n, new(big.Int).Add(n, big.NewInt(1)))
-	want.Rsh(want, 1)
-	assert.Equal(t, want.String(), linearSum(1, math.MaxInt64, math.MaxInt).String())
+}
+
+// addSat and mulSat are exact up to math.MaxUint64 and saturate there.
+func TestSaturatingSums(t *testing.T) {
+	assert.Equal(t, uint64(math.MaxUint64), addSat(math.MaxUint64-1, 1))
+	assert.Equal(t, uint64(math.MaxUint64), addSat(math.MaxUint64-1, 2))
+	assert.Equal(t, uint64(math.MaxUint64), addSat(math.MaxUint64, math.MaxUint64))
+	assert.Equal(t, uint64(math.MaxUint64-1), addSat(math.MaxUint64-2, 1))
+	assert.Equal(t, uint64(math.MaxUint64-1), mulSat(math.MaxUint64/2, 2))
+	assert.Equal(t, uint64(math.MaxUint64), mulSat(1<<32, 1<<32))
+	assert.Equal(t, uint64(1<<63), mulSat(1<<32, 1<<31))
+	assert.Equal(t, uint64(0), mulSat(0, math.MaxUint64))
 }
 
 // WithEventHandler(nil), a nil EventHandlerFunc and a nil Option mean no
@@ -181,7 +200,7 @@ func TestOptionsNilHandler(t *testing.T) {
 			})
 		})
 	}
-	assert.Empty(t, rec.all())
+	assert.Empty(t, rec.All())
 }
 
 // WithClock(nil) and no WithClock mean the real clock.
@@ -206,7 +225,7 @@ func TestOptionsNilClockIsRealClock(t *testing.T) {
 			require.NoError(t, err)
 			after := time.Now()
 
-			evs := rec.all()
+			evs := rec.All()
 			require.Len(t, evs, 2)
 			for _, ev := range evs {
 				assert.False(t, ev.Time.Before(before), "%v is before %v", ev.Time, before)

@@ -77,10 +77,10 @@ func ExampleSupervisor_Resume() {
 	}
 	fmt.Println("parked:", sup.Parked())
 	// Output:
-	// level=WARN msg="session \"importer\" failed; respawn 1/2 now" event=agent.respawn_scheduled key=importer attempts=1 limit=2 window=60s backoff=0s last_error="missing API token"
-	// level=WARN msg="session \"importer\" failed; respawn 2/2 now" event=agent.respawn_scheduled key=importer attempts=2 limit=2 window=60s backoff=0s last_error="missing API token"
-	// level=ERROR msg="session \"importer\" parked (respawn_budget_exhausted, 2 respawns in 60s); it stays parked until an operator resumes it" event=agent.startup_exhausted key=importer reason=respawn_budget_exhausted attempts=2 limit=2 window=60s last_error="missing API token"
+	// level=WARN msg="key \"importer\" failed; respawn 1/2 now" event=agent.respawn_scheduled key=importer attempts=1 limit=2 window=60s backoff=0s last_error="missing API token"
+	// level=WARN msg="key \"importer\" failed; respawn 2/2 now" event=agent.respawn_scheduled key=importer attempts=2 limit=2 window=60s backoff=0s last_error="missing API token"
+	// level=ERROR msg="key \"importer\" parked (respawn_budget_exhausted, 2 respawns in 60s); it stays parked until an operator resumes it" event=agent.startup_exhausted key=importer reason=respawn_budget_exhausted attempts=2 limit=2 window=60s last_error="missing API token"
 	// parked: true [importer]
-	// level=INFO msg="session \"importer\" resumed with a full respawn budget" event=agent.resumed key=importer reason=respawn_budget_exhausted limit=2 window=60s last_error="missing API token"
+	// level=INFO msg="key \"importer\" resumed with a full respawn budget" event=agent.resumed key=importer reason=respawn_budget_exhausted limit=2 window=60s last_error="missing API token"
 	// parked: []
 }

@@ -58,7 +58,7 @@ func ExampleRespawnBudget() {
 	// respawn in 1.5s
 	// event agent.startup_exhausted: key=session-42 reason=respawn_budget_exhausted
 	// parked: true
-	// spawn refused: crashloop: session "session-42" is parked (respawn_budget_exhausted after 3 respawns; resume it once the cause is fixed): adapter binary not found
+	// spawn refused: crashloop: key "session-42" is parked (respawn_budget_exhausted after 3 respawns; resume it once the cause is fixed): adapter binary not found
 	// parked sessions: [session-42]
 	// event agent.resumed: key=session-42 reason=respawn_budget_exhausted
 	// after resume, respawn in 500ms
@@ -201,10 +201,10 @@ func ExampleFleetSupervisionPolicy() {
 
 	// Output:
 	// 1 of 4 failing, tripped: false
-	// event fleet.breaker_tripped: channel crash-loop: 2/4 channels failing
+	// event fleet.breaker_tripped: fleet crash-loop: 2/4 keys failing
 	// 2 of 4 failing, tripped: true
 	// restart held: true
 	// {"breaker_tripped":true,"fleet_restarts_per_hour":40,"failing_channels":2,"total_channels":4,"restarts_in_hour":0,"rearm_at":"2026-03-01T09:02:00Z"}
-	// event fleet.breaker_rearmed: channel crash-loop: 2/4 channels failing
+	// event fleet.breaker_rearmed: fleet crash-loop: 2/4 keys failing
 	// tripped after the cooldown: false
 }

@@ -20,8 +20,8 @@ type FleetConfig struct {
 	// rejected).
 	FailingFraction float64
 	// MinFailing is the fewest failing members that may trip the breaker on
-	// the fraction: one bad channel is the per-channel guards' job, so a
-	// 1-channel fleet never false-trips. Config key "min_failing". Default
+	// the fraction: one bad key is the per-key guards' job, so a 1-key
+	// fleet never false-trips. Config key "min_failing". Default
 	// 2; >= 1 (1 opts into single-member trips).
 	MinFailing int
 	// Cooldown is how long the breaker holds restarts once tripped; at trip
@@ -92,7 +92,7 @@ func (c FleetConfig) noteRestart(f *fleetState, t int64) (tripped, now bool) {
 	f.hour.prune(t, fleetHour)
 	f.hour.push(t, c.RestartsPerHour)
 	if n := f.hour.len(); n >= c.RestartsPerHour {
-		f.trip(t, fmt.Sprintf("channel crash-loop: %d restarts in %s", n, formatDuration(fleetHour)))
+		f.trip(t, fmt.Sprintf("fleet crash-loop: %d restarts in %s", n, formatDuration(fleetHour)))
 		return true, true
 	}
 	return false, false
@@ -115,12 +115,23 @@ func (c FleetConfig) noteState(f *fleetState, failing, total int, t int64) (trip
 		return true, false
 	}
 	f.hour.prune(t, fleetHour)
-	f.trip(t, fmt.Sprintf("channel crash-loop: %d/%d channels failing", failing, total))
+	f.trip(t, fmt.Sprintf("fleet crash-loop: %d/%d keys failing", failing, total))
 	return true, true
 }
 
 func (f *fleetState) trip(t int64, reason string) {
 	f.tripped, f.since, f.reason = true, t, reason
+}
+
+// FleetChange is a change of the fleet breaker, a trip or a re-arm, with
+// what the event announcing it carries: the Verdict of a Ledger's step
+// holds the ones it made. It is a plain value, safe to copy; its zero value
+// is a change with no reason and no counts.
+type FleetChange struct {
+	Reason   string // why the breaker tripped
+	Restarts int    // restarts in the rolling hour
+	Failing  int    // failing members, as noted
+	Total    int    // members, as noted
 }
 
 // change is the FleetChange of the breaker as it stands.
@@ -233,7 +244,7 @@ func (p *FleetSupervisionPolicy) NoteRestart() bool { return p.NoteRestartAt(p.o
 // NoteRestartAt records a restart of any member at now into the rolling hour
 // and reports whether the breaker is tripped (tripped now, or still cooling
 // down). It trips when the hour holds RestartsPerHour restarts, publishing
-// EventFleetTripped (Reason "channel crash-loop: N restarts in 1h"). While
+// EventFleetTripped (Reason "fleet crash-loop: N restarts in 1h"). While
 // tripped it records nothing: held restarts must not renew the window.
 func (p *FleetSupervisionPolicy) NoteRestartAt(now time.Time) bool {
 	t, rearmed := p.lockAt(now)
@@ -253,8 +264,8 @@ func (p *FleetSupervisionPolicy) NoteFleetState(failing, total int) bool {
 
 // NoteFleetStateAt notes that failing of total members are failing (parked,
 // needing a human, out of budget) at now, and reports whether the breaker is
-// tripped. It trips (publishing EventFleetTripped with Reason "channel
-// crash-loop: N/M channels failing"), or while tripped extends the hold to
+// tripped. It trips (publishing EventFleetTripped with Reason "fleet
+// crash-loop: N/M keys failing"), or while tripped extends the hold to
 // Cooldown from now, when failing >= MinFailing and failing/total >=
 // FailingFraction. It records no restart. Negative counts are read as 0 and
 // failing is capped at total.
@@ -302,16 +313,15 @@ func (p *FleetSupervisionPolicy) Reset() {
 // fleetDoc is the snapshot document of a FleetSupervisionPolicy, and the
 // fleet part of a Supervisor's (see docs/snapshot.md).
 type fleetDoc struct {
-	Version    int      `json:"version"`
-	Kind       string   `json:"kind"`
-	Latest     string   `json:"latest,omitempty"`
-	Restarts   []string `json:"restarts"`
-	Tripped    bool     `json:"tripped"`
-	Since      string   `json:"since,omitempty"`
-	SinceClock string   `json:"since_clock,omitempty"` // read for older documents; no longer written
-	Reason     string   `json:"reason,omitempty"`
-	Failing    int      `json:"failing"`
-	Total      int      `json:"total"`
+	Version  int      `json:"version"`
+	Kind     string   `json:"kind"`
+	Latest   string   `json:"latest,omitempty"`
+	Restarts []string `json:"restarts"`
+	Tripped  bool     `json:"tripped"`
+	Since    string   `json:"since,omitempty"`
+	Reason   string   `json:"reason,omitempty"`
+	Failing  int      `json:"failing"`
+	Total    int      `json:"total"`
 }
 
 // fleet writes a fleet state as a document.
@@ -328,7 +338,7 @@ func (w *writer) fleet(f *fleetState) *fleetDoc {
 // copyFleet returns a copy of f that shares no memory with it.
 func copyFleet(f *fleetState) fleetState {
 	c := *f
-	c.hour = window{buf: f.hour.appendTo(nil), n: f.hour.n}
+	c.hour = copyWindow(&f.hour)
 	return c
 }
 
@@ -362,13 +372,8 @@ func readFleet(doc *fleetDoc, tb *timebase, limit int, now time.Time, path strin
 			return f, 0, err
 		}
 		f.since = r.off(since)
-		if doc.SinceClock != "" {
-			if _, err := r.time(doc.SinceClock, path+".since_clock"); err != nil {
-				return f, 0, err
-			}
-		}
-		if f.reason == "" { // a document from before reasons were kept
-			f.reason = fmt.Sprintf("channel crash-loop: %d/%d channels failing", f.failing, f.total)
+		if doc.Tripped && f.reason == "" {
+			return f, 0, badSnapshot("%s.reason: missing: a tripped breaker must say why", path)
 		}
 	}
 	return f, r.latestOff, nil
@@ -382,15 +387,8 @@ func readFleet(doc *fleetDoc, tb *timebase, limit int, now time.Time, path strin
 // only for a time that cannot be written and read back. It is safe for
 // concurrent use.
 func (p *FleetSupervisionPolicy) Snapshot() ([]byte, error) {
-	p.mu.Lock()
-	f := copyFleet(&p.f)
-	w := &writer{tb: p.tb}
-	p.mu.Unlock()
-	doc := w.fleet(&f)
-	if w.err != nil {
-		return nil, w.err
-	}
-	return encodeSnapshot(doc)
+	return takeSnapshot(&p.mu, &p.tb, func() fleetState { return copyFleet(&p.f) },
+		func(w *writer, f fleetState) any { return w.fleet(&f) })
 }
 
 // Restore is shorthand for RestoreAt(data, clock.Now()).
@@ -405,20 +403,9 @@ func (p *FleetSupervisionPolicy) Restore(data []byte) error {
 // restore returns an error matching ErrBadSnapshot and leaves the breaker
 // unchanged. It publishes no event and is safe for concurrent use.
 func (p *FleetSupervisionPolicy) RestoreAt(data []byte, now time.Time) error {
-	var doc fleetDoc
-	if err := decodeSnapshot(data, kindFleet, &doc); err != nil {
-		return err
-	}
-	p.mu.Lock()
-	tb := p.tb
-	p.mu.Unlock()
-	f, latest, err := readFleet(&doc, &tb, p.cfg.RestartsPerHour, now, kindFleet)
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	p.tb.raise(latest)
-	p.f = f
-	p.mu.Unlock()
-	return nil
+	return restoreSnapshot(data, kindFleet, now, &p.mu, &p.tb,
+		func(doc *fleetDoc, tb *timebase, now time.Time) (fleetState, int64, error) {
+			return readFleet(doc, tb, p.cfg.RestartsPerHour, now, kindFleet)
+		},
+		func(f fleetState) error { p.f = f; return nil })
 }

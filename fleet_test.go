@@ -35,7 +35,7 @@ func coreTripFleetAt(t *testing.T, p *FleetSupervisionPolicy, now time.Time) {
 }
 
 // coreRateReason is the reason of a trip on the default rate.
-const coreRateReason = "channel crash-loop: 40 restarts in 1h"
+const coreRateReason = "fleet crash-loop: 40 restarts in 1h"
 
 func coreFleetEvent(kind EventKind, at time.Time, reason string, attempts, failing, total int) Event {
 	return Event{Kind: kind, Key: "fleet", Time: at, Reason: reason, Attempts: attempts,
@@ -51,13 +51,13 @@ func TestFleetTripsOnFortiethRestart(t *testing.T) {
 	}
 	assert.Equal(t, 39, p.StatusAt(coreT0.Add(38*time.Minute)).RestartsInHour)
 	assert.False(t, p.TrippedAt(coreT0.Add(38*time.Minute)))
-	assert.Empty(t, rec.all())
+	assert.Empty(t, rec.All())
 
 	tripAt := coreT0.Add(39 * time.Minute)
 	assert.True(t, p.NoteRestartAt(tripAt), "restart 40")
 	assert.True(t, p.TrippedAt(tripAt))
 	assert.Equal(t, []Event{{Kind: EventFleetTripped, Key: "fleet", Time: tripAt, Reason: coreRateReason,
-		Attempts: 40, Limit: 40, Window: 120 * time.Second}}, rec.all())
+		Attempts: 40, Limit: 40, Window: 120 * time.Second}}, rec.All())
 }
 
 // A restart exactly an hour old still counts towards the rate; one a
@@ -88,7 +88,7 @@ func TestFleetHeldRestartsAndRearm(t *testing.T) {
 	p, rec := coreFleet(t, DefaultFleetConfig())
 	tripAt := coreT0
 	coreTripFleetAt(t, p, tripAt)
-	assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, tripAt, coreRateReason, 40, 0, 0)}, rec.take())
+	assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, tripAt, coreRateReason, 40, 0, 0)}, rec.Take())
 
 	for s := 1; s < 120; s++ {
 		now := tripAt.Add(time.Duration(s) * time.Second)
@@ -96,21 +96,21 @@ func TestFleetHeldRestartsAndRearm(t *testing.T) {
 		require.Equal(t, 40, p.StatusAt(now).RestartsInHour, "held restarts are not recorded")
 	}
 	assert.True(t, p.TrippedAt(tripAt.Add(120*time.Second-time.Nanosecond)))
-	assert.Empty(t, rec.all())
+	assert.Empty(t, rec.All())
 
 	rearmAt := tripAt.Add(120 * time.Second)
 	assert.False(t, p.TrippedAt(rearmAt))
-	assert.Equal(t, []Event{coreFleetEvent(EventFleetRearmed, rearmAt, coreRateReason, 0, 0, 0)}, rec.take())
+	assert.Equal(t, []Event{coreFleetEvent(EventFleetRearmed, rearmAt, coreRateReason, 0, 0, 0)}, rec.Take())
 	assert.Equal(t, 0, p.StatusAt(rearmAt).RestartsInHour, "re-arm clears the hour")
 	assert.False(t, p.TrippedAt(rearmAt))
-	assert.Empty(t, rec.all(), "re-armed once")
+	assert.Empty(t, rec.All(), "re-armed once")
 
 	// The hour is really empty: it takes 40 fresh restarts to trip again.
 	for i := 0; i < 39; i++ {
 		require.False(t, p.NoteRestartAt(rearmAt), "restart %d after re-arm", i+1)
 	}
 	assert.True(t, p.NoteRestartAt(rearmAt))
-	assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, rearmAt, coreRateReason, 40, 0, 0)}, rec.all())
+	assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, rearmAt, coreRateReason, 40, 0, 0)}, rec.All())
 }
 
 // The re-arm happens on whichever call first sees trip + Cooldown.
@@ -133,13 +133,13 @@ func TestFleetRearmsOnAnyCall(t *testing.T) {
 			p, rec := coreFleet(t, DefaultFleetConfig())
 			coreTripFleetAt(t, p, tripAt)
 			assert.True(t, tc.call(p, rearmAt.Add(-time.Nanosecond)), "1ns before the end of the cooldown")
-			assert.Equal(t, 1, len(rec.all()))
+			assert.Equal(t, 1, len(rec.All()))
 
 			assert.False(t, tc.call(p, rearmAt))
-			assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, tripAt, coreRateReason, 40, 0, 0), coreFleetEvent(EventFleetRearmed, rearmAt, coreRateReason, 0, 0, tc.total)}, rec.all())
+			assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, tripAt, coreRateReason, 40, 0, 0), coreFleetEvent(EventFleetRearmed, rearmAt, coreRateReason, 0, 0, tc.total)}, rec.All())
 			assert.Equal(t, tc.after, p.StatusAt(rearmAt).RestartsInHour)
 			assert.False(t, p.TrippedAt(rearmAt))
-			assert.Len(t, rec.all(), 2, "re-armed exactly once")
+			assert.Len(t, rec.All(), 2, "re-armed exactly once")
 		})
 	}
 
@@ -160,7 +160,7 @@ func TestFleetRearmsOnAnyCall(t *testing.T) {
 		m.Add(time.Nanosecond)
 		assert.False(t, p.Status().BreakerTripped)
 		assert.Equal(t, 1, rec.count(EventFleetRearmed))
-		assert.Equal(t, coreT0.Add(120*time.Second), rec.all()[1].Time)
+		assert.Equal(t, coreT0.Add(120*time.Second), rec.All()[1].Time)
 	})
 }
 
@@ -190,9 +190,9 @@ func TestFleetFailingFraction(t *testing.T) {
 		assert.Equal(t, tc.trip, p.NoteFleetStateAt(tc.failing, tc.total, coreT0), "%d/%d, min_failing %d", tc.failing, tc.total, tc.minFailing)
 		assert.Equal(t, tc.trip, p.TrippedAt(coreT0))
 		if tc.trip {
-			assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, coreT0, fmt.Sprintf("channel crash-loop: %d/%d channels failing", tc.failing, tc.total), 0, tc.failing, tc.total)}, rec.all())
+			assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, coreT0, fmt.Sprintf("fleet crash-loop: %d/%d keys failing", tc.failing, tc.total), 0, tc.failing, tc.total)}, rec.All())
 		} else {
-			assert.Empty(t, rec.all(), "%d/%d, min_failing %d", tc.failing, tc.total, tc.minFailing)
+			assert.Empty(t, rec.All(), "%d/%d, min_failing %d", tc.failing, tc.total, tc.minFailing)
 		}
 	}
 }
@@ -203,8 +203,8 @@ func TestFleetTripEventPayload(t *testing.T) {
 	p.NoteRestartAt(coreT0.Add(time.Second))
 	require.True(t, p.NoteFleetStateAt(2, 4, coreT0.Add(2*time.Second)))
 	assert.Equal(t, []Event{{Kind: EventFleetTripped, Key: "fleet", Time: coreT0.Add(2 * time.Second),
-		Reason: "channel crash-loop: 2/4 channels failing", Attempts: 2, Limit: 40, Window: 120 * time.Second,
-		Failing: 2, Total: 4}}, rec.all())
+		Reason: "fleet crash-loop: 2/4 keys failing", Attempts: 2, Limit: 40, Window: 120 * time.Second,
+		Failing: 2, Total: 4}}, rec.All())
 }
 
 // A trip by rate gives the rate as its reason, and carries the fleet state
@@ -214,7 +214,7 @@ func TestFleetRateTripReportsTheRate(t *testing.T) {
 	require.False(t, p.NoteFleetStateAt(1, 4, coreT0))
 	coreTripFleetAt(t, p, coreT0)
 	assert.Equal(t, []Event{{Kind: EventFleetTripped, Key: "fleet", Time: coreT0, Reason: coreRateReason,
-		Attempts: 40, Limit: 40, Window: 120 * time.Second, Failing: 1, Total: 4}}, rec.all())
+		Attempts: 40, Limit: 40, Window: 120 * time.Second, Failing: 1, Total: 4}}, rec.All())
 }
 
 // While tripped, a fleet state that still qualifies extends the hold to
@@ -225,16 +225,16 @@ func TestFleetStateExtendsHold(t *testing.T) {
 		require.True(t, p.NoteFleetStateAt(2, 4, coreT0))
 		extendedAt := coreT0.Add(100 * time.Second)
 		require.True(t, p.NoteFleetStateAt(3, 4, extendedAt))
-		assert.Len(t, rec.all(), 1, "an extension is not a new trip")
+		assert.Len(t, rec.All(), 1, "an extension is not a new trip")
 
 		assert.True(t, p.TrippedAt(coreT0.Add(120*time.Second)), "the original cooldown no longer applies")
 		assert.True(t, p.TrippedAt(extendedAt.Add(120*time.Second-time.Nanosecond)))
 		assert.False(t, p.TrippedAt(extendedAt.Add(120*time.Second)))
 		assert.Equal(t, []Event{
-			coreFleetEvent(EventFleetTripped, coreT0, "channel crash-loop: 2/4 channels failing", 0, 2, 4),
+			coreFleetEvent(EventFleetTripped, coreT0, "fleet crash-loop: 2/4 keys failing", 0, 2, 4),
 			// The re-arm says why the breaker had tripped, and the state noted last.
-			coreFleetEvent(EventFleetRearmed, extendedAt.Add(120*time.Second), "channel crash-loop: 2/4 channels failing", 0, 3, 4),
-		}, rec.all())
+			coreFleetEvent(EventFleetRearmed, extendedAt.Add(120*time.Second), "fleet crash-loop: 2/4 keys failing", 0, 3, 4),
+		}, rec.All())
 	})
 
 	t.Run("state that no longer qualifies does not extend", func(t *testing.T) {
@@ -297,27 +297,27 @@ func TestFleetCooldownZero(t *testing.T) {
 
 	require.True(t, p.NoteFleetStateAt(2, 4, coreT0), "the trip itself is reported")
 	assert.False(t, p.TrippedAt(coreT0))
-	evs := rec.take()
+	evs := rec.Take()
 	require.Len(t, evs, 2)
 	assert.Equal(t, EventFleetTripped, evs[0].Kind)
-	assert.Equal(t, Event{Kind: EventFleetRearmed, Key: "fleet", Time: coreT0, Reason: "channel crash-loop: 2/4 channels failing",
+	assert.Equal(t, Event{Kind: EventFleetRearmed, Key: "fleet", Time: coreT0, Reason: "fleet crash-loop: 2/4 keys failing",
 		Limit: 40, Window: 0, Failing: 2, Total: 4}, evs[1])
 
 	coreTripFleetAt(t, p, coreT0.Add(time.Second))
 	assert.False(t, p.NoteRestartAt(coreT0.Add(time.Second)), "re-armed with an empty hour: this restart is the first")
 	assert.Equal(t, 1, p.StatusAt(coreT0.Add(time.Second)).RestartsInHour)
-	assert.Equal(t, []EventKind{EventFleetTripped, EventFleetRearmed}, []EventKind{rec.all()[0].Kind, rec.all()[1].Kind})
+	assert.Equal(t, []EventKind{EventFleetTripped, EventFleetRearmed}, []EventKind{rec.All()[0].Kind, rec.All()[1].Kind})
 }
 
 func TestFleetReset(t *testing.T) {
 	p, rec := coreFleet(t, DefaultFleetConfig())
 	require.True(t, p.NoteFleetStateAt(2, 4, coreT0))
 	p.NoteRestartAt(coreT0)
-	rec.take()
+	rec.Take()
 	p.Reset()
 	assert.Equal(t, FleetStatus{FleetRestartsPerHour: 40}, p.StatusAt(coreT0))
 	assert.False(t, p.TrippedAt(coreT0))
-	assert.Empty(t, rec.all(), "Reset announces nothing")
+	assert.Empty(t, rec.All(), "Reset announces nothing")
 }
 
 // Bad counts are clamped (negative to 0, failing to total): never a panic,

@@ -59,9 +59,9 @@ func (c GuardConfig) trippedEvent(name string, now time.Time, n int, cause error
 }
 
 // RestartLoopGuard is a rolling-window breaker for a tight crash-on-resume
-// storm on one channel: it trips when its window holds MaxRestarts restarts.
-// Use one guard per channel; a guard shared by several channels lets one
-// channel's crashes count against the others.
+// storm of one key: it trips when its window holds MaxRestarts restarts.
+// Use one guard per key; a guard shared by several keys lets one key's
+// crashes count against the others.
 //
 // Each call costs O(1) whatever MaxRestarts is, and memory is bounded by
 // MaxRestarts. A RestartLoopGuard is safe for concurrent use. The zero value
@@ -192,15 +192,8 @@ func readGuard(doc *guardDoc, tb *timebase, limit int, now time.Time, path strin
 // format). It changes nothing and fails only for a time that cannot be
 // written and read back. It is safe for concurrent use.
 func (g *RestartLoopGuard) Snapshot() ([]byte, error) {
-	g.mu.Lock()
-	win := window{buf: g.win.appendTo(nil), n: g.win.n}
-	w := &writer{tb: g.tb}
-	g.mu.Unlock()
-	doc := w.guard(&win, g.cfg.MaxRestarts)
-	if w.err != nil {
-		return nil, w.err
-	}
-	return encodeSnapshot(doc)
+	return takeSnapshot(&g.mu, &g.tb, func() window { return copyWindow(&g.win) },
+		func(w *writer, win window) any { return w.guard(&win, g.cfg.MaxRestarts) })
 }
 
 // Restore is shorthand for RestoreAt(data, clock.Now()).
@@ -212,20 +205,9 @@ func (g *RestartLoopGuard) Restore(data []byte) error { return g.RestoreAt(data,
 // cannot restore returns an error matching ErrBadSnapshot and leaves the
 // guard unchanged. It publishes no event and is safe for concurrent use.
 func (g *RestartLoopGuard) RestoreAt(data []byte, now time.Time) error {
-	var doc guardDoc
-	if err := decodeSnapshot(data, kindGuard, &doc); err != nil {
-		return err
-	}
-	g.mu.Lock()
-	tb := g.tb
-	g.mu.Unlock()
-	win, latest, err := readGuard(&doc, &tb, g.cfg.MaxRestarts, now, kindGuard)
-	if err != nil {
-		return err
-	}
-	g.mu.Lock()
-	g.tb.raise(latest)
-	g.win = win
-	g.mu.Unlock()
-	return nil
+	return restoreSnapshot(data, kindGuard, now, &g.mu, &g.tb,
+		func(doc *guardDoc, tb *timebase, now time.Time) (window, int64, error) {
+			return readGuard(doc, tb, g.cfg.MaxRestarts, now, kindGuard)
+		},
+		func(win window) error { g.win = win; return nil })
 }

@@ -31,17 +31,17 @@ func TestGuardTripsOnThirdRestart(t *testing.T) {
 	m.Add(10 * time.Second)
 	assert.False(t, g.Record(), "2nd restart")
 	assert.False(t, g.Tripped())
-	assert.Empty(t, rec.all())
+	assert.Empty(t, rec.All())
 	m.Add(10 * time.Second)
 	assert.True(t, g.Record(), "3rd restart")
 	assert.True(t, g.Tripped())
-	assert.Equal(t, []Event{coreGuardTripEvent("telegram", coreT0.Add(20*time.Second))}, rec.all())
+	assert.Equal(t, []Event{coreGuardTripEvent("telegram", coreT0.Add(20*time.Second))}, rec.All())
 
 	// More restarts keep it tripped; it is the same trip, so no new event.
 	m.Add(time.Second)
 	assert.True(t, g.Record())
 	assert.Equal(t, 3, g.Restarts(), "a guard keeps at most MaxRestarts restarts")
-	assert.Len(t, rec.all(), 1)
+	assert.Len(t, rec.All(), 1)
 }
 
 // TrippedAt and RestartsAt record nothing, however often they are called.
@@ -56,12 +56,12 @@ func TestGuardTrippedAtIsNonRecording(t *testing.T) {
 		require.False(t, g.TrippedAt(coreT0.Add(time.Second)))
 		require.Equal(t, 2, g.RestartsAt(coreT0.Add(time.Second)))
 	}
-	assert.Empty(t, rec.all())
+	assert.Empty(t, rec.All())
 	assert.True(t, g.RecordAt(coreT0.Add(2*time.Second)), "the queries added nothing: this is only the 3rd restart")
 	for i := 0; i < 100; i++ {
 		require.True(t, g.TrippedAt(coreT0.Add(2*time.Second)))
 	}
-	assert.Len(t, rec.all(), 1)
+	assert.Len(t, rec.All(), 1)
 }
 
 // Reset clears the history after a clean run; the next trip is a new
@@ -81,7 +81,7 @@ func TestGuardReset(t *testing.T) {
 	assert.False(t, g.RecordAt(coreT0))
 	assert.False(t, g.RecordAt(coreT0))
 	assert.True(t, g.RecordAt(coreT0))
-	assert.Equal(t, []Event{coreGuardTripEvent("", coreT0), coreGuardTripEvent("", coreT0)}, rec.all())
+	assert.Equal(t, []Event{coreGuardTripEvent("", coreT0), coreGuardTripEvent("", coreT0)}, rec.All())
 }
 
 // A restart exactly Window old still counts; one a nanosecond older does not.
@@ -128,7 +128,7 @@ func TestGuardAnnouncesEachTransition(t *testing.T) {
 		assert.False(t, g.RecordAt(second), "the first storm has drained")
 		assert.False(t, g.RecordAt(second))
 		assert.True(t, g.RecordAt(second))
-		assert.Equal(t, []Event{coreGuardTripEvent("slack", coreT0.Add(2*time.Second)), coreGuardTripEvent("slack", second)}, rec.all())
+		assert.Equal(t, []Event{coreGuardTripEvent("slack", coreT0.Add(2*time.Second)), coreGuardTripEvent("slack", second)}, rec.All())
 	})
 
 	t.Run("drained while nobody recorded", func(t *testing.T) {
@@ -143,7 +143,7 @@ func TestGuardAnnouncesEachTransition(t *testing.T) {
 		for i := 0; i < 3; i++ {
 			g.RecordAt(later)
 		}
-		assert.Equal(t, []Event{coreGuardTripEvent("", coreT0), coreGuardTripEvent("", later)}, rec.all())
+		assert.Equal(t, []Event{coreGuardTripEvent("", coreT0), coreGuardTripEvent("", later)}, rec.All())
 	})
 
 	t.Run("a storm that never drains is one trip", func(t *testing.T) {
@@ -158,7 +158,7 @@ func TestGuardAnnouncesEachTransition(t *testing.T) {
 		for i, tripped := range got[2:] {
 			assert.True(t, tripped, "restart %d", i+3)
 		}
-		assert.Equal(t, []Event{coreGuardTripEvent("", coreT0.Add(40*time.Second))}, rec.all())
+		assert.Equal(t, []Event{coreGuardTripEvent("", coreT0.Add(40*time.Second))}, rec.All())
 	})
 }
 
@@ -176,7 +176,7 @@ func TestGuardLargeLimit(t *testing.T) {
 	assert.Equal(t, 9999, g.RestartsAt(coreT0.Add(9998*time.Millisecond)))
 	assert.True(t, g.RecordAt(coreT0.Add(9999*time.Millisecond)), "restart 10000")
 	assert.Equal(t, []Event{{Kind: EventGuardTripped, Key: "big", Time: coreT0.Add(9999 * time.Millisecond),
-		Reason: "crash-loop breaker tripped (>= 10000 restarts in 60s)", Attempts: 10000, Limit: 10000, Window: time.Minute}}, rec.all())
+		Reason: "crash-loop breaker tripped (>= 10000 restarts in 60s)", Attempts: 10000, Limit: 10000, Window: time.Minute}}, rec.All())
 
 	// At t0+60s+1ms the first restart (t0) is more than a minute old; the
 	// second (t0+1ms) is exactly a minute old and still counts.
@@ -185,5 +185,5 @@ func TestGuardLargeLimit(t *testing.T) {
 	assert.False(t, g.TrippedAt(now))
 	assert.True(t, g.RecordAt(now), "back to 10000")
 	assert.Equal(t, 10000, g.RestartsAt(now))
-	assert.Len(t, rec.all(), 2, "the window dropped below the limit in between: a new transition")
+	assert.Len(t, rec.All(), 2, "the window dropped below the limit in between: a new transition")
 }

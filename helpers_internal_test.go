@@ -4,11 +4,11 @@ package crashloop
 // event recorder.
 
 import (
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/crashloopguard/crashloop/internal/eventrec"
 )
 
 // coreT0 is the wall time every core test starts from: a fixed UTC instant,
@@ -25,46 +25,13 @@ func coreMock(at ...time.Time) *clock.Mock {
 	return m
 }
 
-// coreRecorder is an EventHandler that keeps every event it is given. It is
-// safe for concurrent use.
-type coreRecorder struct {
-	mu     sync.Mutex
-	events []Event
-}
-
-func (r *coreRecorder) HandleEvent(ev Event) {
-	r.mu.Lock()
-	r.events = append(r.events, ev)
-	r.mu.Unlock()
-}
-
-// all returns a copy of the events received so far.
-func (r *coreRecorder) all() []Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]Event(nil), r.events...)
-}
-
-// take returns the events received so far and forgets them.
-func (r *coreRecorder) take() []Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	evs := r.events
-	r.events = nil
-	return evs
-}
+// coreRecorder is the event recorder of the tests (internal/eventrec),
+// with a count by kind. It is safe for concurrent use.
+type coreRecorder struct{ eventrec.Recorder[Event] }
 
 // count returns how many events of kind were received.
 func (r *coreRecorder) count(kind EventKind) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, ev := range r.events {
-		if ev.Kind == kind {
-			n++
-		}
-	}
-	return n
+	return r.Count(func(ev Event) bool { return ev.Kind == kind })
 }
 
 // coreNoDeadlock runs f on another goroutine and fails the test if it does

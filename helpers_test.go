@@ -11,6 +11,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/eventrec"
 	"github.com/stretchr/testify/require"
 )
 
@@ -34,38 +35,21 @@ type supEvent struct {
 	crashloop.Event
 }
 
-// recorder is the EventHandler of the tests: it records every event and is
-// safe for concurrent use. start is when it was made (inside a synctest
-// bubble, the bubble's time).
+// recorder is the event recorder of the tests (internal/eventrec), with
+// the events timed from start, when it was made (inside a synctest bubble,
+// the bubble's time). It is safe for concurrent use.
 type recorder struct {
+	eventrec.Recorder[crashloop.Event]
 	start time.Time
-	mu    sync.Mutex
-	evs   []crashloop.Event
 }
 
 func newRecorder() *recorder { return &recorder{start: time.Now()} }
 
-func (r *recorder) HandleEvent(ev crashloop.Event) {
-	r.mu.Lock()
-	r.evs = append(r.evs, ev)
-	r.mu.Unlock()
-}
-
-// take returns the events recorded so far and forgets them.
-func (r *recorder) take() []crashloop.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	evs := r.evs
-	r.evs = nil
-	return evs
-}
-
 // events returns the events recorded so far, each timed from start.
 func (r *recorder) events() []supEvent {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]supEvent, 0, len(r.evs))
-	for _, ev := range r.evs {
+	evs := r.All()
+	out := make([]supEvent, 0, len(evs))
+	for _, ev := range evs {
 		at := ev.Time.Sub(r.start)
 		ev.Time = time.Time{}
 		out = append(out, supEvent{At: at, Event: ev})
@@ -75,13 +59,7 @@ func (r *recorder) events() []supEvent {
 
 // count returns how many events of kind were recorded.
 func (r *recorder) count(kind crashloop.EventKind) int {
-	n := 0
-	for _, ev := range r.events() {
-		if ev.Kind == kind {
-			n++
-		}
-	}
-	return n
+	return r.Count(func(ev crashloop.Event) bool { return ev.Kind == kind })
 }
 
 // supStarts records the time of each call of a supervised function.

@@ -61,15 +61,6 @@ type Judgment struct {
 	Members, Failing int
 }
 
-// FleetChange is a change of the fleet breaker that a step made: a trip or
-// a re-arm, with what the event announcing it carries. It is a plain value.
-type FleetChange struct {
-	Reason   string // why the breaker tripped
-	Restarts int    // restarts in the rolling hour
-	Failing  int    // failing members, as noted
-	Total    int    // members, as noted
-}
-
 // Verdict is what a step of a Ledger decided and committed: everything the
 // Supervisor needs to act on it and to announce it. It is a plain value;
 // its zero value decides nothing (no park, no hold: a restart at once).

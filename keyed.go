@@ -145,14 +145,6 @@ func (k *keyed[E]) collect(match func(*E) bool) []string {
 	return out
 }
 
-// base returns a copy of the timebase, read under the lock: a restore reads
-// a document against it.
-func (k *keyed[E]) base() timebase {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.tb
-}
-
 // each calls f with every key and entry. The lock must be held, and f must
 // not add or remove keys.
 func (k *keyed[E]) each(f func(key string, e *E)) {
@@ -161,18 +153,17 @@ func (k *keyed[E]) each(f func(key string, e *E)) {
 	}
 }
 
-// replace installs entries as the whole state of the object (a restore) and
-// raises the latest time used to latest.
-func (k *keyed[E]) replace(entries map[string]E, latest int64) {
-	m := make(map[string]*node[E], len(entries))
-	order := make([]*node[E], 0, len(entries))
+// install puts entries in place as the whole state of the object: the
+// install of a restore (see restoreSnapshot), which never fails. The lock
+// must be held.
+func (k *keyed[E]) install(entries map[string]E) error {
+	k.m = make(map[string]*node[E], len(entries))
+	k.order = make([]*node[E], 0, len(entries))
 	for key, e := range entries {
-		n := &node[E]{val: e, key: key, at: len(order)}
-		m[key] = n
-		order = append(order, n)
+		n := &node[E]{val: e, key: key, at: len(k.order)}
+		k.m[key] = n
+		k.order = append(k.order, n)
 	}
-	k.mu.Lock()
-	k.m, k.order, k.cursor, k.peak = m, order, 0, len(m)
-	k.tb.raise(latest)
-	k.mu.Unlock()
+	k.cursor, k.peak = 0, len(k.m)
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // LogEvents returns an EventHandler that writes each event to l as one
@@ -28,36 +30,36 @@ func logEvent(l *slog.Logger, ev Event) {
 	switch ev.Kind {
 	case EventRespawnScheduled:
 		level = slog.LevelWarn
-		msg = fmt.Sprintf("session %q failed; respawn %d/%d %s", ev.Key, ev.Attempts, ev.Limit, when(ev))
+		msg = fmt.Sprintf("key %q failed; respawn %d/%d %s", ev.Key, ev.Attempts, ev.Limit, when(ev))
 	case EventRestartScheduled:
 		level = slog.LevelWarn
-		msg = fmt.Sprintf("session %q %s; restart %d %s", ev.Key, restartWhy(ev.Reason), ev.Attempts, when(ev))
+		msg = fmt.Sprintf("key %q %s; restart %d %s", ev.Key, restartWhy(ev.Reason), ev.Attempts, when(ev))
 	case EventStartupExhausted:
 		level = slog.LevelError
 		why := ev.Reason
 		if ev.Reason == ReasonBudgetExhausted {
-			why += ", " + plural(ev.Attempts, "respawn") + " in " + w
+			why += ", " + errtext.Plural(ev.Attempts, "respawn") + " in " + w
 		}
-		msg = fmt.Sprintf("session %q parked (%s); it stays parked until an operator resumes it", ev.Key, why)
+		msg = fmt.Sprintf("key %q parked (%s); it stays parked until an operator resumes it", ev.Key, why)
 	case EventResumed:
-		msg = fmt.Sprintf("session %q resumed with a full respawn budget", ev.Key)
+		msg = fmt.Sprintf("key %q resumed with a full respawn budget", ev.Key)
 	case EventChainEscalated:
 		level = slog.LevelError
 		msg = fmt.Sprintf("%q %s; marked needs-human until an operator resumes it", ev.Key, ev.Reason)
 	case EventGuardTripped:
 		level = slog.LevelError
-		msg = fmt.Sprintf("channel %q %s; halting auto-resume", ev.Key, ev.Reason)
+		msg = fmt.Sprintf("key %q %s; halting auto-resume", ev.Key, ev.Reason)
 	case EventFleetTripped:
 		level = slog.LevelError
 		msg = fmt.Sprintf("fleet crash-loop breaker TRIPPED: holding restarts (%d/%d failing, %s in the hour, reason=%s); backing off for %s",
-			ev.Failing, ev.Total, plural(ev.Attempts, "restart"), ev.Reason, w)
+			ev.Failing, ev.Total, errtext.Plural(ev.Attempts, "restart"), ev.Reason, w)
 	case EventFleetRearmed:
 		msg = "fleet crash-loop breaker re-armed after " + w + "; held restarts proceed"
 	case EventStoreUnavailable:
 		level = slog.LevelWarn
 		msg = "shared store unavailable; guarding with this process's own state until it is back"
 	case EventStoreRecovered:
-		msg = fmt.Sprintf("shared store recovered; %s made alone written back", plural(ev.Attempts, "decision"))
+		msg = fmt.Sprintf("shared store recovered; %s made alone written back", errtext.Plural(ev.Attempts, "decision"))
 	}
 	if !l.Enabled(context.Background(), level) {
 		return

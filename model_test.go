@@ -406,7 +406,7 @@ func (m *modelFleet) NoteRestartAt(now time.Time) (bool, []crashloop.Event) {
 	m.hour = modelAppend(modelKeep(m.hour, t, time.Hour), t, m.cfg.RestartsPerHour)
 	if len(m.hour) >= m.cfg.RestartsPerHour {
 		m.tripped, m.since = true, t
-		m.why = fmt.Sprintf("channel crash-loop: %d restarts in 1h", len(m.hour))
+		m.why = fmt.Sprintf("fleet crash-loop: %d restarts in 1h", len(m.hour))
 		evs = append(evs, m.event(crashloop.EventFleetTripped, now, len(m.hour)))
 	}
 	return m.tripped, evs
@@ -421,7 +421,7 @@ func (m *modelFleet) NoteFleetStateAt(failing, total int, now time.Time) (bool, 
 	if failing >= m.cfg.MinFailing && float64(failing)/float64(total) >= m.cfg.FailingFraction {
 		if !m.tripped {
 			m.hour = modelKeep(m.hour, t, time.Hour)
-			m.why = fmt.Sprintf("channel crash-loop: %d/%d channels failing", failing, total)
+			m.why = fmt.Sprintf("fleet crash-loop: %d/%d keys failing", failing, total)
 			evs = append(evs, m.event(crashloop.EventFleetTripped, now, len(m.hour)))
 		}
 		m.tripped, m.since = true, t // trip, or extend the hold

@@ -2,8 +2,10 @@ package crashloop
 
 import (
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -90,7 +92,6 @@ func b2i(b bool) int {
 type supervisorDoc struct {
 	Version int               `json:"version"`
 	Kind    string            `json:"kind"`
-	Seq     uint64            `json:"seq,omitempty"` // read for older documents; no longer written
 	Budget  *budgetDoc        `json:"budget"`
 	Chain   *chainDoc         `json:"chain,omitempty"`
 	Fleet   *fleetDoc         `json:"fleet,omitempty"`
@@ -121,64 +122,60 @@ func (s *Supervisor) Snapshot() ([]byte, error) {
 		key string
 		r   record
 	}
-	s.mu.Lock()
-	entries := make([]entry, 0, len(s.keys))
-	for key, r := range s.keys {
-		c := *r
-		c.respawns, c.guard, c.hourly = copyWindow(&r.respawns), copyWindow(&r.guard), copyWindow(&r.hourly)
-		entries = append(entries, entry{key, c})
+	type state struct {
+		entries []entry
+		fleet   *fleetState
 	}
-	var fleet *fleetState
-	if s.cfg.Fleet != nil {
-		f := copyFleet(&s.book.f)
-		fleet = &f
-	}
-	w := &writer{tb: s.tb}
-	s.mu.Unlock()
-
-	// With no lock held: Error is the application's code.
-	doc := &supervisorDoc{Version: SnapshotVersion, Kind: kindSupervisor, Keys: make(map[string]keyDoc, len(entries)),
-		Budget: &budgetDoc{Version: SnapshotVersion, Kind: kindBudget, Keys: map[string]budgetKeyDoc{}}}
-	if s.cfg.Chain != nil {
-		doc.Chain = &chainDoc{Version: SnapshotVersion, Kind: kindChain, Keys: map[string]chainKeyDoc{}}
-	}
-	for _, e := range entries {
-		r := &e.r
-		kd := keyDoc{State: r.state, Incarnation: r.incarnation, Runs: r.runs, Restarts: r.restarts,
-			LastError: errorText(r.lastErr), Since: w.wall(r.since)}
-		if s.cfg.Guard != nil {
-			kd.Guard = w.guard(&r.guard, s.cfg.Guard.MaxRestarts)
+	return takeSnapshot(&s.mu, &s.tb, func() state {
+		st := state{entries: make([]entry, 0, len(s.keys))}
+		for key, r := range s.keys {
+			c := *r
+			c.respawns, c.guard, c.hourly = copyWindow(&r.respawns), copyWindow(&r.guard), copyWindow(&r.hourly)
+			st.entries = append(st.entries, entry{key, c})
 		}
-		if s.cfg.HourlyCap > 0 {
-			kd.Hourly = w.guard(&r.hourly, s.cfg.HourlyCap)
+		if s.cfg.Fleet != nil {
+			f := copyFleet(&s.book.f)
+			st.fleet = &f
 		}
-		doc.Keys[e.key] = kd
-		if r.respawns.len() > 0 || r.prev != 0 || r.park != nil {
-			bk := budgetKeyDoc{Respawns: w.times(&r.respawns), Parked: w.park(r.park)}
-			if r.prev != 0 {
-				bk.PrevBackoff = r.prev.String()
+		return st
+	}, func(w *writer, st state) any {
+		doc := &supervisorDoc{Version: SnapshotVersion, Kind: kindSupervisor, Keys: make(map[string]keyDoc, len(st.entries)),
+			Budget: &budgetDoc{Version: SnapshotVersion, Kind: kindBudget, Keys: map[string]budgetKeyDoc{}}}
+		if s.cfg.Chain != nil {
+			doc.Chain = &chainDoc{Version: SnapshotVersion, Kind: kindChain, Keys: map[string]chainKeyDoc{}}
+		}
+		for _, e := range st.entries {
+			r := &e.r
+			kd := keyDoc{State: r.state, Incarnation: r.incarnation, Runs: r.runs, Restarts: r.restarts,
+				LastError: errorText(r.lastErr), Since: w.wall(r.since)}
+			if s.cfg.Guard != nil {
+				kd.Guard = w.guard(&r.guard, s.cfg.Guard.MaxRestarts)
 			}
-			doc.Budget.Keys[e.key] = bk
+			if s.cfg.HourlyCap > 0 {
+				kd.Hourly = w.guard(&r.hourly, s.cfg.HourlyCap)
+			}
+			doc.Keys[e.key] = kd
+			if r.respawns.len() > 0 || r.prev != 0 || r.park != nil {
+				bk := budgetKeyDoc{Respawns: w.times(&r.respawns), Parked: w.park(r.park)}
+				if r.prev != 0 {
+					bk.PrevBackoff = r.prev.String()
+				}
+				doc.Budget.Keys[e.key] = bk
+			}
+			if doc.Chain != nil && r.chain.inc != "" {
+				doc.Chain.Keys[e.key] = w.chain(&r.chain, r.park != nil && r.park.Reason == ReasonNeedsHuman)
+			}
 		}
-		if doc.Chain != nil && r.chain.inc != "" {
-			doc.Chain.Keys[e.key] = w.chain(&r.chain, r.park != nil && r.park.Reason == ReasonNeedsHuman)
+		doc.Budget.Latest = w.latest()
+		if doc.Chain != nil {
+			doc.Chain.Latest = w.latest()
 		}
-	}
-	doc.Budget.Latest = w.latest()
-	if doc.Chain != nil {
-		doc.Chain.Latest = w.latest()
-	}
-	if fleet != nil {
-		doc.Fleet = w.fleet(fleet)
-	}
-	if w.err != nil {
-		return nil, w.err
-	}
-	return encodeSnapshot(doc)
+		if st.fleet != nil {
+			doc.Fleet = w.fleet(st.fleet)
+		}
+		return doc
+	})
 }
-
-// copyWindow returns a copy of win that shares no memory with it.
-func copyWindow(win *window) window { return window{buf: win.appendTo(nil), n: win.n} }
 
 // Restore is shorthand for RestoreAt(data, clock.Now()).
 func (s *Supervisor) Restore(data []byte) error { return s.RestoreAt(data, s.o.clock.Now()) }
@@ -196,20 +193,19 @@ func (s *Supervisor) Restore(data []byte) error { return s.RestoreAt(data, s.o.c
 // publishes no event and saves nothing. NewSupervisor calls it with the
 // document of WithStore.
 func (s *Supervisor) RestoreAt(data []byte, now time.Time) error {
-	var doc supervisorDoc
-	if err := decodeSnapshot(data, kindSupervisor, &doc); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	tb := s.tb
-	s.mu.Unlock()
-	st, err := s.read(&doc, &tb, now)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, key := range sortedKeys(s.keys) {
+	return restoreSnapshot(data, kindSupervisor, now, &s.mu, &s.tb, s.read, s.install)
+}
+
+// supervisorState is the state a Supervisor document holds.
+type supervisorState struct {
+	keys  map[string]*record
+	fleet *fleetState
+}
+
+// install puts the state of a document in place, unless a key runs. s.mu
+// must be held.
+func (s *Supervisor) install(st *supervisorState) error {
+	for _, key := range slices.Sorted(maps.Keys(s.keys)) {
 		if s.keys[key].running {
 			return fmt.Errorf("%w: %q: a Supervisor cannot be restored while it runs a key", ErrAlreadyRunning, key)
 		}
@@ -223,23 +219,17 @@ func (s *Supervisor) RestoreAt(data []byte, now time.Time) error {
 		s.members += b2i(member(r.state))
 		s.failing += b2i(failing(r.state))
 	}
-	s.tb.raise(st.latest)
 	return nil
 }
 
-type supervisorState struct {
-	keys   map[string]*record
-	fleet  *fleetState
-	latest int64
-}
-
 // read checks every part of a Supervisor document against the
-// Supervisor's configuration and builds the state to install.
-func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*supervisorState, error) {
+// Supervisor's configuration and returns the state to install and its
+// latest time, read on tb.
+func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*supervisorState, int64, error) {
 	const path = kindSupervisor
-	st := &supervisorState{keys: make(map[string]*record), latest: tb.high}
+	st, latest := &supervisorState{keys: make(map[string]*record)}, tb.high
 	if doc.Budget == nil {
-		return nil, badSnapshot("%s.budget: missing", path)
+		return nil, 0, badSnapshot("%s.budget: missing", path)
 	}
 	get := func(key string) *record {
 		r := st.keys[key]
@@ -249,48 +239,48 @@ func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*sup
 		}
 		return r
 	}
-	raise := func(off int64) { st.latest = max(st.latest, off) }
+	raise := func(off int64) { latest = max(latest, off) }
 
 	// The keys' own fields first: the parts below may add keys a document
 	// lists only there.
 	r0, err := newReader(tb, now, "", path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	for _, key := range sortedKeys(doc.Keys) {
+	for _, key := range slices.Sorted(maps.Keys(doc.Keys)) {
 		kd, kp := doc.Keys[key], fmt.Sprintf("%s.keys[%q]", path, key)
 		r := get(key)
-		if err := s.readKey(r, key, &kd, doc.Seq, r0, tb, now, kp, raise); err != nil {
-			return nil, err
+		if err := s.readKey(r, &kd, r0, tb, now, kp, raise); err != nil {
+			return nil, 0, err
 		}
 	}
 
 	bp := path + ".budget"
 	if err := checkHeader(doc.Budget.Version, doc.Budget.Kind, kindBudget, bp); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	rb, err := newReader(tb, now, doc.Budget.Latest, bp)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	raise(rb.latestOff)
-	for _, key := range sortedKeys(doc.Budget.Keys) {
+	for _, key := range slices.Sorted(maps.Keys(doc.Budget.Keys)) {
 		kd, kp := doc.Budget.Keys[key], fmt.Sprintf("%s.keys[%q]", bp, key)
 		r := get(key)
 		if r.respawns, r.prev, err = readBudgetKey(rb, kd, s.cfg.Budget.MaxRespawns, kp); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if r.park, err = rb.park(key, kd.Parked, kp+".parked"); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 
 	if doc.Chain != nil {
 		cp := path + ".chain"
 		if err := checkHeader(doc.Chain.Version, doc.Chain.Kind, kindChain, cp); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		ctb, maxChain := tb, int(^uint(0)>>1)
+		ctb, maxChain := tb, math.MaxInt
 		if s.cfg.Chain == nil {
 			ctb = nil // off here: check only
 		} else {
@@ -298,12 +288,12 @@ func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*sup
 		}
 		rc, err := newReader(ctb, now, doc.Chain.Latest, cp)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		for _, key := range sortedKeys(doc.Chain.Keys) {
+		for _, key := range slices.Sorted(maps.Keys(doc.Chain.Keys)) {
 			cs, err := readChainKey(rc, doc.Chain.Keys[key], maxChain, fmt.Sprintf("%s.keys[%q]", cp, key))
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			if ctb != nil {
 				get(key).chain = cs
@@ -316,7 +306,7 @@ func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*sup
 		st.fleet = &fleetState{}
 	}
 	if doc.Fleet != nil {
-		ftb, limit := tb, int(^uint(0)>>1)
+		ftb, limit := tb, math.MaxInt
 		if s.cfg.Fleet == nil {
 			ftb = nil
 		} else {
@@ -324,7 +314,7 @@ func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*sup
 		}
 		f, latest, err := readFleet(doc.Fleet, ftb, limit, now, path+".fleet")
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if ftb != nil {
 			st.fleet = &f
@@ -339,15 +329,15 @@ func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*sup
 		case r.park != nil:
 			r.state = StateParked
 		case failing(r.state):
-			return nil, badSnapshot("%s.keys[%q].state: %q, but the key is not parked", path, key, r.state)
+			return nil, 0, badSnapshot("%s.keys[%q].state: %q, but the key is not parked", path, key, r.state)
 		}
 	}
-	return st, nil
+	return st, latest, nil
 }
 
 // readKey reads the record's own fields of one key and its per-key guard
 // windows.
-func (s *Supervisor) readKey(r *record, key string, kd *keyDoc, seq uint64, r0 *reader, tb *timebase, now time.Time, kp string, raise func(int64)) error {
+func (s *Supervisor) readKey(r *record, kd *keyDoc, r0 *reader, tb *timebase, now time.Time, kp string, raise func(int64)) error {
 	var err error
 	if r.since, err = r0.time(kd.Since, kp+".since"); err != nil {
 		return err
@@ -364,13 +354,6 @@ func (s *Supervisor) readKey(r *record, key string, kd *keyDoc, seq uint64, r0 *
 		return err
 	}
 	r.incarnation, r.runs, r.restarts = kd.Incarnation, kd.Runs, kd.Restarts
-	if r.runs == 0 { // a document from before incarnations were numbered per key
-		if n, err := strconv.ParseUint(strings.TrimPrefix(kd.Incarnation, key+"#"), 10, 64); err == nil {
-			r.runs = n
-		} else if seq > 0 {
-			r.runs = seq
-		}
-	}
 	reason := ""
 	if kd.State == StateNeedsHuman {
 		reason = ReasonNeedsHuman
@@ -387,7 +370,7 @@ func (s *Supervisor) readKey(r *record, key string, kd *keyDoc, seq uint64, r0 *
 		}
 		gtb, limit := tb, g.limit
 		if limit == 0 { // off here: check only
-			gtb, limit = nil, int(^uint(0)>>1)
+			gtb, limit = nil, math.MaxInt
 		}
 		win, latest, err := readGuard(g.doc, gtb, limit, now, kp+g.name)
 		if err != nil {

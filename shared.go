@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // sharedRetry is how long a Supervisor whose ledger failed decides alone
@@ -118,7 +120,7 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 		s.mu.Lock()
 		err = sh.lastErr
 		s.mu.Unlock()
-		return fmt.Errorf("%w: writing back %s decided alone: %v", ErrStoreUnavailable, plural(len(parks), "park"), err)
+		return fmt.Errorf("%w: writing back %s decided alone: %v", ErrStoreUnavailable, errtext.Plural(len(parks), "park"), err)
 	}
 	s.mu.Lock()
 	recovered := sh.down

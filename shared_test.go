@@ -217,7 +217,7 @@ func TestSharedOutage(t *testing.T) {
 		c.Add(100 * time.Millisecond)
 	}
 	assert.Equal(t, int64(1), flaky.calls.Load(), "the ledger is asked again at most once a second")
-	evs := rec.take()
+	evs := rec.Take()
 	require.Len(t, evs, 5)
 	assert.Equal(t, crashloop.Event{Kind: crashloop.EventStoreUnavailable, Key: "store", Time: testT0, LastError: errRefused}, evs[0])
 	for i, want := range []time.Duration{millis(500), time.Second, millis(1500)} {
@@ -242,7 +242,7 @@ func TestSharedOutage(t *testing.T) {
 	c.Add(time.Second)
 	d := s.DecideAt("other", crashloop.RunResult{Err: boom}, c.Now())
 	assert.Equal(t, crashloop.ActionRestart, d.Action)
-	evs = rec.take()
+	evs = rec.Take()
 	require.Len(t, evs, 2)
 	assert.Equal(t, crashloop.Event{Kind: crashloop.EventStoreRecovered, Key: "store", Time: c.Now(), Attempts: 1}, evs[0])
 	assert.Equal(t, []string{"k"}, sups[1].Parked(), "told of the park written back")

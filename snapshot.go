@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // SnapshotVersion is the version of the snapshot documents this package
@@ -49,11 +51,54 @@ func badSnapshot(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrBadSnapshot}, args...)...)
 }
 
-// Writing.
-
-func encodeSnapshot(doc any) ([]byte, error) {
+// takeSnapshot is the skeleton of every Snapshot. Under mu, take copies
+// the object's state (sharing no memory with it) and the writer gets a copy
+// of its timebase tb; then, with no lock held, write turns the copy into
+// the document, so that formatting a large snapshot, or a park's
+// LastError.Error (the application's code), does not hold up the object.
+// It fails only for a time that cannot be written and read back.
+func takeSnapshot[S any](mu *sync.Mutex, tb *timebase, take func() S, write func(*writer, S) any) ([]byte, error) {
+	mu.Lock()
+	st := take()
+	w := &writer{tb: *tb}
+	mu.Unlock()
+	doc := write(w, st)
+	if w.err != nil {
+		return nil, w.err
+	}
 	return json.MarshalIndent(doc, "", "  ")
 }
+
+// restoreSnapshot is the skeleton of every RestoreAt. It decodes data, a
+// document of kind, strictly; read checks the document and builds the
+// state it holds, at now, against a copy of the timebase tb taken under mu,
+// with no lock held, and returns that state and the latest offset the
+// document holds on tb. Then, under mu, install puts the state in place and
+// tb's latest time is raised to that offset. A document read refuses, or an
+// install that fails, leaves the object unchanged.
+func restoreSnapshot[D, S any](data []byte, kind string, now time.Time, mu *sync.Mutex, tb *timebase,
+	read func(doc *D, tb *timebase, now time.Time) (S, int64, error), install func(S) error) error {
+	var doc D
+	if err := decodeSnapshot(data, kind, &doc); err != nil {
+		return err
+	}
+	mu.Lock()
+	base := *tb
+	mu.Unlock()
+	st, latest, err := read(&doc, &base, now)
+	if err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if err := install(st); err != nil {
+		return err
+	}
+	tb.raise(latest)
+	return nil
+}
+
+// Writing.
 
 // stamp writes t as RFC 3339 with nanoseconds, in UTC; a year outside 0 to
 // 9999 is written expanded (ISO 8601), as time.Format writes it. It fails
@@ -104,8 +149,7 @@ func parseStamp(s string) (time.Time, error) {
 }
 
 // writer turns the times of one object into text and keeps the first error.
-// It runs with no lock held: the state is copied under the object's lock
-// first, so that formatting a large snapshot does not hold up the object.
+// It runs with no lock held (see takeSnapshot).
 type writer struct {
 	tb     timebase // a copy, taken with the state: high is the latest time used then
 	err    error
@@ -177,7 +221,8 @@ func errorText(err error) *string {
 	return &s
 }
 
-// Reading.
+// Reading. A reader walks the keys of a document in sorted order, so that
+// the first error found in a document is always the same one.
 
 // decodeSnapshot parses a whole document of kind into v, strictly.
 func decodeSnapshot(data []byte, kind string, v any) error {
@@ -328,34 +373,15 @@ func count(n int, field string) error {
 	return nil
 }
 
-// restoredError is a restored error that still matches its sentinel.
-type restoredError struct {
-	msg      string
-	sentinel error
-}
-
-func (e *restoredError) Error() string        { return e.msg }
-func (e *restoredError) Is(target error) bool { return target == e.sentinel }
-
-// restoreError turns a saved error text back into an error; the last error
-// of a needs_human park still matches ErrNeedsHuman.
+// restoreError turns a saved error text back into an error (nil for no
+// text); the last error of a needs_human park still matches ErrNeedsHuman.
 func restoreError(text *string, reason string) error {
-	switch {
-	case text == nil:
+	if text == nil {
 		return nil
-	case reason == ReasonNeedsHuman:
-		return &restoredError{msg: *text, sentinel: ErrNeedsHuman}
 	}
-	return errors.New(*text)
-}
-
-// sortedKeys returns the keys of m, sorted, so that the first error found
-// in a document is always the same one.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	var sentinel error
+	if reason == ReasonNeedsHuman {
+		sentinel = ErrNeedsHuman
 	}
-	slices.Sort(keys)
-	return keys
+	return errtext.Restore(*text, sentinel)
 }

@@ -75,7 +75,7 @@ func TestSnapshotBudgetRoundTrip(t *testing.T) {
 	}
 	assert.Equal(t, want, snapBudgetScript(orig, c))
 	assert.Equal(t, want, snapBudgetScript(restored, c2))
-	evs := rec.take()
+	evs := rec.Take()
 	require.Len(t, evs, 2)
 	assert.Equal(t, crashloop.Event{Kind: crashloop.EventRespawnScheduled, Key: "a", Time: testT0.Add(40 * time.Second),
 		LastError: errSnapBoom, Attempts: 3, Limit: 3, Window: time.Minute, Backoff: 1500 * time.Millisecond}, evs[0])
@@ -138,7 +138,7 @@ func TestSnapshotBudgetParkedSurvives(t *testing.T) {
 	assert.True(t, pe.Since.Equal(testT0.Add(1500*time.Millisecond)), pe.Since)
 	require.Error(t, pe.LastError)
 	assert.Equal(t, "exit status 2", pe.LastError.Error())
-	assert.Equal(t, `crashloop: session "s" is parked (respawn_budget_exhausted after 1 respawn; resume it once the cause is fixed): exit status 2`, pe.Error())
+	assert.Equal(t, `crashloop: key "s" is parked (respawn_budget_exhausted after 1 respawn; resume it once the cause is fixed): exit status 2`, pe.Error())
 	d, err := restored.Failed("s", errSnapBoom)
 	assert.Zero(t, d)
 	require.ErrorAs(t, err, &pe)
@@ -150,7 +150,7 @@ func TestSnapshotBudgetParkedSurvives(t *testing.T) {
 	require.NoError(t, restored.Resume("s"))
 	assert.NoError(t, restored.Spawn("s"))
 	assert.Equal(t, 0, restored.Respawns("s"))
-	evs := rec.take()
+	evs := rec.Take()
 	require.Len(t, evs, 1)
 	assert.Equal(t, crashloop.EventResumed, evs[0].Kind)
 	assert.Equal(t, "s", evs[0].Key)
@@ -236,7 +236,7 @@ func TestSnapshotChainEscalatedSurvives(t *testing.T) {
 	n, err := d.Rescue("k", "k#2", true) // even a new incarnation: until Clear
 	assert.ErrorIs(t, err, crashloop.ErrNeedsHuman)
 	assert.Equal(t, 1, n)
-	assert.Empty(t, rec.take(), "the escalation was announced before the restart, not again")
+	assert.Empty(t, rec.Take(), "the escalation was announced before the restart, not again")
 	d.Clear("k")
 	n, err = d.Rescue("k", "k#2", true)
 	require.NoError(t, err)
@@ -295,8 +295,8 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 	}
 	want := crashloop.Event{Kind: crashloop.EventGuardTripped, Key: "ch", Time: testT0.Add(30 * time.Second),
 		Reason: "crash-loop breaker tripped (>= 3 restarts in 60s)", Attempts: 3, Limit: 3, Window: time.Minute}
-	assert.Equal(t, []crashloop.Event{want}, rec.take())
-	assert.Equal(t, []crashloop.Event{want}, rec2.take())
+	assert.Equal(t, []crashloop.Event{want}, rec.Take())
+	assert.Equal(t, []crashloop.Event{want}, rec2.Take())
 
 	// A tripped guard restored stays tripped and does not announce again.
 	tripped, err := restored.Snapshot()
@@ -309,7 +309,7 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 	require.NoError(t, again.Restore(tripped))
 	assert.True(t, again.Tripped())
 	assert.True(t, again.Record())
-	assert.Empty(t, rec3.take())
+	assert.Empty(t, rec3.Take())
 	// 60s after its second restart (T0+1s) the guard holds only the later ones.
 	c3.Set(testT0.Add(61*time.Second + time.Nanosecond))
 	assert.Equal(t, 2, again.Restarts())
@@ -321,7 +321,7 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 	assert.False(t, again.Record())
 	assert.False(t, again.Record())
 	assert.True(t, again.Record())
-	assert.Len(t, rec3.take(), 1)
+	assert.Len(t, rec3.Take(), 1)
 	c3.Set(testT0.Add(2 * time.Hour))
 	assert.Equal(t, 0, again.Restarts())
 	pruned, err := again.Snapshot()
@@ -335,7 +335,7 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 		assert.False(t, g.Record())
 		assert.True(t, g.Record())
 	}
-	assert.Len(t, rec3.take(), 2, "each trips and announces once")
+	assert.Len(t, rec3.Take(), 2, "each trips and announces once")
 
 	// A day later the window is empty.
 	later, err := crashloop.NewRestartLoopGuard(3, time.Minute, crashloop.WithClock(mockAt(testT0.Add(24*time.Hour))))
@@ -368,8 +368,8 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	assert.Equal(t, crashloop.FleetStatus{FleetRestartsPerHour: 3, FailingChannels: 1, TotalChannels: 4, RestartsInHour: 2}, st)
 	assert.True(t, restored.NoteRestart(), "the third restart in the hour trips")
 	trip := crashloop.Event{Kind: crashloop.EventFleetTripped, Key: "fleet", Time: testT0.Add(30 * time.Minute),
-		Reason: "channel crash-loop: 3 restarts in 1h", Attempts: 3, Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}
-	assert.Equal(t, []crashloop.Event{trip}, rec.take())
+		Reason: "fleet crash-loop: 3 restarts in 1h", Attempts: 3, Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}
+	assert.Equal(t, []crashloop.Event{trip}, rec.Take())
 
 	// The trip survives a restart in the middle of its cooldown, and re-arms
 	// exactly at trip + cooldown.
@@ -378,7 +378,7 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"version": 1, "kind": "fleet_supervision_policy", "latest": "2026-03-01T12:30:00Z",
 		"restarts": ["2026-03-01T12:00:00Z", "2026-03-01T12:10:00Z", "2026-03-01T12:30:00Z"],
-		"tripped": true, "since": "2026-03-01T12:30:00Z", "reason": "channel crash-loop: 3 restarts in 1h",
+		"tripped": true, "since": "2026-03-01T12:30:00Z", "reason": "fleet crash-loop: 3 restarts in 1h",
 		"failing": 1, "total": 4}`, string(tripped))
 	rec3 := newRecorder()
 	c3 := mockAt(testT0.Add(31*time.Minute + 30*time.Second))
@@ -392,10 +392,10 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	assert.True(t, st.RearmAt.Equal(rearm), st.RearmAt)
 	assert.True(t, again.NoteRestart(), "held restarts are not counted")
 	assert.True(t, again.TrippedAt(rearm.Add(-time.Nanosecond)))
-	assert.Empty(t, rec3.take())
+	assert.Empty(t, rec3.Take())
 	assert.False(t, again.TrippedAt(rearm))
 	assert.Equal(t, []crashloop.Event{{Kind: crashloop.EventFleetRearmed, Key: "fleet", Time: rearm,
-		Reason: "channel crash-loop: 3 restarts in 1h", Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}}, rec3.take())
+		Reason: "fleet crash-loop: 3 restarts in 1h", Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}}, rec3.Take())
 	assert.Equal(t, 0, again.StatusAt(rearm).RestartsInHour, "re-armed with a clean hour")
 
 	// More than an hour later the restored hour is empty.
@@ -675,7 +675,7 @@ func TestSnapshotFleetRejectsBadDocuments(t *testing.T) {
 	c := mockAt(testT0.Add(time.Minute))
 	p, _ := crashloop.NewFleetSupervisionPolicy(cfg, crashloop.WithClock(c))
 	p.NoteRestart()
-	const ok = `{"version": 1, "kind": "fleet_supervision_policy", "latest": "2026-03-01T12:00:10Z", "restarts": ["2026-03-01T12:00:10Z"], "tripped": true, "since": "2026-03-01T12:00:10Z", "failing": 2, "total": 3}`
+	const ok = `{"version": 1, "kind": "fleet_supervision_policy", "latest": "2026-03-01T12:00:10Z", "restarts": ["2026-03-01T12:00:10Z"], "tripped": true, "since": "2026-03-01T12:00:10Z", "reason": "r", "failing": 2, "total": 3}`
 	p2, _ := crashloop.NewFleetSupervisionPolicy(cfg, crashloop.WithClock(c))
 	require.NoError(t, p2.Restore([]byte(ok)))
 	cases := []snapBadCase{
@@ -686,7 +686,8 @@ func TestSnapshotFleetRejectsBadDocuments(t *testing.T) {
 		{"failing over total", strings.Replace(ok, `"failing": 2`, `"failing": 4`, 1), "fleet_supervision_policy.failing: 4 failing members of 3"},
 		{"tripped without since", strings.Replace(ok, `"since": "2026-03-01T12:00:10Z", `, ``, 1), "fleet_supervision_policy.since: missing time"},
 		{"since after latest", strings.Replace(ok, `"since": "2026-03-01T12:00:10Z"`, `"since": "2026-03-01T12:00:11Z"`, 1), "fleet_supervision_policy.since: 2026-03-01T12:00:11Z lies after the latest reading"},
-		{"since_clock in the future", strings.Replace(ok, `"failing"`, `"since_clock": "2026-03-02T00:00:00Z", "failing"`, 1), "fleet_supervision_policy.since_clock: 2026-03-02T00:00:00Z lies in the future"},
+		{"tripped without reason", strings.Replace(ok, `"reason": "r", `, ``, 1), "fleet_supervision_policy.reason: missing: a tripped breaker must say why"},
+		{"since_clock is no field", strings.Replace(ok, `"failing"`, `"since_clock": "2026-03-01T12:00:10Z", "failing"`, 1), `unknown field "since_clock"`},
 	}
 	snapCheckBad(t, cases, p.Snapshot, p.Restore)
 }
@@ -797,7 +798,7 @@ func TestSnapshotSupervisorParkedSurvivesRestartThroughFileStore(t *testing.T) {
 
 	// Resume is saved at once: a third process sees it.
 	require.NoError(t, s2.Resume("a"))
-	assert.Equal(t, crashloop.EventResumed, rec.take()[0].Kind)
+	assert.Equal(t, crashloop.EventResumed, rec.Take()[0].Kind)
 	s3, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0.Add(2*time.Hour))), crashloop.WithStore(crashloop.NewFileStore(path)))
 	require.NoError(t, err)
 	assert.Empty(t, s3.Parked())
@@ -886,7 +887,7 @@ func TestSnapshotSupervisorRejectsBadDocuments(t *testing.T) {
 	s, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0)))
 	require.NoError(t, err)
 	snapFailN(t, s, "live", 1)
-	const ok = `{"version": 1, "kind": "supervisor", "seq": 3,
+	const ok = `{"version": 1, "kind": "supervisor",
 		"budget": {"version": 1, "kind": "respawn_budget", "keys": {}},
 		"keys": {"a": {"state": "exited", "since": "2026-03-01T12:00:00Z"}}}`
 	s2, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0)))
@@ -899,7 +900,7 @@ func TestSnapshotSupervisorRejectsBadDocuments(t *testing.T) {
 		{"unknown state", strings.Replace(ok, `"exited"`, `"sleeping"`, 1), `supervisor.keys["a"].state: unknown state "sleeping"`},
 		{"parked without a park", strings.Replace(ok, `"exited"`, `"parked"`, 1), `supervisor.keys["a"].state: "parked", but the key is not parked`},
 		{"no since", strings.Replace(ok, `, "since": "2026-03-01T12:00:00Z"`, ``, 1), `supervisor.keys["a"].since: missing time`},
-		{"negative seq", strings.Replace(ok, `"seq": 3`, `"seq": -3`, 1), "cannot unmarshal number -3"},
+		{"seq is no field", strings.Replace(ok, `"kind": "supervisor",`, `"kind": "supervisor", "seq": 3,`, 1), `unknown field "seq"`},
 		{"guard over its limit", strings.Replace(ok, `"state": "exited"`, `"guard": {"version": 1, "kind": "restart_loop_guard", "latest": "2026-03-01T12:00:00Z", "restarts": ["2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z"], "tripped": true}, "state": "exited"`, 1),
 			`supervisor.keys["a"].guard.restarts: 3 events, more than the limit of 2`},
 		{"budget park without reason", strings.Replace(ok, `"keys": {}}`, `"keys": {"a": {"parked": {"attempts": 0, "since": "2026-03-01T12:00:00Z"}}}}`, 1),
@@ -1061,7 +1062,7 @@ func ExampleRespawnBudget_Snapshot() {
 	//   }
 	// }
 	// 1.5s <nil>
-	// 0s crashloop: session "worker" is parked (respawn_budget_exhausted after 3 respawns; resume it once the cause is fixed): exit status 1
+	// 0s crashloop: key "worker" is parked (respawn_budget_exhausted after 3 respawns; resume it once the cause is fixed): exit status 1
 }
 
 // WithStore keeps a Supervisor's state in a file: a key parked before a
@@ -1088,7 +1089,7 @@ func ExampleWithStore() {
 	fmt.Println(s.Resume("worker"))
 	fmt.Println(s.Run(context.Background(), "worker", func(context.Context) error { return nil }))
 	// Output:
-	// crashloop: session "worker" is parked (respawn_budget_exhausted after 2 respawns; resume it once the cause is fixed): no such file
+	// crashloop: key "worker" is parked (respawn_budget_exhausted after 2 respawns; resume it once the cause is fixed): no such file
 	// [worker]
 	// true
 	// <nil>

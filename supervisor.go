@@ -112,7 +112,7 @@ func (c SupervisorConfig) validate() error {
 	if c.HourlyCap < 0 {
 		return &ConfigError{Field: "hourly_cap", Value: c.HourlyCap, Rule: ">= 0 (0: off)"}
 	}
-	if sum := worstSum(c.curveOf(), c.Budget.MaxRespawns); sum != nil {
+	if sum, ok := worstSum(c.curveOf(), c.Budget.MaxRespawns); ok {
 		return checkCanPark("budget.window", c.Budget.Window, c.Budget.MaxRespawns, sum)
 	}
 	return nil
@@ -236,7 +236,7 @@ type Supervisor struct {
 	book    fleetBook // the fleet breaker, when cfg.Fleet is on
 	shared  *shared   // the shared ledger (NewSharedSupervisor); nil: none
 
-	persist persister // WithStore (store.go)
+	persist persister // WithStore (persist.go)
 }
 
 // NewSupervisor returns a Supervisor, or a *ConfigError naming the first
@@ -265,7 +265,7 @@ func newSupervisor(cfg SupervisorConfig, c constructor, opts []Option) (*Supervi
 		s.fleetName = s.o.name
 	}
 	s.tb = newTimebase(s.o.clock)
-	if err := s.load(); err != nil { // WithStore (store.go)
+	if err := s.load(); err != nil { // WithStore (persist.go)
 		return nil, err
 	}
 	return s, nil

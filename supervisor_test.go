@@ -101,7 +101,7 @@ func TestSupervisorSlowLoopNeedsHuman(t *testing.T) {
 		assert.Equal(t, "needs_human", pe.Reason)
 		assert.Equal(t, crashloop.ReasonNeedsHuman, pe.Reason)
 		assert.Equal(t, 3, pe.Attempts, "the chain's length")
-		assert.Equal(t, `crashloop: session "seat-7" is parked (needs_human after 3 reactive rescues; resume it once the cause is fixed): `+
+		assert.Equal(t, `crashloop: key "seat-7" is parked (needs_human after 3 reactive rescues; resume it once the cause is fixed): `+
 			`crashloop: "seat-7" needs a human: crash-loop: gave up after 3 reactive rescues: died after 16 minutes`, pe.Error())
 
 		// Every restart is announced, with the key's total restarts.
@@ -343,7 +343,7 @@ func TestSupervisorFleetBreakerHoldsRestarts(t *testing.T) {
 			assert.Equal(t, i >= 9, ev.Held, "respawn %d", i)
 		}
 		assert.Equal(t, []supEvent{{At: tripAt, Event: crashloop.Event{Kind: crashloop.EventFleetTripped, Key: "fleet",
-			Reason: "channel crash-loop: 10 restarts in 1h", Attempts: 10, Limit: 10, Window: 120 * time.Second, Total: 10}}},
+			Reason: "fleet crash-loop: 10 restarts in 1h", Attempts: 10, Limit: 10, Window: 120 * time.Second, Total: 10}}},
 			eventsOf(rec, crashloop.EventFleetTripped))
 
 		// Held time costs no budget: nobody parks while held.

@@ -28,7 +28,7 @@ func TestClockBackwardsGuard(t *testing.T) {
 	assert.Equal(t, 2, g.Restarts(), "nothing expired and nothing became younger than zero")
 	m.Set(coreT0.Add(-2 * time.Hour))
 	assert.False(t, g.Tripped())
-	assert.Empty(t, rec.all())
+	assert.Empty(t, rec.All())
 
 	// Back to normal: the restarts age out a minute after they happened,
 	// not a minute after the clock recovers.
@@ -72,7 +72,7 @@ func TestClockBackwardsBudget(t *testing.T) {
 	m.Set(coreT0.Add(-2 * time.Hour))
 	_, err = b.Failed("s", errors.New("boom"))
 	require.ErrorIs(t, err, ErrParked)
-	rec.take()
+	rec.Take()
 
 	// And a parked session stays parked whichever way the clock goes.
 	for _, at := range []time.Time{coreT0.Add(-24 * time.Hour), coreT0, coreT0.Add(24 * time.Hour), coreT0.Add(-time.Hour)} {
@@ -83,7 +83,7 @@ func TestClockBackwardsBudget(t *testing.T) {
 		require.ErrorIs(t, err, ErrParked)
 	}
 	assert.Equal(t, []string{"s"}, b.Parked())
-	assert.Empty(t, rec.all())
+	assert.Empty(t, rec.All())
 }
 
 func TestClockBackwardsBudgetWindow(t *testing.T) {
@@ -121,7 +121,7 @@ func TestClockBackwardsChain(t *testing.T) {
 	n, err = d.Rescue("k", "i", true)
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
-	assert.Empty(t, rec.all())
+	assert.Empty(t, rec.All())
 
 	// A rescue 20 minutes after the newest one keeps the chain, measured on
 	// the clock the detector has seen, not on the jumped-back one.

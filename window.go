@@ -85,6 +85,9 @@ func (w *window) appendTo(dst []int64) []int64 {
 	return dst
 }
 
+// copyWindow returns a copy of win that shares no memory with it.
+func copyWindow(win *window) window { return window{buf: win.appendTo(nil), n: win.n} }
+
 // maxWindowSlots bounds the storage of one window. A limit above it behaves
 // as an unbounded count for any realistic event rate; it keeps the int32
 // indexes valid and a window's memory under 8 GiB whatever the limit.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/eventrec"
 )
 
 // errRefused is the failure of the crash-looping worker in every test.
@@ -18,42 +19,20 @@ var errRefused = errors.New("dial tcp 10.0.0.7:5432: connect: connection refused
 // then the backoffs 500ms, 1s and 1.5s, and the 4th failure parks it.
 var wantStarts = []time.Duration{0, 500 * time.Millisecond, 1500 * time.Millisecond, 3 * time.Second}
 
-// events records a Supervisor's events.
+// events records a Supervisor's events (internal/eventrec); it is safe for
+// concurrent use.
 type events struct {
-	mu  sync.Mutex
-	evs []crashloop.Event
-}
-
-func (e *events) HandleEvent(ev crashloop.Event) {
-	e.mu.Lock()
-	e.evs = append(e.evs, ev)
-	e.mu.Unlock()
+	eventrec.Recorder[crashloop.Event]
 }
 
 // of returns the events of key.
 func (e *events) of(key string) []crashloop.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []crashloop.Event
-	for _, ev := range e.evs {
-		if ev.Key == key {
-			out = append(out, ev)
-		}
-	}
-	return out
+	return e.Filter(func(ev crashloop.Event) bool { return ev.Key == key })
 }
 
 // count returns how many events of kind were published, for any key.
 func (e *events) count(kind crashloop.EventKind) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := 0
-	for _, ev := range e.evs {
-		if ev.Kind == kind {
-			n++
-		}
-	}
-	return n
+	return e.Count(func(ev crashloop.Event) bool { return ev.Kind == kind })
 }
 
 // newSupervisor returns a Supervisor with the default config, which reads

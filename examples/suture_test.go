@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/eventrec"
 	"github.com/thejerf/suture/v4"
 )
 
@@ -18,28 +19,18 @@ import (
 // backoff is exactly 15s (by default it is 15s to 22.5s), and the events
 // recorded instead of logged.
 func sutureSpec(hook *sutureEvents) suture.Spec {
-	return suture.Spec{EventHook: hook.add, BackoffJitter: suture.NoJitter{}}
+	return suture.Spec{EventHook: hook.HandleEvent, BackoffJitter: suture.NoJitter{}}
 }
 
-// sutureEvents counts the events of a suture supervisor by type.
+// sutureEvents records the events of a suture supervisor
+// (internal/eventrec); it is safe for concurrent use.
 type sutureEvents struct {
-	mu sync.Mutex
-	n  map[suture.EventType]int
+	eventrec.Recorder[suture.Event]
 }
 
-func (e *sutureEvents) add(ev suture.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.n == nil {
-		e.n = make(map[suture.EventType]int)
-	}
-	e.n[ev.Type()]++
-}
-
+// count returns how many events of type t were recorded.
 func (e *sutureEvents) count(t suture.EventType) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.n[t]
+	return e.Count(func(ev suture.Event) bool { return ev.Type() == t })
 }
 
 // serviceFunc is a plain suture service: what a program has before

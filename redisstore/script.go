@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/errtext"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -145,18 +146,6 @@ func encodeCause(text string, ok bool) string {
 	return "e" + text
 }
 
-// storedError is the LastError of a park read from Redis: only the text of
-// the failure crosses processes. The last error of a needs_human park still
-// matches crashloop.ErrNeedsHuman, as the library's restored errors do.
-type storedError struct {
-	msg      string
-	sentinel error
-}
-
-func (e *storedError) Error() string { return e.msg }
-
-func (e *storedError) Is(target error) bool { return e.sentinel != nil && target == e.sentinel }
-
 // decodeCause is the LastError of a park with reason and stored cause c.
 func decodeCause(c, reason string) error {
 	if c == "" {
@@ -166,7 +155,7 @@ func decodeCause(c, reason string) error {
 	if reason == crashloop.ReasonNeedsHuman {
 		sentinel = crashloop.ErrNeedsHuman
 	}
-	return &storedError{msg: c[1:], sentinel: sentinel}
+	return errtext.Restore(c[1:], sentinel)
 }
 
 // park reads the park of key from r at i (reason, attempts, since, cause):

@@ -650,7 +650,7 @@ if op == 'judge' then
             else
               f.w = prune(f.w, t, HOUR)
               f.tripped, f.since, f.sinces = true, t, f.ts
-              f.reason = string.format('channel crash-loop: %d/%d channels failing', fl, total)
+              f.reason = string.format('fleet crash-loop: %d/%d keys failing', fl, total)
               trip = change(f)
             end
           end
@@ -687,7 +687,7 @@ if op == 'judge' then
             local hn = #f.w / 16
             if hn >= c.rph then
               f.tripped, f.since, f.sinces = true, t, f.ts
-              f.reason = string.format('channel crash-loop: %d restarts in 1h', hn)
+              f.reason = string.format('fleet crash-loop: %d restarts in 1h', hn)
               trip = change(f)
             end
           end

@@ -10,6 +10,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/eventrec"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -18,30 +19,15 @@ import (
 // Supervisors sharing one deployment on a real redis-server, as replicas
 // of a service run them: crashloop.NewSharedSupervisor on a Store each.
 
-// events records the events of one Supervisor; it is safe for concurrent
-// use.
+// events records the events of one Supervisor (internal/eventrec); it is
+// safe for concurrent use.
 type events struct {
-	mu  sync.Mutex
-	evs []crashloop.Event
-}
-
-func (e *events) HandleEvent(ev crashloop.Event) {
-	e.mu.Lock()
-	e.evs = append(e.evs, ev)
-	e.mu.Unlock()
+	eventrec.Recorder[crashloop.Event]
 }
 
 // of returns the events of kind.
 func (e *events) of(kind crashloop.EventKind) []crashloop.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []crashloop.Event
-	for _, ev := range e.evs {
-		if ev.Kind == kind {
-			out = append(out, ev)
-		}
-	}
-	return out
+	return e.Filter(func(ev crashloop.Event) bool { return ev.Kind == kind })
 }
 
 // replica is one Supervisor of a test, with its Store, events and clock
@@ -166,7 +152,7 @@ func TestFleetBreakerFleetWide(t *testing.T) {
 	require.Equal(t, crashloop.ActionHold, d.Action, "a tripped breaker holds every replica's restarts")
 	require.Equal(t, 1, count(rs, crashloop.EventFleetTripped))
 	require.Len(t, rs[2].evs.of(crashloop.EventFleetTripped), 1, "announced by the replica whose restart tripped it")
-	require.Equal(t, "channel crash-loop: 6 restarts in 1h", rs[2].evs.of(crashloop.EventFleetTripped)[0].Reason)
+	require.Equal(t, "fleet crash-loop: 6 restarts in 1h", rs[2].evs.of(crashloop.EventFleetTripped)[0].Reason)
 
 	var wg sync.WaitGroup
 	for i, r := range rs {
@@ -209,7 +195,7 @@ func TestFailingFractionSumsReplicas(t *testing.T) {
 	a.sup.Decide("a1", fatal) // 2 of 4 with b1: half the fleet; A alone has 1 of 3
 	require.Equal(t, "tripped=true 2/4", fleetState(b))
 	require.Equal(t, 1, count(rs, crashloop.EventFleetTripped))
-	require.Equal(t, "channel crash-loop: 2/4 channels failing", a.evs.of(crashloop.EventFleetTripped)[0].Reason)
+	require.Equal(t, "fleet crash-loop: 2/4 keys failing", a.evs.of(crashloop.EventFleetTripped)[0].Reason)
 
 	// While B lives, its Store keeps its report alive, idle or not: the
 	// report's time to live goes back up.

@@ -138,9 +138,9 @@ func TestJSONLogFormatIsEverywhere(t *testing.T) {
 	}
 	assert.Equal(t, []string{
 		"the program's status", "watchdog: the program sent WATCHDOG=trigger; stopping the program's process group with SIGABRT",
-		`session "j" failed; respawn 1/1 in 1ms`,
+		`key "j" failed; respawn 1/1 in 1ms`,
 		"the program's status", "watchdog: the program sent WATCHDOG=trigger; stopping the program's process group with SIGABRT",
-		`session "j" parked (respawn_budget_exhausted, 1 respawn in 10s); it stays parked until an operator resumes it`,
+		`key "j" parked (respawn_budget_exhausted, 1 respawn in 10s); it stays parked until an operator resumes it`,
 		"giving up on j: respawn_budget_exhausted after 2 starts; last exit: stopped by the watchdog (the program sent WATCHDOG=trigger), killed by signal ABRT",
 		"parked in " + state + "; once the cause is fixed, run: crashloop resume --state " + state + " j",
 		"j is parked since " + markSince(t, state, "j") + " (respawn_budget_exhausted): sh stopped by the watchdog (the program sent WATCHDOG=trigger), killed by signal ABRT",

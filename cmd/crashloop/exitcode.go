@@ -65,11 +65,3 @@ func signalName(sig syscall.Signal) string {
 	}
 	return strconv.Itoa(int(sig))
 }
-
-// plural returns "1 start" or "2 starts".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
-}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/errtext"
 	"github.com/crashloopguard/crashloop/redisstore"
 	"github.com/redis/go-redis/v9"
 )
@@ -165,7 +166,7 @@ func statusRedis(c redisConfig, asJSON bool, stdout io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "fleet breaker: %s; %s in the last hour; %d of %d members failing\n", state,
-		plural(fleet.RestartsInHour, "restart"), fleet.FailingChannels, fleet.TotalChannels)
+		errtext.Plural(fleet.RestartsInHour, "restart"), fleet.FailingChannels, fleet.TotalChannels)
 	return nil
 }
 

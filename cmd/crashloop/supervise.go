@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/errtext"
 	"github.com/crashloopguard/crashloop/promcrashloop"
 	"github.com/crashloopguard/crashloop/redisstore"
 )
@@ -178,7 +179,7 @@ func gaveUp(r *runner, pe *crashloop.ParkedError, state *stateStore, shared *red
 	if !ended && pe.LastError != nil {
 		last = pe.LastError.Error()
 	}
-	out.print(slog.LevelError, fmt.Sprintf("giving up on %s: %s after %s; last exit: %s", r.key, pe.Reason, plural(starts, "start"), last),
+	out.print(slog.LevelError, fmt.Sprintf("giving up on %s: %s after %s; last exit: %s", r.key, pe.Reason, errtext.Plural(starts, "start"), last),
 		"key", r.key, "reason", pe.Reason, "starts", starts, "last_exit", last)
 	if shared != nil {
 		out.print(slog.LevelInfo, fmt.Sprintf("parked on Redis for every replica; once the cause is fixed, run: %s", resumeRedisCommand(*shared, r.key)), "key", r.key)

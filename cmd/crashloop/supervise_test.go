@@ -111,14 +111,14 @@ func TestRestartsAreLogged(t *testing.T) {
 	c.signal(t, syscall.SIGTERM)
 	assert.Equal(t, 128+int(syscall.SIGTERM), c.wait(t), c.stderr.String())
 	for n := 1; n <= 2; n++ {
-		assert.Contains(t, c.stderr.String(), fmt.Sprintf(`level=WARN msg="session \"always\" exited cleanly; restart %d now" event=agent.restart_scheduled key=always incarnation=always#1 reason=clean_exit attempts=%d backoff=0s`+"\n", n, n))
+		assert.Contains(t, c.stderr.String(), fmt.Sprintf(`level=WARN msg="key \"always\" exited cleanly; restart %d now" event=agent.restart_scheduled key=always incarnation=always#1 reason=clean_exit attempts=%d backoff=0s`+"\n", n, n))
 	}
 	assert.Equal(t, 2, strings.Count(c.stderr.String(), "event=agent.restart_scheduled"), c.stderr.String())
 
 	r := runCL(t, with("--key=crash", "--healthy-after=0", "--", helper, "notify=READY=1", "exit=1")...)
 	assert.Equal(t, exitParked, r.code, r.stderr)
 	for n := 1; n <= 3; n++ {
-		assert.Contains(t, r.stderr, fmt.Sprintf(`level=WARN msg="session \"crash\" crashed after a healthy run; restart %d in 1ms" event=agent.restart_scheduled key=crash incarnation=crash#1 reason=crashed attempts=%d backoff=1ms last_error="%s exited with status 1"`+"\n", n, n, helper))
+		assert.Contains(t, r.stderr, fmt.Sprintf(`level=WARN msg="key \"crash\" crashed after a healthy run; restart %d in 1ms" event=agent.restart_scheduled key=crash incarnation=crash#1 reason=crashed attempts=%d backoff=1ms last_error="%s exited with status 1"`+"\n", n, n, helper))
 	}
 	assert.Equal(t, 3, strings.Count(r.stderr, "event=agent.restart_scheduled"), r.stderr)
 }
