@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -33,7 +32,7 @@ func (csvParser) line(b []byte, n int, out *[]Record) error {
 	if len(fields) == 4 {
 		code = fields[3]
 	}
-	rec, err := plainRecord(strings.TrimSpace(fields[0]), nil, fields[1], strings.TrimSpace(fields[2]), strings.TrimSpace(code), n)
+	rec, err := plainRecord(strings.TrimSpace(fields[0]), fields[1], strings.TrimSpace(fields[2]), strings.TrimSpace(code), n)
 	if err != nil {
 		return err
 	}
@@ -59,8 +58,7 @@ func (jsonlParser) line(b []byte, n int, out *[]Record) error {
 	if err := json.Unmarshal(b, &l); err != nil {
 		return err
 	}
-	var ts string
-	var secs *float64
+	ts := string(l.Time)
 	switch {
 	case len(l.Time) == 0:
 		return errors.New("no time")
@@ -69,17 +67,15 @@ func (jsonlParser) line(b []byte, n int, out *[]Record) error {
 			return err
 		}
 	default:
-		var f float64
-		if err := json.Unmarshal(l.Time, &f); err != nil {
+		if _, ok := unixSeconds(ts); !ok {
 			return fmt.Errorf("time %s: neither RFC 3339 text nor Unix seconds", l.Time)
 		}
-		secs = &f
 	}
 	code := ""
 	if l.Code != nil {
 		code = strconv.Itoa(*l.Code)
 	}
-	rec, err := plainRecord(ts, secs, l.Key, l.Event, code, n)
+	rec, err := plainRecord(ts, l.Key, l.Event, code, n)
 	if err != nil {
 		return err
 	}
@@ -92,22 +88,13 @@ func (jsonlParser) end(*[]Record) {}
 // plainRecord builds the record of a plain line. The time is RFC 3339 text
 // or Unix seconds (secs, or text that is a number); an exit's code is its
 // status (128+N for signal N), a failure of unknown status when empty.
-func plainRecord(ts string, secs *float64, key, event, code string, n int) (Record, error) {
+func plainRecord(ts string, key, event, code string, n int) (Record, error) {
 	rec := Record{Key: key, Line: n}
 	if key == "" {
 		return rec, errors.New("empty key")
 	}
-	if secs == nil {
-		if f, err := strconv.ParseFloat(ts, 64); err == nil {
-			secs = &f
-		}
-	}
-	if secs != nil {
-		if *secs <= 0 || *secs > 1e11 || math.IsNaN(*secs) {
-			return rec, fmt.Errorf("time %v: not Unix seconds", *secs)
-		}
-		whole, frac := math.Modf(*secs)
-		rec.Time = time.Unix(int64(whole), int64(math.Round(frac*1e9))).UTC()
+	if t, ok := unixSeconds(ts); ok {
+		rec.Time = t
 	} else {
 		t, err := time.Parse(time.RFC3339Nano, ts)
 		if err != nil {
@@ -137,4 +124,26 @@ func plainRecord(ts string, secs *float64, key, event, code string, n int) (Reco
 		return rec, fmt.Errorf("code %q on a %s: only an exit has a code", code, ev)
 	}
 	return rec, nil
+}
+
+// unixSeconds reads Unix seconds with an optional fraction of up to nine
+// digits, exactly ("1714557601.2").
+func unixSeconds(s string) (time.Time, bool) {
+	whole, frac, _ := strings.Cut(s, ".")
+	sec, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || sec <= 0 || sec > 1e11 || len(frac) > 9 {
+		return time.Time{}, false
+	}
+	var ns int64
+	if frac != "" {
+		n, err := strconv.ParseUint(frac, 10, 32)
+		if err != nil {
+			return time.Time{}, false
+		}
+		ns = int64(n)
+		for range 9 - len(frac) {
+			ns *= 10
+		}
+	}
+	return time.Unix(sec, ns).UTC(), true
 }
