@@ -105,13 +105,19 @@ func (p *supervised) Failed(start, end time.Time) (time.Duration, bool) {
 func ReferencePolicies() []Policy {
 	return []Policy{
 		{Name: "kubelet", Curve: "10s doubling to 300s, reset after 10m running, never gives up",
-			New: func() Restarter { return &doubling{initial: 10 * time.Second, factor: 2, max: 300 * time.Second, reset: 10 * time.Minute} }},
+			New: func() Restarter {
+				return &doubling{initial: 10 * time.Second, factor: 2, max: 300 * time.Second, reset: 10 * time.Minute}
+			}},
 		{Name: "KEP-4603", Curve: "1s doubling to 60s, reset after 10m running, never gives up",
-			New: func() Restarter { return &doubling{initial: time.Second, factor: 2, max: 60 * time.Second, reset: 10 * time.Minute} }},
+			New: func() Restarter {
+				return &doubling{initial: time.Second, factor: 2, max: 60 * time.Second, reset: 10 * time.Minute}
+			}},
 		{Name: "systemd", Curve: "RestartSec=100ms; the 6th start in StartLimitIntervalSec=10s fails the unit",
 			New: func() Restarter { return &systemd{wait: 100 * time.Millisecond, burst: 5, interval: 10 * time.Second} }},
 		{Name: "docker", Curve: "100ms doubling to 1m, reset after 10s running, never gives up",
-			New: func() Restarter { return &doubling{initial: 100 * time.Millisecond, factor: 2, max: time.Minute, reset: 10 * time.Second} }},
+			New: func() Restarter {
+				return &doubling{initial: 100 * time.Millisecond, factor: 2, max: time.Minute, reset: 10 * time.Second}
+			}},
 		{Name: "pm2", Curve: "100ms x1.5 to 15s, reset after 30s running; 16 runs under 1s in a row stop it",
 			New: func() Restarter {
 				return &doubling{initial: 100 * time.Millisecond, factor: 1.5, max: 15 * time.Second, reset: 30 * time.Second,
