@@ -37,6 +37,8 @@ type Options struct {
 	// OnDecision, when set, is called with every decision of every
 	// candidate, in time order.
 	OnDecision func(Decided)
+	// Timeline, when set, collects what WriteSVG draws.
+	Timeline *Timeline
 }
 
 // Decided is one decision of a candidate during a replay. It is a plain
@@ -204,6 +206,9 @@ func (p *Replayer) Feed(rec Record) {
 			ps := &k.pol[i]
 			if ps.parked {
 				_ = resumeAt(c.sup, rec.Key, rec.Time)
+				if p.opts.Timeline != nil {
+					p.opts.Timeline.resume(i, rec.Key, rec.Time)
+				}
 				ps.parked, ps.resumedSince, ps.streak = false, true, time.Time{}
 			}
 		}
@@ -214,6 +219,9 @@ func (p *Replayer) Feed(rec Record) {
 func (p *Replayer) start(key string, k *keyState, t time.Time) {
 	restart := !k.lastExit.IsZero()
 	k.open, k.start, k.ready = true, t, time.Time{}
+	if p.opts.Timeline != nil {
+		p.opts.Timeline.start(key, t)
+	}
 	k.runs++
 	if !restart {
 		return
@@ -250,6 +258,9 @@ func (p *Replayer) exit(key string, k *keyState, rec Record) {
 	}
 	if rec.Failed {
 		k.failures++
+		if p.opts.Timeline != nil {
+			p.opts.Timeline.fail(key, rec.Time)
+		}
 	}
 	for i, c := range p.cands {
 		ps := &k.pol[i]
@@ -289,6 +300,9 @@ func (p *Replayer) exit(key string, k *keyState, rec Record) {
 					ps.needsHuman++
 				} else {
 					ps.parks++
+				}
+				if p.opts.Timeline != nil {
+					p.opts.Timeline.park(i, key, rec.Time, pe.Reason == crashloop.ReasonNeedsHuman)
 				}
 				if !ps.streak.IsZero() {
 					ps.toPark = rec.Time.Sub(ps.streak)

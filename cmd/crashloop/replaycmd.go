@@ -27,6 +27,7 @@ fleet trips, the delay its backoffs would have added). Each --config FILE
 is a candidate (the format of crashloop --config); the policy flags
 (--max-respawns, --window, ... as crashloop takes them) apply over every
 one, and with no --config they make the one candidate, over the defaults.
+--defaults adds a first column for the defaults beside the --config ones.
 
 HISTORY is a file, or - for standard input, in any of these formats,
 detected from the content: journalctl -o json, kubectl get events -o json,
@@ -80,6 +81,7 @@ func candidateFlags(fs *flag.FlagSet, configs *listFlag) (*settings, func() ([]r
 		fs.Var(f.Value, name, f.Usage)
 	}
 	fs.Var(configs, "config", "a candidate configuration FILE (repeatable)")
+	defaults := fs.Bool("defaults", false, "")
 	build := func() ([]replay.Candidate, []int, error) {
 		var err error
 		fs.Visit(func(f *flag.Flag) {
@@ -106,6 +108,9 @@ func candidateFlags(fs *flag.FlagSet, configs *listFlag) (*settings, func() ([]r
 			files = []string{""}
 		}
 		var cands []replay.Candidate
+		if *defaults && len(*configs) > 0 {
+			cands = append(cands, replay.Candidate{Name: "defaults", Config: crashloop.DefaultSupervisorConfig()})
+		}
 		for _, file := range files {
 			s.config = file
 			cfg, err := s.configuration()
@@ -116,7 +121,7 @@ func candidateFlags(fs *flag.FlagSet, configs *listFlag) (*settings, func() ([]r
 			switch {
 			case file != "":
 				name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
-			case s.fs.NFlag() > 0:
+			case s.fs.NFlag() > 0 && !*defaults:
 				name = "flags"
 			}
 			if _, err := crashloop.NewSupervisor(cfg); err != nil {
@@ -184,8 +189,10 @@ func replayCmd(args []string, stdout io.Writer) error {
 		sources = append(sources, replay.Source{Name: path, R: file, Format: f})
 	}
 	opts := replay.Options{Horizon: *horizon, Reorder: *reorder, PermanentCodes: perm}
+	var tl *replay.Timeline
 	if *svg != "" {
-		return usagef("--svg: not yet")
+		tl = replay.NewTimeline()
+		opts.Timeline = tl
 	}
 	res, err := replay.Replay(sources, cands, opts)
 	if err != nil {
@@ -193,6 +200,11 @@ func replayCmd(args []string, stdout io.Writer) error {
 			return usagef("%s", strings.TrimPrefix(err.Error(), "replay: "))
 		}
 		return s.explain(err)
+	}
+	if tl != nil {
+		if err := writeSVG(*svg, tl, res, *svgRows); err != nil {
+			return err
+		}
 	}
 	if *asJSON {
 		return printJSON(stdout, res)
@@ -204,4 +216,20 @@ func replayCmd(args []string, stdout io.Writer) error {
 		}
 	}
 	return replay.WriteTable(stdout, res, keys, *horizon)
+}
+
+// writeSVG draws the timeline into path.
+func writeSVG(path string, tl *replay.Timeline, res *replay.Result, rows int) error {
+	file, err := os.Create(path)
+	if err != nil {
+		return fail(exitError, "--svg %s: %v", path, err)
+	}
+	err = tl.WriteSVG(file, res.Reports, rows)
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fail(exitError, "--svg %s: %v", path, err)
+	}
+	return nil
 }
