@@ -68,6 +68,80 @@ type journalEntry struct {
 	UnitResult journalField `json:"UNIT_RESULT"`
 }
 
+// fast reads the fields of e from the line b in one pass, without
+// decoding the values it does not need, when the line is an object of
+// plain strings (no escape, no array of bytes, no number). It returns
+// false otherwise, and then the line is decoded with encoding/json. A
+// journal entry of systemd's carries some thirty fields, and decoding them
+// all is most of the cost of a replay.
+func (e *journalEntry) fast(b []byte) bool {
+	i := 1                         // after the '{'
+	str := func() ([]byte, bool) { // the plain string at b[i], and i after it
+		if i >= len(b) || b[i] != '"' {
+			return nil, false
+		}
+		j := bytes.IndexByte(b[i+1:], '"')
+		if j < 0 || bytes.IndexByte(b[i+1:i+1+j], '\\') >= 0 {
+			return nil, false
+		}
+		s := b[i+1 : i+1+j]
+		i += j + 2
+		return s, true
+	}
+	space := func() {
+		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+			i++
+		}
+	}
+	for first := true; ; first = false {
+		space()
+		if i < len(b) && b[i] == '}' {
+			return i == len(b)-1
+		}
+		if !first {
+			if i >= len(b) || b[i] != ',' {
+				return false
+			}
+			i++
+			space()
+		}
+		key, ok := str()
+		if !ok {
+			return false
+		}
+		space()
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		i++
+		space()
+		val, ok := str()
+		if !ok {
+			return false
+		}
+		var dst *journalField
+		switch string(key) {
+		case "MESSAGE_ID":
+			dst = &e.MessageID
+		case "UNIT":
+			dst = &e.Unit
+		case "USER_UNIT":
+			dst = &e.UserUnit
+		case "__REALTIME_TIMESTAMP":
+			dst = &e.Realtime
+		case "EXIT_CODE":
+			dst = &e.ExitCode
+		case "EXIT_STATUS":
+			dst = &e.ExitStatus
+		case "UNIT_RESULT":
+			dst = &e.UnitResult
+		default:
+			continue
+		}
+		*dst = journalField(val)
+	}
+}
+
 // journald reads journalctl -o json. Only the entries of systemd's four
 // messages about a unit's life are decoded; every other line (the units'
 // own output) is skipped after a glance.
@@ -79,17 +153,37 @@ func newJournald() *journald { return &journald{open: make(map[string]bool)} }
 
 var messageIDKey = []byte(`"MESSAGE_ID"`)
 
+// oneOfOurs reports whether the line may be one of the four messages:
+// whether its MESSAGE_ID is one of theirs, at a glance, or cannot be told
+// at a glance (it is not a plain string right after the key).
+func oneOfOurs(b []byte) bool {
+	i := bytes.Index(b, messageIDKey[1:]) // from the M: a quote is everywhere, the vector search stalls on each
+	if i < 1 || b[i-1] != '"' {
+		return i >= 1 // a MESSAGE_ID" that is not the key: let the parser tell
+	}
+	v := b[i-1+len(messageIDKey):]
+	if len(v) < 35 || string(v[:2]) != `:"` || v[34] != '"' {
+		return true
+	}
+	switch string(v[2:34]) {
+	case msgStarted, msgProcessExit, msgUnitFailed, msgRestartScheduled:
+		return true
+	}
+	return false
+}
+
 func (j *journald) line(b []byte, n int, out *[]Record) error {
 	if b[0] != '{' || b[len(b)-1] != '}' {
 		return errors.New("not a JSON object (journalctl -o json writes one per line)")
 	}
-	if !bytes.Contains(b, messageIDKey) || !(bytes.Contains(b, []byte(msgStarted)) || bytes.Contains(b, []byte(msgProcessExit)) ||
-		bytes.Contains(b, []byte(msgUnitFailed)) || bytes.Contains(b, []byte(msgRestartScheduled))) {
+	if !oneOfOurs(b) {
 		return nil // not one of the four messages: a unit's own output
 	}
 	var e journalEntry
-	if err := json.Unmarshal(b, &e); err != nil {
-		return err
+	if !e.fast(b) {
+		if err := json.Unmarshal(b, &e); err != nil {
+			return err
+		}
 	}
 	key := string(e.Unit)
 	if key == "" {
