@@ -148,8 +148,8 @@ func (t *Timeline) WriteSVG(w io.Writer, reports []Report, rows int) error {
 	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n",
 		svgWidth, height, svgWidth, height)
 	fmt.Fprintf(b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", svgWidth, height)
-	title := fmt.Sprintf("crashloop replay: %s to %s (%s), %d keys", first.UTC().Format(time.RFC3339), last.UTC().Format(time.RFC3339),
-		Duration(last.Sub(first)), total)
+	title := fmt.Sprintf("crashloop replay: %s to %s (%s), %s", first.UTC().Format(time.RFC3339), last.UTC().Format(time.RFC3339),
+		Duration(last.Sub(first)), plural(total, "key"))
 	if total > len(keys) {
 		title += fmt.Sprintf("; the %d busiest shown", len(keys))
 	}
