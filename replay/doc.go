@@ -19,6 +19,11 @@
 // candidate configurations and under the reference policies of other
 // systems (Kubernetes, systemd, Docker, PM2; see ReferencePolicies).
 //
+// Every function of the package is safe for concurrent use: each call has
+// state of its own. A Reader, a Replayer, a Timeline and a Policy's
+// Restarter are not safe for concurrent use, as their types say; the
+// other types are plain values.
+//
 // The package uses the standard library only. See docs/replay.md in the
 // repository for the formats and the measures.
 package replay

@@ -230,7 +230,7 @@ func (s Simulation) Restarts(d time.Duration) int {
 // Simulate runs prog under a fresh Restarter of pol for horizon (the
 // simulated time; a policy that has not given up by then never does) and
 // returns its starts. It returns an error for a Program with neither or
-// both fields set, or a horizon <= 0.
+// both fields set, or a horizon <= 0. It is safe for concurrent use.
 func Simulate(pol Policy, prog Program, horizon time.Duration) (Simulation, error) {
 	switch {
 	case (prog.CrashAfter > 0) == (prog.Outage > 0):

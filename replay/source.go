@@ -36,7 +36,9 @@ type Result struct {
 // them through a Replayer for the candidates. Malformed lines are counted
 // and reported in the Result, never fatal; Replay fails with an error
 // wrapping ErrNoHistory only when not one record could be read from any
-// source, and with the error of a source that could not be read.
+// source, with the error of a source that could not be read, and with the
+// error of NewReplayer for candidates or options it rejects. It is safe
+// for concurrent use with other calls (not on the same readers).
 func Replay(sources []Source, cands []Candidate, opts Options) (*Result, error) {
 	p, err := NewReplayer(cands, opts)
 	if err != nil {
