@@ -165,3 +165,44 @@ extra delay over the history's gaps  1.8s over 3 restarts  4.8s over 5 restarts
 		assert.Equal(t, c.msg, r.stderr, c.args)
 	}
 }
+
+// TestSimulate: the table of a crasher and an outage, the Markdown table
+// of docs/policies.md, and the help.
+func TestSimulate(t *testing.T) {
+	t.Parallel()
+	r := runCL(t, "simulate", "--reference=false", "--defaults", "--config", "/dev/null", "--crash-after", "10s", "--outage", "30s")
+	assert.Equal(t, exitUsage, r.code, "an empty file is no configuration")
+	assert.Equal(t, "crashloop: /dev/null:1:1: unexpected end of JSON input\n", r.stderr)
+
+	r = runCL(t, "simulate", "--reference=false", "--max-respawns=5", "--crash-after", "10s", "--outage", "30s")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "policy  10s crasher: restarts in 5m  in 30m  gives up after  30s outage: extra delay\n"+
+		"flags   3                            3       41.5s           gave up after 7.5s\n", r.stdout)
+
+	r = runCL(t, "simulate")
+	require.Equal(t, 0, r.code, r.stderr)
+	doc, err := os.ReadFile("../../docs/policies.md")
+	require.NoError(t, err)
+	assert.Contains(t, string(doc), "\n"+r.stdout+"\n")
+	assert.Equal(t, 8, strings.Count(r.stdout, "\n"), "a header, a rule, the defaults and five reference policies")
+
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"simulate", "--crash-after", "-1s"}, `crashloop: --crash-after: "-1s" must be a duration > 0, such as 10s` + "\n"},
+		{[]string{"simulate", "--horizon", "0s"}, "crashloop: --horizon: must be > 0\n"},
+		{[]string{"simulate", "now"}, "crashloop: simulate takes no arguments, got \"now\"\n"},
+		{[]string{"simulate", "--chain-max=-1"}, "crashloop: --chain-max: must be >= 0 (0: off)\n"},
+	} {
+		r := runCL(t, c.args...)
+		assert.Equal(t, exitUsage, r.code, c.args)
+		assert.Equal(t, c.msg, r.stderr, c.args)
+	}
+	r = runCL(t, "simulate", "--help")
+	assert.Equal(t, 0, r.code)
+	assert.Equal(t, simulateHelp, r.stdout)
+	r = runCL(t, "replay", "--help")
+	assert.Equal(t, 0, r.code)
+	assert.Equal(t, replayHelp, r.stdout)
+}
