@@ -114,6 +114,8 @@ Usage:
   crashloop [flags] -- PROGRAM [ARGS...]
   crashloop status --state FILE | --redis URL [--json]
   crashloop resume --state FILE | --redis URL [KEY]
+  crashloop replay [--config FILE]... HISTORY...      (see crashloop replay --help)
+  crashloop simulate [--crash-after D] [--outage D]   (see crashloop simulate --help)
   crashloop --version
 `
 

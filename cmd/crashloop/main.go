@@ -10,6 +10,8 @@
 //	crashloop [flags] -- PROGRAM [ARGS...]
 //	crashloop status --state FILE [--json]
 //	crashloop resume --state FILE [KEY]
+//	crashloop replay [--config FILE]... HISTORY...
+//	crashloop simulate [--config FILE]... [--crash-after D] [--outage D]
 //	crashloop --version
 //
 // Each run of the program has a process group of its own, and nothing of a
@@ -77,6 +79,10 @@ func dispatch(args []string, stdout io.Writer, out *output) (int, error) {
 			return 0, statusCmd(args[1:], stdout)
 		case "resume":
 			return 0, resumeCmd(args[1:], stdout)
+		case "replay":
+			return 0, replayCmd(args[1:], stdout)
+		case "simulate":
+			return 0, simulateCmd(args[1:], stdout)
 		}
 	}
 	return superviseCmd(args, stdout, out)

@@ -1,0 +1,208 @@
+//go:build unix
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// replayed is the part of crashloop replay --json that the tests read.
+type replayed struct {
+	Sources []struct {
+		Format    string
+		Records   int
+		Malformed int
+	}
+	Reports []struct {
+		Name   string
+		Totals struct {
+			Allowed, Parks, NeedsHuman, Spared int
+		}
+		Keys []struct {
+			Key    string
+			Reason string
+		}
+		Log struct {
+			Matched, Mismatched int
+			First               []string
+		}
+	}
+}
+
+// TestReplayReproducesItsOwnLog runs crashloop against real crashing
+// children with --log-format json, then replays the log under the
+// configuration it ran with: every decision it logged, park for park and
+// backoff for backoff, comes out the same.
+func TestReplayReproducesItsOwnLog(t *testing.T) {
+	t.Parallel()
+	policy := []string{"--initial-backoff=1ms", "--max-backoff=3ms", "--window=10s", "--healthy-after=10s"}
+	for _, c := range []struct {
+		name      string
+		flags     []string
+		program   []string
+		code      int
+		decisions int // decisions logged
+		allowed   int
+		parks     int
+		human     int
+		reason    string
+	}{
+		{"budget", []string{"--max-respawns=3"}, []string{"exit=1"}, exitParked, 4, 3, 1, 0, "respawn_budget_exhausted"},
+		{"chain", []string{"--healthy-after=0", "--chain-max=3"}, []string{"notify=READY=1", "exit=1"}, exitParked, 4, 3, 0, 1, "needs_human"},
+		{"permanent", []string{"--permanent-exit-codes=3"}, []string{"exit=3"}, exitParked, 1, 0, 1, 0, "permanent_error"},
+		{"guard", []string{"--guard=2/10s", "--max-respawns=5"}, []string{"exit=1"}, exitParked, 3, 2, 1, 0, "restart_loop_guard"},
+		{"signal", []string{"--max-respawns=1", "--backoff=exponential"}, []string{"kill=TERM", "hang"}, exitParked, 2, 1, 1, 0, "respawn_budget_exhausted"},
+		{"hourly", []string{"--hourly-cap=2", "--max-respawns=4"}, []string{"exit=2"}, exitParked, 3, 2, 1, 0, "hourly_restart_cap"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			flags := append(append([]string(nil), policy...), c.flags...)
+			args := append(append(append([]string{"--log-format=json", "--grace=2s", "--key=" + c.name}, flags...), "--", helper), c.program...)
+			r := runCL(t, args...)
+			require.Equal(t, c.code, r.code, r.stderr)
+			log := filepath.Join(t.TempDir(), "log.json")
+			require.NoError(t, os.WriteFile(log, []byte(r.stderr), 0o644))
+			logged := strings.Count(r.stderr, `"event":"agent.`) + strings.Count(r.stderr, `"event":"rescue.`) +
+				strings.Count(r.stderr, `"event":"channel.`)
+			require.Equal(t, c.decisions, logged, r.stderr)
+
+			rr := runCL(t, append(append([]string{"replay", "--json"}, flags...), log)...)
+			require.Equal(t, 0, rr.code, rr.stderr)
+			var got replayed
+			require.NoError(t, json.Unmarshal([]byte(rr.stdout), &got), rr.stdout)
+			require.Len(t, got.Sources, 1)
+			assert.Equal(t, "crashloop", got.Sources[0].Format)
+			assert.Equal(t, 0, got.Sources[0].Malformed)
+			require.Len(t, got.Reports, 1)
+			rep := got.Reports[0]
+			assert.Equal(t, "flags", rep.Name)
+			assert.Equal(t, c.decisions, rep.Log.Matched, "%v\n%s", rep.Log.First, r.stderr)
+			assert.Equal(t, 0, rep.Log.Mismatched, "%v\n%s", rep.Log.First, r.stderr)
+			assert.Equal(t, c.allowed, rep.Totals.Allowed)
+			assert.Equal(t, c.parks, rep.Totals.Parks)
+			assert.Equal(t, c.human, rep.Totals.NeedsHuman)
+			require.Len(t, rep.Keys, 1)
+			assert.Equal(t, c.name, rep.Keys[0].Key)
+			assert.Equal(t, c.reason, rep.Keys[0].Reason)
+		})
+	}
+}
+
+// TestReplayTable: the table for people, with two candidates, a key of its
+// own, and a malformed line named by number.
+func TestReplayTable(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	history := filepath.Join(dir, "h.csv")
+	require.NoError(t, os.WriteFile(history, []byte("time,key,event,code\n"+
+		"1714557600,a,start\n1714557601,a,exit,1\n1714557601.2,a,start\n1714557602,a,exit,1\n"+
+		"1714557602.5,a,start\n1714557603,a,exit,1\n1714557603.5,a,start\n1714557604,a,exit,1\n"+
+		"1714557604.5,a,start\n1714557605,a,exit,1\n1714557606,a,start\n1714557606.5,a,ready\n"+
+		"1714558200,a,exit,1\n1714558190,b,start\nbad line\n"), 0o644))
+	wide := filepath.Join(dir, "wide.json")
+	require.NoError(t, os.WriteFile(wide, []byte(`{"budget": {"max_respawns": 10}}`), 0o644))
+	def := filepath.Join(dir, "default.json")
+	require.NoError(t, os.WriteFile(def, []byte(`{}`), 0o644))
+
+	r := runCL(t, "replay", "--config", def, "--config", wide, "--key", "a", history)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, history+`: csv, 16 lines, 14 records, 1 malformed
+  malformed: `+history+`:16: 1 fields, want time,key,event[,code]
+history: 2024-05-01T10:00:00Z to 2024-05-01T10:10:00Z (10m)
+
+                                     default               wide
+keys                                 2                     2
+runs                                 7                     7
+failures                             6                     6
+restarts in the history              5                     5
+restarts it would allow              3                     6
+restarts spared                      2                     0
+keys parked or needs-human           1                     0
+parks                                1                     0
+needs-human                          0                     0
+first failure to park (median/max)   3s / 3s               -
+false parks (healthy within 1d)      1                     0
+extra delay over the history's gaps  1.8s over 3 restarts  4.8s over 5 restarts
+fleet trips                          0                     0
+fleet held restarts for              0s                    0s
+restarts held                        0                     0
+
+key a
+                                     default               wide
+runs                                 6                     6
+failures                             6                     6
+restarts in the history              5                     5
+restarts it would allow              3                     6
+restarts spared                      2                     0
+keys parked or needs-human           1                     0
+parks                                1                     0
+needs-human                          0                     0
+first failure to park (median/max)   3s / 3s               -
+false parks (healthy within 1d)      1                     0
+extra delay over the history's gaps  1.8s over 3 restarts  4.8s over 5 restarts
+`, r.stdout)
+
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"replay"}, "crashloop: replay needs a HISTORY file (or - for standard input)\n"},
+		{[]string{"replay", "--format=syslog", history}, `crashloop: --format: "syslog" is not auto, journald, kubernetes, docker, crashloop, csv or jsonl` + "\n"},
+		{[]string{"replay", "--window=1s", history}, "crashloop: --window: must be >= the sum of the first 3 backoffs (3s), or a crash loop never parks\n"},
+		{[]string{"replay", filepath.Join(dir, "none")}, "crashloop: " + filepath.Join(dir, "none") + ": no such file or directory\n"},
+		{[]string{"replay", wide}, "crashloop: no record could be read from " + wide + ": 1 malformed lines, the first: " + wide +
+			":1: unknown format: not journalctl -o json, kubectl -o json, docker events, crashloop's JSON log, CSV (time,key,event,code) or JSON lines\n"},
+	} {
+		r := runCL(t, c.args...)
+		assert.Equal(t, exitUsage, r.code, c.args)
+		assert.Equal(t, c.msg, r.stderr, c.args)
+	}
+}
+
+// TestSimulate: the table of a crasher and an outage, the Markdown table
+// of docs/policies.md, and the help.
+func TestSimulate(t *testing.T) {
+	t.Parallel()
+	r := runCL(t, "simulate", "--reference=false", "--defaults", "--config", "/dev/null", "--crash-after", "10s", "--outage", "30s")
+	assert.Equal(t, exitUsage, r.code, "an empty file is no configuration")
+	assert.Equal(t, "crashloop: /dev/null:1:1: unexpected end of JSON input\n", r.stderr)
+
+	r = runCL(t, "simulate", "--reference=false", "--max-respawns=5", "--crash-after", "10s", "--outage", "30s")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "policy  10s crasher: restarts in 5m  in 30m  gives up after  30s outage: extra delay\n"+
+		"flags   3                            3       41.5s           gave up after 7.5s\n", r.stdout)
+
+	r = runCL(t, "simulate")
+	require.Equal(t, 0, r.code, r.stderr)
+	doc, err := os.ReadFile("../../docs/policies.md")
+	require.NoError(t, err)
+	assert.Contains(t, string(doc), "\n"+r.stdout+"\n")
+	assert.Equal(t, 8, strings.Count(r.stdout, "\n"), "a header, a rule, the defaults and five reference policies")
+
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"simulate", "--crash-after", "-1s"}, `crashloop: --crash-after: "-1s" must be a duration > 0, such as 10s` + "\n"},
+		{[]string{"simulate", "--horizon", "0s"}, "crashloop: --horizon: must be > 0\n"},
+		{[]string{"simulate", "now"}, "crashloop: simulate takes no arguments, got \"now\"\n"},
+		{[]string{"simulate", "--chain-max=-1"}, "crashloop: --chain-max: must be >= 0 (0: off)\n"},
+	} {
+		r := runCL(t, c.args...)
+		assert.Equal(t, exitUsage, r.code, c.args)
+		assert.Equal(t, c.msg, r.stderr, c.args)
+	}
+	r = runCL(t, "simulate", "--help")
+	assert.Equal(t, 0, r.code)
+	assert.Equal(t, simulateHelp, r.stdout)
+	r = runCL(t, "replay", "--help")
+	assert.Equal(t, 0, r.code)
+	assert.Equal(t, replayHelp, r.stdout)
+}

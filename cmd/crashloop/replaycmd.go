@@ -1,0 +1,235 @@
+//go:build unix
+
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/replay"
+)
+
+const replayHelp = `Usage: crashloop replay [--config FILE]... [policy flags] [flags] HISTORY...
+
+Replays restart history that already happened under candidate
+configurations, and prints what each would have done: one column per
+candidate, one row per measure (restarts it would have allowed and spared,
+keys parked and the time from the first failure to the park, false parks,
+fleet trips, the delay its backoffs would have added). Each --config FILE
+is a candidate (the format of crashloop --config); the policy flags
+(--max-respawns, --window, ... as crashloop takes them) apply over every
+one, and with no --config they make the one candidate, over the defaults.
+--defaults adds a first column for the defaults beside the --config ones.
+
+HISTORY is a file, or - for standard input, in any of these formats,
+detected from the content: journalctl -o json, kubectl get events -o json,
+kubectl get pods -o json, docker events --format '{{json .}}', crashloop's
+own --log-format json, and the plain CSV (time,key,event,code) or JSON
+lines ({"time","key","event","code"}). Malformed lines are counted and
+named by number; only a history with no readable line is an error.
+
+Flags:
+  --config FILE      a candidate configuration (repeatable)
+  --format FORMAT    force the format: journald, kubernetes, docker,
+                     crashloop, csv or jsonl (default: detect)
+  --key KEY          also print the measures of KEY alone (repeatable;
+                     "all" for every key)
+  --horizon DURATION a healthy run this long after a park makes it false
+                     (default 24h)
+  --reorder DURATION records up to this much out of time order are put
+                     back in order (default 1m)
+  --svg FILE         draw the timeline of every candidate into FILE
+  --svg-rows N       the most keys the timeline shows, busiest first
+                     (default 40)
+  --json             print a JSON document instead of the table
+`
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// policyFlags are the flags of the supervisor's configuration that replay
+// and simulate take as crashloop does (all of "When to give up" but
+// --config, which they repeat).
+func policyFlags() []string {
+	var names []string
+	for _, name := range helpSections[0].flags {
+		if name != "config" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// candidateFlags registers the policy flags of a fresh settings on fs, and
+// returns the settings and a function that, once fs is parsed, builds the
+// candidates: one per --config file, or one from the flags alone.
+func candidateFlags(fs *flag.FlagSet, configs *listFlag) (*settings, func() ([]replay.Candidate, []int, error)) {
+	s := newSettings()
+	for _, name := range policyFlags() {
+		f := s.fs.Lookup(name)
+		fs.Var(f.Value, name, f.Usage)
+	}
+	fs.Var(configs, "config", "a candidate configuration FILE (repeatable)")
+	defaults := fs.Bool("defaults", false, "")
+	build := func() ([]replay.Candidate, []int, error) {
+		var err error
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name != "config" && s.fs.Lookup(f.Name) != nil && err == nil {
+				err = s.fs.Set(f.Name, f.Value.String()) // so that configuration and explain see it set
+			}
+		})
+		if err != nil {
+			return nil, nil, usagef("%v", err)
+		}
+		if err := s.check(); err != nil {
+			return nil, nil, err
+		}
+		codes, _ := parseExitCodes(s.permanentExitCodes) // checked by check
+		perm := slices.Sorted(func(yield func(int) bool) {
+			for c := range codes {
+				if !yield(c) {
+					return
+				}
+			}
+		})
+		files := []string(*configs)
+		if len(files) == 0 {
+			files = []string{""}
+		}
+		var cands []replay.Candidate
+		if *defaults && len(*configs) > 0 {
+			cands = append(cands, replay.Candidate{Name: "defaults", Config: crashloop.DefaultSupervisorConfig()})
+		}
+		for _, file := range files {
+			s.config = file
+			cfg, err := s.configuration()
+			if err != nil {
+				return nil, nil, err
+			}
+			name := "defaults"
+			switch {
+			case file != "":
+				name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+			case s.fs.NFlag() > 0 && !*defaults:
+				name = "flags"
+			}
+			if _, err := crashloop.NewSupervisor(cfg); err != nil {
+				return nil, nil, s.explain(err)
+			}
+			cands = append(cands, replay.Candidate{Name: name, Config: cfg})
+		}
+		return cands, perm, nil
+	}
+	return s, build
+}
+
+// replayCmd is "crashloop replay".
+func replayCmd(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var configs, keys listFlag
+	s, candidates := candidateFlags(fs, &configs)
+	format := fs.String("format", "auto", "")
+	fs.Var(&keys, "key", "")
+	horizon := fs.Duration("horizon", 24*time.Hour, "")
+	reorder := fs.Duration("reorder", time.Minute, "")
+	svg := fs.String("svg", "", "")
+	svgRows := fs.Int("svg-rows", 40, "")
+	asJSON := fs.Bool("json", false, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, replayHelp)
+			return nil
+		}
+		return flagError(fs, err)
+	}
+	f, err := replay.ParseFormat(*format)
+	switch {
+	case err != nil:
+		return badValue("format", *format, "is not auto, journald, kubernetes, docker, crashloop, csv or jsonl")
+	case fs.NArg() == 0:
+		return usagef("replay needs a HISTORY file (or - for standard input)")
+	case *horizon <= 0:
+		return usagef("--horizon: must be > 0")
+	case *reorder <= 0:
+		return usagef("--reorder: must be > 0")
+	case *svgRows < 1:
+		return usagef("--svg-rows: must be >= 1")
+	}
+	cands, perm, err := candidates()
+	if err != nil {
+		return err
+	}
+	var sources []replay.Source
+	for _, path := range fs.Args() {
+		if path == "-" {
+			sources = append(sources, replay.Source{Name: "stdin", R: os.Stdin, Format: f})
+			continue
+		}
+		file, err := os.Open(path)
+		if err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return usagef("%s: %v", path, err)
+		}
+		defer file.Close()
+		sources = append(sources, replay.Source{Name: path, R: file, Format: f})
+	}
+	opts := replay.Options{Horizon: *horizon, Reorder: *reorder, PermanentCodes: perm}
+	var tl *replay.Timeline
+	if *svg != "" {
+		tl = replay.NewTimeline()
+		opts.Timeline = tl
+	}
+	res, err := replay.Replay(sources, cands, opts)
+	if err != nil {
+		if errors.Is(err, replay.ErrNoHistory) {
+			return usagef("%s", strings.TrimPrefix(err.Error(), "replay: "))
+		}
+		return s.explain(err)
+	}
+	if tl != nil {
+		if err := writeSVG(*svg, tl, res, *svgRows); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		return printJSON(stdout, res)
+	}
+	if slices.Contains(keys, "all") {
+		keys = keys[:0]
+		for _, k := range res.Reports[0].Keys {
+			keys = append(keys, k.Key)
+		}
+	}
+	return replay.WriteTable(stdout, res, keys, *horizon)
+}
+
+// writeSVG draws the timeline into path.
+func writeSVG(path string, tl *replay.Timeline, res *replay.Result, rows int) error {
+	file, err := os.Create(path)
+	if err != nil {
+		return fail(exitError, "--svg %s: %v", path, err)
+	}
+	err = tl.WriteSVG(file, res.Reports, rows)
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fail(exitError, "--svg %s: %v", path, err)
+	}
+	return nil
+}

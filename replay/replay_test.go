@@ -1,0 +1,114 @@
+package replay_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/replay"
+)
+
+// history is a CSV history: key a fails four starts in a row, fails twice
+// more, then runs healthy (ready at 6.5s) until 600s; b's start is listed
+// 10s out of order (put back in order), c's 597s out of order (late).
+const history = `time,key,event,code
+1714557600,a,start
+1714557601,a,exit,1
+1714557601.2,a,start
+1714557602,a,exit,1
+1714557602.5,a,start
+1714557603,a,exit,1
+1714557603.5,a,start
+1714557604,a,exit,1
+1714557604.5,a,start
+1714557605,a,exit,1
+1714557606,a,start
+1714557606.5,a,ready
+1714558200,a,exit,1
+1714558190,b,start
+1714557603,c,start
+`
+
+// decisions replays history under the candidates and returns each
+// candidate's decisions, one line each.
+func decisions(t *testing.T, history string, cands []replay.Candidate, opts replay.Options) (*replay.Result, [][]string) {
+	t.Helper()
+	out := make([][]string, len(cands))
+	opts.OnDecision = func(d replay.Decided) {
+		out[d.Candidate] = append(out[d.Candidate], fmt.Sprintf("%s %v %s %v %s", d.Key, d.Time.Sub(t0), d.Decision.Action, d.Decision.Wait, d.Event))
+	}
+	res, err := replay.Replay([]replay.Source{{Name: "h", R: strings.NewReader(history)}}, cands, opts)
+	require.NoError(t, err)
+	return res, out
+}
+
+func TestReplayMeasures(t *testing.T) {
+	t.Parallel()
+	def := crashloop.DefaultSupervisorConfig()
+	wide := crashloop.DefaultSupervisorConfig()
+	wide.Budget.MaxRespawns = 10
+	res, got := decisions(t, history, []replay.Candidate{{Config: def}, {Name: "wide", Config: wide}}, replay.Options{})
+
+	assert.Equal(t, []replay.SourceResult{{Name: "h", Format: replay.FormatCSV, Lines: 16, Records: 15}}, res.Sources)
+	assert.Equal(t, []string{
+		"a 1s restart 500ms agent.respawn_scheduled",
+		"a 2s restart 1s agent.respawn_scheduled",
+		"a 3s restart 1.5s agent.respawn_scheduled",
+		"a 4s stop 0s agent.startup_exhausted",
+	}, got[0])
+	assert.Equal(t, []string{
+		"a 1s restart 500ms agent.respawn_scheduled",
+		"a 2s restart 1s agent.respawn_scheduled",
+		"a 3s restart 1.5s agent.respawn_scheduled",
+		"a 4s restart 2s agent.respawn_scheduled",
+		"a 5s restart 2.5s agent.respawn_scheduled",
+		"a 10m0s restart 500ms agent.restart_scheduled",
+	}, got[1])
+
+	require.Len(t, res.Reports, 2)
+	r := res.Reports[0]
+	assert.Equal(t, "config 1", r.Name)
+	assert.Equal(t, at(0), r.First)
+	assert.Equal(t, at(10*time.Minute), r.Last)
+	assert.Equal(t, 15, r.Records)
+	assert.Equal(t, 1, r.Late, "c's start, 597s out of order")
+	assert.Equal(t, replay.Measures{Keys: 3, Runs: 8, Failures: 6, Restarts: 5, Allowed: 3, Spared: 2, Parks: 1, ParkedKeys: 1,
+		FalseParks: 1, ToParkMedian: 3 * time.Second, ToParkMax: 3 * time.Second, ExtraDelay: 1800 * time.Millisecond, Delayed: 3}, r.Totals)
+	assert.Equal(t, replay.KeyReport{Key: "a", Runs: 6, Failures: 6, Restarts: 5, Allowed: 3, Spared: 2, Parks: 1, FalseParks: 1,
+		ExtraDelay: 1800 * time.Millisecond, Delayed: 3, ParkedAt: at(4 * time.Second), Reason: "respawn_budget_exhausted",
+		ToPark: 3 * time.Second, StillParked: true, RecoveredAt: at(6500 * time.Millisecond)}, r.Keys[0])
+	assert.Equal(t, []replay.KeyReport{{Key: "b", Runs: 1}, {Key: "c", Runs: 1}}, r.Keys[1:])
+
+	w := res.Reports[1]
+	assert.Equal(t, "wide", w.Name)
+	assert.Equal(t, replay.Measures{Keys: 3, Runs: 8, Failures: 6, Restarts: 5, Allowed: 6,
+		ExtraDelay: 4800 * time.Millisecond, Delayed: 5}, w.Totals)
+}
+
+// TestReplayHorizonAndResume: a healthy run after the horizon, or after an
+// operator's resume, makes no false park.
+func TestReplayHorizonAndResume(t *testing.T) {
+	t.Parallel()
+	cfg := crashloop.DefaultSupervisorConfig()
+	cfg.Budget.MaxRespawns = 0                         // the first failure parks
+	h := "1714557600,a,start\n1714557601,a,exit,1\n" + // parked at 1s
+		"1714557700,a,start\n" + // 99s later: healthy from 110s (HealthyAfter 10s) until the end
+		"1714557800,b,start\n1714557801,b,exit,1\n" +
+		"1714557802,b,resume\n1714557803,b,start\n1714557900,b,exit,0\n"
+	for _, c := range []struct {
+		horizon time.Duration
+		false   int
+	}{{109 * time.Second, 1}, {108 * time.Second, 0}} {
+		res, got := decisions(t, h, []replay.Candidate{{Config: cfg}}, replay.Options{Horizon: c.horizon})
+		assert.Equal(t, []string{"a 1s stop 0s agent.startup_exhausted", "b 3m21s stop 0s agent.startup_exhausted", "b 5m0s stop 0s "}, got[0])
+		tot := res.Reports[0].Totals
+		assert.Equal(t, c.false, tot.FalseParks, "a ran healthy 109s after its park (from 10s into its run); b was resumed")
+		assert.Equal(t, 2, tot.Parks)
+		assert.Equal(t, 1, tot.Spared, "a's start after its park; b's came after the resume")
+	}
+}
