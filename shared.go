@@ -80,13 +80,13 @@ func (s *Supervisor) useShared(ctx context.Context, now time.Time) (bool, error)
 	sh.retryAt = retry // one caller asks; the others go on alone
 	s.mu.Unlock()
 	err := s.writeBack(ctx, now)
-	if err != nil && ctx.Err() != nil {
+	if cerr := ended(ctx); err != nil && cerr != nil {
 		s.mu.Lock()
 		if sh.retryAt.Equal(retry) {
 			sh.retryAt = due // the caller gave up, not the ledger: the next call asks
 		}
 		s.mu.Unlock()
-		return false, ctx.Err()
+		return false, cerr
 	}
 	return err == nil, nil
 }
@@ -114,8 +114,8 @@ func (s *Supervisor) Flush(ctx context.Context) error {
 		return nil
 	}
 	err := s.writeBack(ctx, s.o.clock.Now())
-	if err != nil && ctx.Err() != nil {
-		return ctx.Err()
+	if cerr := ended(ctx); err != nil && cerr != nil {
+		return cerr
 	}
 	return err
 }
@@ -138,8 +138,8 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 	}
 	n, err := sh.l.Restore(ctx, parks)
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err() // the caller's cancel, not an outage
+		if err := ended(ctx); err != nil {
+			return err // the caller's cancel, not an outage
 		}
 		s.lost(err, now)
 		s.mu.Lock()
@@ -158,6 +158,21 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 	s.mu.Unlock()
 	if recovered {
 		emit(s.o.handler, Event{Kind: EventStoreRecovered, Key: "store", Time: now, Attempts: n})
+	}
+	return nil
+}
+
+// ended returns ctx's error once ctx has ended, or
+// context.DeadlineExceeded once its deadline has passed: a ledger's read
+// bounded by that deadline may fail a moment before ctx reports it. A
+// ledger's error while ended(ctx) is not nil is the caller's cancel or
+// deadline, not a failure of the ledger.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
 	}
 	return nil
 }
@@ -197,8 +212,8 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 	s.mu.Unlock()
 	v, err := s.shared.l.Judge(ctx, j)
 	if err != nil {
-		if ctx.Err() != nil {
-			return Decision{Action: ActionStop, Err: ctx.Err()}, true
+		if err := ended(ctx); err != nil {
+			return Decision{Action: ActionStop, Err: err}, true
 		}
 		s.lost(err, now)
 		return Decision{}, false
@@ -216,8 +231,8 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 func (s *Supervisor) proceedShared(ctx context.Context, key string, now time.Time) (Decision, bool) {
 	v, err := s.shared.l.Proceed(ctx, key, now)
 	if err != nil {
-		if ctx.Err() != nil {
-			return Decision{Action: ActionStop, Err: ctx.Err()}, true
+		if err := ended(ctx); err != nil {
+			return Decision{Action: ActionStop, Err: err}, true
 		}
 		s.lost(err, now)
 		return Decision{}, false
@@ -247,8 +262,8 @@ func (s *Supervisor) lookupShared(ctx context.Context, key string, now time.Time
 	}
 	pe, err := s.shared.l.Lookup(ctx, key)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		if err := ended(ctx); err != nil {
+			return nil, err
 		}
 		s.lost(err, now)
 		return nil, nil

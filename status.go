@@ -72,7 +72,7 @@ func (s *Supervisor) StatusAt(ctx context.Context, now time.Time) Status {
 		if use {
 			fs, err := s.shared.l.Fleet(ctx, now)
 			switch {
-			case err != nil && ctx.Err() != nil:
+			case err != nil && ended(ctx) != nil:
 				return Status{} // the caller's cancel, not an outage
 			case err != nil:
 				s.lost(err, now)

@@ -488,8 +488,8 @@ func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) er
 		case errors.Is(err, ErrNotParked):
 			s.learn(LedgerChange{Key: key}) // resumed elsewhere meanwhile
 			return err
-		case err != nil && ctx.Err() != nil:
-			return ctx.Err() // the caller's cancel, not an outage
+		case err != nil && ended(ctx) != nil:
+			return ended(ctx) // the caller's cancel, not an outage
 		case err != nil:
 			s.lost(err, now)
 			return s.unavailable("resume", key)
@@ -558,8 +558,8 @@ func (s *Supervisor) Forget(ctx context.Context, key string) error {
 			return s.unavailable("forget", key)
 		}
 		if err := s.shared.l.Forget(ctx, key); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err() // the caller's cancel, not an outage
+			if err := ended(ctx); err != nil {
+				return err // the caller's cancel, not an outage
 			}
 			s.lost(err, now)
 			return s.unavailable("forget", key)
