@@ -39,7 +39,10 @@ type shared struct {
 // again at most once a second. When the ledger answers again, it writes
 // back the parks it decided alone and announces EventStoreRecovered. A
 // Resume or Forget while the ledger fails returns an error matching
-// ErrStoreUnavailable and changes nothing. A nil l is NewSupervisor. A
+// ErrStoreUnavailable and changes nothing. The context of each call bounds
+// its wait on the ledger too: a caller's cancel or deadline ends the call
+// with the context's error, and is no failure of the ledger (nothing is
+// announced, and nothing is decided alone). A nil l is NewSupervisor. A
 // shared Supervisor takes no WithStore: the ledger keeps its state.
 func NewSharedSupervisor(cfg SupervisorConfig, l Ledger, opts ...Option) (*Supervisor, error) {
 	s, err := NewSupervisor(cfg, opts...)
