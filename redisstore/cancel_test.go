@@ -95,10 +95,10 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 
 // stuckCall runs call with a context it cancels once a command of the
 // call holding match is on the wire to a paused server and the call still
-// waits. It returns the call's error and how long after the cancel it
-// returned; answered is closed when the server, resumed, has replied to
-// the command the call left behind.
-func stuckCall(t *testing.T, w *wire, match string, call func(ctx context.Context) error) (err error, took time.Duration, answered chan struct{}) {
+// waits. It returns how long after the cancel the call returned and the
+// call's error; answered is closed when the server, resumed, has replied
+// to the command the call left behind.
+func stuckCall(t *testing.T, w *wire, match string, call func(ctx context.Context) error) (took time.Duration, answered chan struct{}, err error) {
 	t.Helper()
 	w.arm(match)
 	sent, answered := w.channels()
@@ -129,11 +129,11 @@ func stuckCall(t *testing.T, w *wire, match string, call func(ctx context.Contex
 	cancel()
 	select {
 	case r := <-done:
-		return r.err, r.at.Sub(cancelled), answered
+		return r.at.Sub(cancelled), answered, r.err
 	case <-time.After(watchdog):
 		t.Fatal("the cancelled call did not return")
 	}
-	return nil, 0, nil
+	return 0, nil, nil
 }
 
 // A shared decision stuck on a paused server ends within a millisecond of
@@ -162,7 +162,7 @@ func TestCancelEndsADecisionStuckOnAPausedServer(t *testing.T) {
 
 	s.Pause()
 	var d crashloop.Decision
-	_, took, answered := stuckCall(t, w, "evalsha", func(ctx context.Context) error {
+	took, answered, _ := stuckCall(t, w, "evalsha", func(ctx context.Context) error {
 		d = r.sup.Decide(ctx, "k", boom)
 		return d.Err
 	})
@@ -222,7 +222,7 @@ func TestCancelEndsStoreCallsStuckOnAPausedServer(t *testing.T) {
 		// The first call sends its script on the connection the park
 		// left in the pool; the others, with that one taken by a command
 		// left behind, wait on the handshake of a new connection.
-		err, took, _ := stuckCall(t, w, "", tc.call)
+		took, _, err := stuckCall(t, w, "", tc.call)
 		t.Logf("%s returned %v after its cancel", tc.name, took)
 		require.ErrorIs(t, err, context.Canceled, tc.name)
 		require.Less(t, took, cancelBound, "%s: from cancel to return", tc.name)
