@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
 	"github.com/redis/go-redis/v9"
@@ -136,6 +138,40 @@ func stuckCall(t *testing.T, w *wire, match string, call func(ctx context.Contex
 	return 0, nil, nil
 }
 
+// unheard is a Store whose Supervisor hears no notices: no listener runs
+// the script (its reconcile) while a test waits for the one command it
+// leaves stuck, or holds the connection that command would take.
+type unheard struct{ *Store }
+
+func (u unheard) Open(cfg crashloop.SupervisorConfig, _ func(crashloop.LedgerChange)) error {
+	return u.Store.Open(cfg, nil)
+}
+
+// cancelAttempts is how many times a test may measure how soon a stuck
+// call returns after its cancel. On a loaded machine (and under -race) the
+// goroutine that returns can wait milliseconds for a CPU, a scheduling
+// outlier that is not the call's: so each attempt asserts everything else,
+// and the bound holds for the fastest attempt. A call that waits for its
+// read deadline (a minute here) fails every attempt.
+const cancelAttempts = 3
+
+// withinBound runs attempt, which returns how long after its cancel a
+// stuck call returned, until one is within cancelBound, at most
+// cancelAttempts times, and fails t unless one was.
+func withinBound(t *testing.T, what string, attempt func(i int) time.Duration) {
+	t.Helper()
+	var took []time.Duration
+	for i := range cancelAttempts {
+		d := attempt(i)
+		took = append(took, d)
+		if d < cancelBound {
+			t.Logf("%s returned %v after its cancel (attempts: %v)", what, d, took)
+			return
+		}
+	}
+	t.Fatalf("%s: no attempt returned within %v of its cancel: %v", what, cancelBound, took)
+}
+
 // A shared decision stuck on a paused server ends within a millisecond of
 // its caller's cancel, with the context's error; it commits nothing and
 // announces nothing, and the store is not taken for failed: the next
@@ -144,49 +180,54 @@ func stuckCall(t *testing.T, w *wire, match string, call func(ctx context.Contex
 func TestCancelEndsADecisionStuckOnAPausedServer(t *testing.T) {
 	s := redistest.Start(t)
 	w := &wire{}
-	cfg := crashloop.DefaultSupervisorConfig()
-	rs := fleet(t, 1, cfg, true, func(int) *Store {
-		// Only the cancel can end a stuck call: every bound is a minute.
-		c := redis.NewClient(w.dialer(s.Options(BoundedOptions(nil, time.Minute))))
-		t.Cleanup(func() { _ = c.Close() })
-		return New(c, Options{Prefix: newPrefix(), Timeout: time.Minute, ClientTime: true})
-	})
-	r := rs[0]
+	// Only the cancel can end a stuck call: every bound is a minute.
+	c := redis.NewClient(w.dialer(s.Options(BoundedOptions(nil, time.Minute))))
+	t.Cleanup(func() { _ = c.Close() })
+	st := New(c, Options{Prefix: newPrefix(), Timeout: time.Minute, ClientTime: true})
+	t.Cleanup(func() { _ = st.Close() })
+	r := &replica{store: st, evs: &events{}, clock: clock.NewMock()}
+	r.clock.Set(start)
+	sup, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), unheard{st},
+		crashloop.WithEventHandler(r.evs), crashloop.WithClock(r.clock))
+	require.NoError(t, err)
+	r.sup = sup
 	boom := crashloop.RunResult{Err: errors.New("boom")}
 	live := context.Background()
-	require.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: 500 * time.Millisecond}, r.sup.Decide(live, "k", boom))
-	require.Equal(t, 1, r.sup.Status(live).Keys["k"].TotalRestarts)
-	require.Len(t, r.evs.of(crashloop.EventRespawnScheduled), 1)
-	before, err := r.sup.Snapshot() // what this replica keeps; it asks the store nothing
-	require.NoError(t, err)
+	withinBound(t, "a stuck decision", func(i int) time.Duration {
+		key := fmt.Sprintf("k%d", i)
+		require.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: 500 * time.Millisecond}, r.sup.Decide(live, key, boom))
+		require.Equal(t, 1, r.sup.Status(live).Keys[key].TotalRestarts)
+		announced := len(r.evs.of(crashloop.EventRespawnScheduled))
+		before, err := r.sup.Snapshot() // what this replica keeps; it asks the store nothing
+		require.NoError(t, err)
 
-	s.Pause()
-	var d crashloop.Decision
-	took, answered, _ := stuckCall(t, w, "evalsha", func(ctx context.Context) error {
-		d = r.sup.Decide(ctx, "k", boom)
-		return d.Err
+		s.Pause()
+		var d crashloop.Decision
+		took, answered, _ := stuckCall(t, w, "judge", func(ctx context.Context) error {
+			d = r.sup.Decide(ctx, key, boom)
+			return d.Err
+		})
+		require.Equal(t, crashloop.Decision{Action: crashloop.ActionStop, Err: context.Canceled}, d)
+		after, err := r.sup.Snapshot()
+		require.NoError(t, err)
+		require.JSONEq(t, string(before), string(after), "nothing committed")
+		require.Len(t, r.evs.of(crashloop.EventRespawnScheduled), announced, "nothing announced")
+		require.Empty(t, r.evs.of(crashloop.EventStoreUnavailable), "a cancel is no outage")
+
+		s.Continue()
+		select {
+		case <-answered:
+		case <-time.After(watchdog):
+			t.Fatal("the resumed server never answered the command left behind")
+		}
+		// The server counted the cancelled judgment: this failure is the
+		// third of the window (1.5s), not the second (1s); and it was the
+		// store's count, not one decided alone.
+		require.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: 1500 * time.Millisecond}, r.sup.Decide(live, key, boom))
+		require.Equal(t, 3, r.sup.Status(live).Keys[key].TotalRestarts)
+		require.Empty(t, r.evs.of(crashloop.EventStoreUnavailable))
+		return took
 	})
-	t.Logf("the stuck decision returned %v after its cancel", took)
-	require.Equal(t, crashloop.Decision{Action: crashloop.ActionStop, Err: context.Canceled}, d)
-	require.Less(t, took, cancelBound, "from cancel to return")
-	after, err := r.sup.Snapshot()
-	require.NoError(t, err)
-	require.JSONEq(t, string(before), string(after), "nothing committed")
-	require.Len(t, r.evs.of(crashloop.EventRespawnScheduled), 1, "nothing announced")
-	require.Empty(t, r.evs.of(crashloop.EventStoreUnavailable), "a cancel is no outage")
-
-	s.Continue()
-	select {
-	case <-answered:
-	case <-time.After(watchdog):
-		t.Fatal("the resumed server never answered the command left behind")
-	}
-	// The server counted the cancelled judgment: this failure is the third
-	// of the window (1.5s), not the second (1s); and it was the store's
-	// count, not one decided alone.
-	require.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: 1500 * time.Millisecond}, r.sup.Decide(live, "k", boom))
-	require.Equal(t, 3, r.sup.Status(live).Keys["k"].TotalRestarts)
-	require.Empty(t, r.evs.of(crashloop.EventStoreUnavailable))
 }
 
 // Every call of a Store stuck on a paused server ends within a millisecond
@@ -195,11 +236,13 @@ func TestCancelEndsADecisionStuckOnAPausedServer(t *testing.T) {
 func TestCancelEndsStoreCallsStuckOnAPausedServer(t *testing.T) {
 	s := redistest.Start(t)
 	w := &wire{}
-	c := redis.NewClient(w.dialer(s.Options(BoundedOptions(nil, time.Minute))))
+	o := s.Options(BoundedOptions(nil, time.Minute))
+	o.PoolSize = 64 // each command left behind holds a connection while the server is paused
+	c := redis.NewClient(w.dialer(o))
 	t.Cleanup(func() { _ = c.Close() })
 	st := New(c, Options{Prefix: newPrefix(), Timeout: time.Minute, ClientTime: true})
 	t.Cleanup(func() { _ = st.Close() })
-	require.NoError(t, st.Open(crashloop.DefaultSupervisorConfig(), nil))
+	require.NoError(t, st.Open(crashloop.DefaultSupervisorConfig(), nil)) // no notices: nothing else writes
 	ctx := context.Background()
 	park(t, st, "p", start) // a park for Resume to clear
 	s.Pause()
@@ -222,10 +265,11 @@ func TestCancelEndsStoreCallsStuckOnAPausedServer(t *testing.T) {
 		// The first call sends its script on the connection the park
 		// left in the pool; the others, with that one taken by a command
 		// left behind, wait on the handshake of a new connection.
-		took, _, err := stuckCall(t, w, "", tc.call)
-		t.Logf("%s returned %v after its cancel", tc.name, took)
-		require.ErrorIs(t, err, context.Canceled, tc.name)
-		require.Less(t, took, cancelBound, "%s: from cancel to return", tc.name)
+		withinBound(t, tc.name, func(int) time.Duration {
+			took, _, err := stuckCall(t, w, "", tc.call)
+			require.ErrorIs(t, err, context.Canceled, tc.name)
+			return took
+		})
 	}
 
 	// A deadline ends a stuck call as a cancel does, with its own error.
