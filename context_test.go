@@ -398,3 +398,20 @@ func TestRunContextReachesTheLedger(t *testing.T) {
 	require.Equal(t, []ledgerCall{{"Restore", "back"}, {"Lookup", "back"}, {"Judge", "back"}}, f.l.seen())
 	require.Equal(t, 1, f.rec.count(crashloop.EventStoreRecovered))
 }
+
+// A nil context is context.Background(), as Run reads it: the calls reach
+// the ledger, unbounded but by the ledger's own timeout, and never panic.
+func TestNilContextIsBackground(t *testing.T) {
+	f := newCtxFixture(t)
+	var none context.Context
+	require.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: 500 * time.Millisecond},
+		f.s.Decide(none, "k", crashloop.RunResult{Err: errCtxBoom}))
+	require.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart}, f.s.Proceed(none, "k"))
+	st := f.s.Status(none)
+	require.Equal(t, crashloop.StateBackoff, st.Keys["k"].State)
+	require.Equal(t, 1, st.Fleet.RestartsInHour)
+	require.NoError(t, f.s.Flush(none))
+	require.ErrorIs(t, f.s.Resume(none, "k"), crashloop.ErrNotParked)
+	require.NoError(t, f.s.Forget(none, "k"))
+	require.Equal(t, []ledgerCall{{"Judge", nil}, {"Proceed", nil}, {"Fleet", nil}, {"Resume", nil}, {"Forget", nil}}, f.l.seen())
+}

@@ -105,6 +105,7 @@ func (s *Supervisor) Decide(ctx context.Context, key string, r RunResult) Decisi
 // describes. Without a shared ledger nothing waits, and only a ctx done
 // before the call stops it. DecideAt is safe for concurrent use.
 func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now time.Time) Decision {
+	ctx = orBackground(ctx)
 	if err := ctx.Err(); err != nil {
 		return Decision{Action: ActionStop, Err: err}
 	}
@@ -357,6 +358,7 @@ func (s *Supervisor) Proceed(ctx context.Context, key string) Decision {
 // nothing, and the restart stays held; a caller's cancel is not a failure
 // of the ledger. ProceedAt is safe for concurrent use.
 func (s *Supervisor) ProceedAt(ctx context.Context, key string, now time.Time) Decision {
+	ctx = orBackground(ctx)
 	if err := ctx.Err(); err != nil {
 		return Decision{Action: ActionStop, Err: err}
 	}

@@ -37,7 +37,8 @@
 // Resume, Forget, Status, Flush and their At forms) take a context.Context
 // first, and Run, Wrap and Process pass theirs to the ledger: a context
 // that is done, or ends while the call waits, ends the call at once with
-// its error, committing nothing. The guards' in-memory methods take none.
+// its error, committing nothing (a nil one is context.Background()). The
+// guards' in-memory methods take none.
 // The command under cmd/crashloop supervises any process with the library.
 //
 // Boundaries follow one rule everywhere: an event exactly a window old still

@@ -110,6 +110,7 @@ func (s *Supervisor) useShared(ctx context.Context, now time.Time) (bool, error)
 // caller's cancel is not a failure of the ledger (nothing is announced, and
 // the Supervisor goes on using it). Flush is safe for concurrent use.
 func (s *Supervisor) Flush(ctx context.Context) error {
+	ctx = orBackground(ctx)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -163,6 +164,15 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 		emit(s.o.handler, Event{Kind: EventStoreRecovered, Key: "store", Time: now, Attempts: n})
 	}
 	return nil
+}
+
+// orBackground returns ctx, or context.Background() for a nil ctx: every
+// method that takes a context reads nil as no bound, as Run does.
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
 }
 
 // ended returns ctx's error once ctx has ended, or

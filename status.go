@@ -60,6 +60,7 @@ func (s *Supervisor) Status(ctx context.Context) Status { return s.StatusAt(ctx,
 // without a ledger; the caller tells by ctx.Err(). A caller's cancel is not
 // a failure of the ledger. StatusAt is safe for concurrent use.
 func (s *Supervisor) StatusAt(ctx context.Context, now time.Time) Status {
+	ctx = orBackground(ctx)
 	if ctx.Err() != nil {
 		return Status{}
 	}

@@ -473,6 +473,7 @@ func (s *Supervisor) Resume(ctx context.Context, key string) error {
 // a resume it was sent: see its documentation). A caller's cancel is not a
 // failure of the ledger. ResumeAt is safe for concurrent use.
 func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) error {
+	ctx = orBackground(ctx)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -537,6 +538,7 @@ func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) er
 // caller's cancel is not a failure of the ledger. Forget is safe for
 // concurrent use.
 func (s *Supervisor) Forget(ctx context.Context, key string) error {
+	ctx = orBackground(ctx)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
