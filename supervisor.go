@@ -319,8 +319,8 @@ func (ro runOptions) refuse(err error) error {
 // of ending means.
 //
 // Run returns nil after a clean exit; ctx.Err() once ctx ends (at once in a
-// backoff or a hold, as soon as fn returns in a run, so fn should honour its
-// context); a *ParkedError (errors.Is ErrParked, carrying the reason and the
+// backoff, a hold or a wait on a shared ledger, which gets ctx too, as soon
+// as fn returns in a run, so fn should honour its context); a *ParkedError (errors.Is ErrParked, carrying the reason and the
 // last error; see WithRefusal) when a guard gave up, and the same error at
 // once for a key that is parked; an error matching ErrAlreadyRunning for a
 // key that another Run supervises; an error matching ErrInvalidKey for the
