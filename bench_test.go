@@ -476,12 +476,12 @@ func BenchmarkSupervisorStatus(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if n := len(s.Status().Keys); n != benchKeys {
+	if n := len(s.Status(context.Background()).Keys); n != benchKeys {
 		b.Fatalf("Status holds %d keys, want %d", n, benchKeys)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		sinkInt = len(s.Status().Keys)
+		sinkInt = len(s.Status(context.Background()).Keys)
 	}
 }
 
@@ -728,14 +728,16 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		}
 		now := time.Now()
 		res := RunResult{Err: errBench}
+		ctx, cancel := context.WithCancel(context.Background()) // a live context a caller can cancel, as Run's
+		defer cancel()
 		var d Decision
 		for range 200 { // a warm key with a full, rolling respawn window
 			now = now.Add(benchBudgetGap)
-			d = sup.DecideAt("k", res, now)
+			d = sup.DecideAt(ctx, "k", res, now)
 		}
 		check(t, func() {
 			now = now.Add(benchBudgetGap)
-			d = sup.DecideAt("k", res, now)
+			d = sup.DecideAt(ctx, "k", res, now)
 		})
 		if d.Action != ActionRestart || d.Wait != cfg.Budget.MaxBackoff {
 			t.Fatalf("decision %+v, want a restart after %v", d, cfg.Budget.MaxBackoff)

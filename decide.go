@@ -1,6 +1,7 @@
 package crashloop
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"time"
@@ -64,9 +65,9 @@ type Decision struct {
 	Err    error         // ActionStop: nil after a clean exit, else why (a *ParkedError)
 }
 
-// Decide is shorthand for DecideAt(key, r, clock.Now()).
-func (s *Supervisor) Decide(key string, r RunResult) Decision {
-	return s.DecideAt(key, r, s.o.clock.Now())
+// Decide is shorthand for DecideAt(ctx, key, r, clock.Now()).
+func (s *Supervisor) Decide(ctx context.Context, key string, r RunResult) Decision {
+	return s.DecideAt(ctx, key, r, s.o.clock.Now())
 }
 
 // DecideAt judges the end, at now, of one run of key, and returns what to
@@ -93,12 +94,28 @@ func (s *Supervisor) Decide(key string, r RunResult) Decision {
 // announced with Held set) without being counted, until the breaker re-arms
 // and releases it (see Proceed). A parked key stops at once with its
 // *ParkedError, and an empty key with an error matching ErrInvalidKey.
-func (s *Supervisor) DecideAt(key string, r RunResult, now time.Time) Decision {
+//
+// ctx bounds the wait on a shared Ledger (NewSharedSupervisor) together with
+// the ledger's own timeout. If ctx is already done, or ends while DecideAt
+// waits on the ledger, DecideAt returns at once ActionStop with ctx's error
+// (context.Canceled or context.DeadlineExceeded), and commits and announces
+// nothing: the run was not judged. A caller's cancel is not a failure of the
+// ledger: the Supervisor goes on using it, and does not decide alone. A
+// ledger that fails or times out by itself is one, as NewSharedSupervisor
+// describes. Without a shared ledger nothing waits, and only a ctx done
+// before the call stops it. DecideAt is safe for concurrent use.
+func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now time.Time) Decision {
+	ctx = orBackground(ctx)
+	if err := ctx.Err(); err != nil {
+		return Decision{Action: ActionStop, Err: err}
+	}
 	if err := checkKey(key); err != nil {
 		return Decision{Action: ActionStop, Err: err}
 	}
-	if s.useShared(now) {
-		if d, ok := s.decideShared(key, r, now); ok {
+	if use, err := s.useShared(ctx, now); err != nil {
+		return Decision{Action: ActionStop, Err: err}
+	} else if use {
+		if d, ok := s.decideShared(ctx, key, r, now); ok {
 			return d
 		}
 	}
@@ -309,17 +326,31 @@ func (s *Supervisor) eachGuards(f func(*keyGuards)) {
 	}
 }
 
-// Proceed is shorthand for ProceedAt(key, clock.Now()).
-func (s *Supervisor) Proceed(key string) Decision { return s.ProceedAt(key, s.o.clock.Now()) }
+// Proceed is shorthand for ProceedAt(ctx, key, clock.Now()).
+func (s *Supervisor) Proceed(ctx context.Context, key string) Decision {
+	return s.ProceedAt(ctx, key, s.o.clock.Now())
+}
 
 // ProceedAt asks, at now, whether the held restart of key may go: it
 // returns ActionRestart (Wait 0) once the fleet breaker has re-armed and
 // the restart's turn in the release has come, ActionHold with the wait
 // until then, or ActionStop with the *ParkedError of a key that was parked
 // meanwhile. For a key that is not held it returns ActionRestart at once.
-func (s *Supervisor) ProceedAt(key string, now time.Time) Decision {
-	if s.useShared(now) {
-		if d, ok := s.proceedShared(key, now); ok {
+//
+// ctx bounds the wait on a shared Ledger as it does for DecideAt: if ctx is
+// already done, or ends while ProceedAt waits on the ledger, ProceedAt
+// returns at once ActionStop with ctx's error, commits and announces
+// nothing, and the restart stays held; a caller's cancel is not a failure
+// of the ledger. ProceedAt is safe for concurrent use.
+func (s *Supervisor) ProceedAt(ctx context.Context, key string, now time.Time) Decision {
+	ctx = orBackground(ctx)
+	if err := ctx.Err(); err != nil {
+		return Decision{Action: ActionStop, Err: err}
+	}
+	if use, err := s.useShared(ctx, now); err != nil {
+		return Decision{Action: ActionStop, Err: err}
+	} else if use {
+		if d, ok := s.proceedShared(ctx, key, now); ok {
 			return d
 		}
 	}

@@ -33,7 +33,13 @@
 // save it by itself, so that a restart of the supervising program does not
 // forget a crash loop. NewSharedSupervisor keeps the guards' state in a
 // Ledger shared by several Supervisors (the replicas of a service). The
-// command under cmd/crashloop supervises any process with the library.
+// Supervisor's methods that can wait on a shared Ledger (Decide, Proceed,
+// Resume, Forget, Status, Flush and their At forms) take a context.Context
+// first, and Run, Wrap and Process pass theirs to the ledger: a context
+// that is done, or ends while the call waits, ends the call at once with
+// its error, committing nothing (a nil one is context.Background()). The
+// guards' in-memory methods take none.
+// The command under cmd/crashloop supervises any process with the library.
 //
 // Boundaries follow one rule everywhere: an event exactly a window old still
 // counts, a chain gap of exactly the reset gap keeps the chain, a cooldown

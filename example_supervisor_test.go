@@ -72,7 +72,7 @@ func ExampleSupervisor_Resume() {
 	fmt.Println("parked:", errors.Is(err, crashloop.ErrParked), sup.Parked())
 
 	// Once the token is fixed:
-	if err := sup.Resume("importer"); err != nil {
+	if err := sup.Resume(context.Background(), "importer"); err != nil {
 		fmt.Println(err)
 	}
 	fmt.Println("parked:", sup.Parked())

@@ -1260,7 +1260,7 @@ func fuzzSupervisorWorks(r *fuzzRun, s *crashloop.Supervisor, cfg crashloop.Supe
 				cfg.Budget.MaxRespawns+1)
 		}
 	})
-	_ = s.Status()
+	_ = s.Status(context.Background())
 }
 
 // fuzzKnownEmptyKeyField tolerates the one rejection whose Field is not a

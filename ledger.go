@@ -28,7 +28,11 @@ var ErrStoreUnavailable = errors.New("crashloop: shared store unavailable")
 //
 // Every method must return within a bounded time (a ledger on a network
 // sets its own timeouts): a Supervisor that gets an error from a ledger
-// decides alone until the ledger answers again. A Ledger is used by one
+// decides alone until the ledger answers again. Every method that takes a
+// ctx must also return as soon as ctx ends, with an error: the Supervisor
+// passes its caller's ctx, and tells a caller's cancel (ctx ended: the call
+// ends with ctx's error, and the ledger is not held to have failed) from a
+// failure of the ledger by ctx, whatever the error. A Ledger is used by one
 // Supervisor and must be safe for concurrent use.
 type Ledger interface {
 	// Open binds the ledger to the configuration of the Supervisor that

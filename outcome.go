@@ -107,7 +107,7 @@ func (s *Supervisor) runOnce(ctx context.Context, key string, fn func(context.Co
 	if ctx.Err() != nil {
 		return Decision{}, ctx.Err()
 	}
-	return s.DecideAt(key, RunResult{Err: err, Started: start, Ready: rs.ready.Load()}, s.o.clock.Now()), nil
+	return s.DecideAt(ctx, key, RunResult{Err: err, Started: start, Ready: rs.ready.Load()}, s.o.clock.Now()), nil
 }
 
 // started marks a run of key as started and returns when.

@@ -40,7 +40,10 @@ type shared struct {
 // again at most once a second. When the ledger answers again, it writes
 // back the parks it decided alone and announces EventStoreRecovered. A
 // Resume or Forget while the ledger fails returns an error matching
-// ErrStoreUnavailable and changes nothing. A nil l is NewSupervisor. A
+// ErrStoreUnavailable and changes nothing. The context of each call bounds
+// its wait on the ledger too: a caller's cancel or deadline ends the call
+// with the context's error, and is no failure of the ledger (nothing is
+// announced, and nothing is decided alone). A nil l is NewSupervisor. A
 // shared Supervisor takes WithClock, WithEventHandler and WithName; it
 // takes no WithStore, WithSaveInterval or WithSaveErrorHandler, as the
 // ledger keeps its state: given one of those with a non-nil l, it returns
@@ -63,24 +66,36 @@ func NewSharedSupervisor(cfg SupervisorConfig, l Ledger, opts ...Option) (*Super
 // useShared reports whether the Supervisor asks its ledger at now: it has
 // one and the last call did not fail, or it failed long enough ago to ask
 // again. When the ledger answers again after a failure, the parks decided
-// alone are written back first.
-func (s *Supervisor) useShared(now time.Time) bool {
+// alone are written back first. It returns ctx's error when ctx ended while
+// it waited on the ledger: the ledger's state is as before, and the next
+// call asks it again.
+func (s *Supervisor) useShared(ctx context.Context, now time.Time) (bool, error) {
 	if s.shared == nil {
-		return false
+		return false, nil
 	}
 	s.mu.Lock()
 	sh := s.shared
 	if !sh.down {
 		s.mu.Unlock()
-		return true
+		return true, nil
 	}
 	if now.Before(sh.retryAt) {
 		s.mu.Unlock()
-		return false
+		return false, nil
 	}
-	sh.retryAt = now.Add(sharedRetry) // one caller asks; the others go on alone
+	due, retry := sh.retryAt, now.Add(sharedRetry)
+	sh.retryAt = retry // one caller asks; the others go on alone
 	s.mu.Unlock()
-	return s.writeBack(context.Background(), now) == nil
+	err := s.writeBack(ctx, now)
+	if cerr := ended(ctx); err != nil && cerr != nil {
+		s.mu.Lock()
+		if sh.retryAt.Equal(retry) {
+			sh.retryAt = due // the caller gave up, not the ledger: the next call asks
+		}
+		s.mu.Unlock()
+		return false, cerr
+	}
+	return err == nil, nil
 }
 
 // Flush writes back to the shared ledger the parks this Supervisor decided
@@ -90,18 +105,33 @@ func (s *Supervisor) useShared(now time.Time) bool {
 // the ledger took it (announcing EventStoreRecovered if the ledger had
 // failed); an error matching ErrStoreUnavailable when the ledger still
 // fails (call it again, within the time the program allows). Without a
-// shared ledger it does nothing. ctx bounds the call together with the
-// ledger's own timeout.
+// shared ledger it does nothing.
+//
+// ctx bounds the call together with the ledger's own timeout. If ctx is
+// already done, or ends while Flush waits on the ledger, Flush returns at
+// once with ctx's error (errors.Is(err, context.Canceled) or
+// context.DeadlineExceeded): the parks stay to be written back, and a
+// caller's cancel is not a failure of the ledger (nothing is announced, and
+// the Supervisor goes on using it). Flush is safe for concurrent use.
 func (s *Supervisor) Flush(ctx context.Context) error {
+	ctx = orBackground(ctx)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if s.shared == nil {
 		return nil
 	}
-	return s.writeBack(ctx, s.o.clock.Now())
+	err := s.writeBack(ctx, s.o.clock.Now())
+	if cerr := ended(ctx); err != nil && cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // writeBack writes the parks decided alone to the ledger; when the ledger
 // takes them, the Supervisor uses it again, announcing its recovery if it
-// had failed.
+// had failed. When ctx ends first it returns ctx's error and records no
+// failure of the ledger.
 func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 	s.mu.Lock()
 	sh := s.shared
@@ -116,6 +146,9 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 	}
 	n, err := sh.l.Restore(ctx, parks)
 	if err != nil {
+		if err := ended(ctx); err != nil {
+			return err // the caller's cancel, not an outage
+		}
 		s.lost(err, now)
 		s.mu.Lock()
 		err = sh.lastErr
@@ -133,6 +166,30 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 	s.mu.Unlock()
 	if recovered {
 		emit(s.o.handler, Event{Kind: EventStoreRecovered, Key: "store", Time: now, Attempts: n})
+	}
+	return nil
+}
+
+// orBackground returns ctx, or context.Background() for a nil ctx: every
+// method that takes a context reads nil as no bound, as Run does.
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}
+
+// ended returns ctx's error once ctx has ended, or
+// context.DeadlineExceeded once its deadline has passed: a ledger's read
+// bounded by that deadline may fail a moment before ctx reports it. A
+// ledger's error while ended(ctx) is not nil is the caller's cancel or
+// deadline, not a failure of the ledger.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
 	}
 	return nil
 }
@@ -159,13 +216,22 @@ func (s *Supervisor) unavailable(op, key string) error {
 }
 
 // decideShared is DecideAt through the ledger; it reports false when the
-// ledger failed, for the caller to decide alone.
-func (s *Supervisor) decideShared(key string, res RunResult, now time.Time) (Decision, bool) {
+// ledger failed, for the caller to decide alone. When ctx ends while it
+// waits on the ledger, it returns ActionStop with ctx's error, having
+// changed nothing.
+func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult, now time.Time) (Decision, bool) {
 	s.mu.Lock()
-	j, cause := s.judgment(s.record(key, now), key, res, now)
+	r := s.keys[key]
+	if r == nil {
+		r = &record{state: StateExited, since: now} // made only once the ledger has decided
+	}
+	j, cause := s.judgment(r, key, res, now)
 	s.mu.Unlock()
-	v, err := s.shared.l.Judge(context.Background(), j)
+	v, err := s.shared.l.Judge(ctx, j)
 	if err != nil {
+		if err := ended(ctx); err != nil {
+			return Decision{Action: ActionStop, Err: err}, true
+		}
 		s.lost(err, now)
 		return Decision{}, false
 	}
@@ -177,10 +243,14 @@ func (s *Supervisor) decideShared(key string, res RunResult, now time.Time) (Dec
 	return d, true
 }
 
-// proceedShared is ProceedAt through the ledger.
-func (s *Supervisor) proceedShared(key string, now time.Time) (Decision, bool) {
-	v, err := s.shared.l.Proceed(context.Background(), key, now)
+// proceedShared is ProceedAt through the ledger; like decideShared, it
+// returns ActionStop with ctx's error when ctx ends first.
+func (s *Supervisor) proceedShared(ctx context.Context, key string, now time.Time) (Decision, bool) {
+	v, err := s.shared.l.Proceed(ctx, key, now)
 	if err != nil {
+		if err := ended(ctx); err != nil {
+			return Decision{Action: ActionStop, Err: err}, true
+		}
 		s.lost(err, now)
 		return Decision{}, false
 	}
@@ -200,15 +270,20 @@ func (s *Supervisor) proceedShared(key string, now time.Time) (Decision, bool) {
 }
 
 // lookupShared returns the park the ledger knows of key, mirrored into its
-// record, for Run's gate; nil when it is not parked or the ledger failed.
-func (s *Supervisor) lookupShared(key string, now time.Time) *ParkedError {
-	if !s.useShared(now) {
-		return nil
+// record, for Run's gate; nil when it is not parked or the ledger failed. It
+// returns ctx's error, having changed nothing, when ctx ends first.
+func (s *Supervisor) lookupShared(ctx context.Context, key string, now time.Time) (*ParkedError, error) {
+	use, err := s.useShared(ctx, now)
+	if !use {
+		return nil, err
 	}
-	pe, err := s.shared.l.Lookup(context.Background(), key)
+	pe, err := s.shared.l.Lookup(ctx, key)
 	if err != nil {
+		if err := ended(ctx); err != nil {
+			return nil, err
+		}
 		s.lost(err, now)
-		return nil
+		return nil, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -218,12 +293,12 @@ func (s *Supervisor) lookupShared(key string, now time.Time) *ParkedError {
 			r.park = pe
 			s.setState(r, stateOf(pe), now)
 		}
-		return r.park
+		return r.park, nil
 	}
 	if r := s.keys[key]; r != nil && r.park != nil && s.shared.alone[key] == nil {
 		s.unpark(r, now) // resumed by another Supervisor, whose notice was lost
 	}
-	return nil
+	return nil, nil
 }
 
 // unpark lifts the park of r that another Supervisor resumed (the one that

@@ -54,10 +54,10 @@ func TestSharedReplicasShareOneBudget(t *testing.T) {
 	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), memoryReplicas(3))
 	boom := errors.New("boom")
 	for i, want := range []time.Duration{millis(500), time.Second, millis(1500)} {
-		d := sups[i].DecideAt("k", crashloop.RunResult{Err: boom}, testT0.Add(time.Duration(i)*time.Second))
+		d := sups[i].DecideAt(context.Background(), "k", crashloop.RunResult{Err: boom}, testT0.Add(time.Duration(i)*time.Second))
 		assert.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: want}, d, "replica %d", i)
 	}
-	d := sups[0].DecideAt("k", crashloop.RunResult{Err: boom}, testT0.Add(3*time.Second))
+	d := sups[0].DecideAt(context.Background(), "k", crashloop.RunResult{Err: boom}, testT0.Add(3*time.Second))
 	var pe *crashloop.ParkedError
 	require.ErrorAs(t, d.Err, &pe)
 	assert.ErrorIs(t, d.Err, boom, "the replica that parked it carries its own error")
@@ -68,18 +68,18 @@ func TestSharedReplicasShareOneBudget(t *testing.T) {
 	// Every replica refuses it, and those that know the key were told.
 	for i, s := range sups {
 		assert.Equal(t, []string{"k"}, s.Parked(), "replica %d", i)
-		assert.Equal(t, crashloop.ActionStop, s.DecideAt("k", crashloop.RunResult{Err: boom}, testT0.Add(4*time.Second)).Action)
+		assert.Equal(t, crashloop.ActionStop, s.DecideAt(context.Background(), "k", crashloop.RunResult{Err: boom}, testT0.Add(4*time.Second)).Action)
 		assert.ErrorIs(t, s.Run(context.Background(), "k", func(context.Context) error { return nil }), crashloop.ErrParked)
 	}
 	assert.Equal(t, 1, countKind(recs, crashloop.EventStartupExhausted), "refusals announce nothing")
 
-	require.NoError(t, sups[2].Resume("k"))
+	require.NoError(t, sups[2].Resume(context.Background(), "k"))
 	assert.Equal(t, 1, countKind(recs, crashloop.EventResumed))
 	for i, s := range sups {
 		assert.Empty(t, s.Parked(), "replica %d", i)
-		assert.ErrorIs(t, s.Resume("k"), crashloop.ErrNotParked)
+		assert.ErrorIs(t, s.Resume(context.Background(), "k"), crashloop.ErrNotParked)
 	}
-	d = sups[1].DecideAt("k", crashloop.RunResult{Err: boom}, testT0.Add(5*time.Second))
+	d = sups[1].DecideAt(context.Background(), "k", crashloop.RunResult{Err: boom}, testT0.Add(5*time.Second))
 	assert.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: millis(500)}, d, "a full budget again")
 }
 
@@ -88,19 +88,19 @@ func TestSharedReplicasShareOneBudget(t *testing.T) {
 func TestSharedFleetCountsEveryReplica(t *testing.T) {
 	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), memoryReplicas(2))
 	for i := range 40 {
-		d := sups[i%2].DecideAt(fmt.Sprintf("k%d", i), crashloop.RunResult{Err: crashloop.Restart(nil)}, testT0)
+		d := sups[i%2].DecideAt(context.Background(), fmt.Sprintf("k%d", i), crashloop.RunResult{Err: crashloop.Restart(nil)}, testT0)
 		assert.Equal(t, i == 39, d.Action == crashloop.ActionHold, "restart %d", i+1)
 	}
 	assert.Equal(t, 1, countKind(recs, crashloop.EventFleetTripped))
 	assert.Equal(t, 1, recs[1].count(crashloop.EventFleetTripped), "announced by the replica whose restart tripped it")
 	for _, s := range sups {
-		st := s.StatusAt(testT0)
+		st := s.StatusAt(context.Background(), testT0)
 		assert.True(t, st.Fleet.BreakerTripped)
 		assert.Equal(t, 40, st.Fleet.RestartsInHour)
 	}
-	assert.Equal(t, crashloop.ActionHold, sups[0].DecideAt("late", crashloop.RunResult{Err: crashloop.Restart(nil)}, testT0.Add(time.Minute)).Action,
+	assert.Equal(t, crashloop.ActionHold, sups[0].DecideAt(context.Background(), "late", crashloop.RunResult{Err: crashloop.Restart(nil)}, testT0.Add(time.Minute)).Action,
 		"a tripped breaker holds the restarts of every replica")
-	assert.Equal(t, crashloop.ActionRestart, sups[1].ProceedAt("k39", testT0.Add(2*time.Minute)).Action)
+	assert.Equal(t, crashloop.ActionRestart, sups[1].ProceedAt(context.Background(), "k39", testT0.Add(2*time.Minute)).Action)
 	assert.Equal(t, 1, countKind(recs, crashloop.EventFleetRearmed))
 }
 
@@ -119,10 +119,10 @@ func TestSharedResumeWithoutItsNotice(t *testing.T) {
 	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), []crashloop.Ledger{deafLedger{ledgers[0]}, ledgers[1]})
 	boom := errors.New("boom")
 	for i := range 4 {
-		sups[0].DecideAt("k", crashloop.RunResult{Err: boom}, testT0.Add(time.Duration(i)*time.Second))
+		sups[0].DecideAt(context.Background(), "k", crashloop.RunResult{Err: boom}, testT0.Add(time.Duration(i)*time.Second))
 	}
 	require.Equal(t, []string{"k"}, sups[0].Parked())
-	require.NoError(t, sups[1].Resume("k"))
+	require.NoError(t, sups[1].Resume(context.Background(), "k"))
 	assert.Equal(t, []string{"k"}, sups[0].Parked(), "the notice was lost")
 
 	ran := false
@@ -213,7 +213,7 @@ func TestSharedOutage(t *testing.T) {
 	flaky.down.Store(true)
 	var decisions []crashloop.Decision
 	for range 4 {
-		decisions = append(decisions, s.DecideAt("k", crashloop.RunResult{Err: boom}, c.Now()))
+		decisions = append(decisions, s.DecideAt(context.Background(), "k", crashloop.RunResult{Err: boom}, c.Now()))
 		c.Add(100 * time.Millisecond)
 	}
 	assert.Equal(t, int64(1), flaky.calls.Load(), "the ledger is asked again at most once a second")
@@ -227,27 +227,27 @@ func TestSharedOutage(t *testing.T) {
 	assert.Equal(t, crashloop.EventStartupExhausted, evs[4].Kind)
 	assert.Equal(t, []string{"k"}, s.Parked())
 
-	err := s.Resume("k")
+	err := s.Resume(context.Background(), "k")
 	assert.ErrorIs(t, err, crashloop.ErrStoreUnavailable, "a resume never pretends to have applied everywhere")
 	assert.ErrorContains(t, err, "connection refused")
 	assert.Equal(t, []string{"k"}, s.Parked(), "and changes nothing")
-	assert.ErrorIs(t, s.Forget("k"), crashloop.ErrStoreUnavailable)
+	assert.ErrorIs(t, s.Forget(context.Background(), "k"), crashloop.ErrStoreUnavailable)
 
 	// The other replica does not know of the park yet.
 	assert.Empty(t, sups[1].Parked())
-	assert.Equal(t, crashloop.ActionRestart, sups[1].DecideAt("k", crashloop.RunResult{Err: boom}, testT0).Action)
+	assert.Equal(t, crashloop.ActionRestart, sups[1].DecideAt(context.Background(), "k", crashloop.RunResult{Err: boom}, testT0).Action)
 
 	// Back: the next decision a second later writes the park back first.
 	flaky.down.Store(false)
 	c.Add(time.Second)
-	d := s.DecideAt("other", crashloop.RunResult{Err: boom}, c.Now())
+	d := s.DecideAt(context.Background(), "other", crashloop.RunResult{Err: boom}, c.Now())
 	assert.Equal(t, crashloop.ActionRestart, d.Action)
 	evs = rec.Take()
 	require.Len(t, evs, 2)
 	assert.Equal(t, crashloop.Event{Kind: crashloop.EventStoreRecovered, Key: "store", Time: c.Now(), Attempts: 1}, evs[0])
 	assert.Equal(t, []string{"k"}, sups[1].Parked(), "told of the park written back")
 	assert.ErrorIs(t, sups[1].Run(context.Background(), "k", func(context.Context) error { return nil }), crashloop.ErrParked)
-	require.NoError(t, sups[1].Resume("k"))
+	require.NoError(t, sups[1].Resume(context.Background(), "k"))
 	assert.Empty(t, s.Parked())
 }
 
@@ -273,7 +273,7 @@ func TestSharedFlush(t *testing.T) {
 	require.NoError(t, sups[0].Flush(context.Background()), "nothing to write back")
 	flaky.down.Store(true)
 	for range 4 {
-		sups[0].DecideAt("k", crashloop.RunResult{Err: errors.New("boom")}, testT0)
+		sups[0].DecideAt(context.Background(), "k", crashloop.RunResult{Err: errors.New("boom")}, testT0)
 	}
 	require.Equal(t, []string{"k"}, sups[0].Parked())
 	err := sups[0].Flush(context.Background())

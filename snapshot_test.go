@@ -751,7 +751,7 @@ func TestSnapshotSupervisorRoundTrip(t *testing.T) {
 		assert.Equal(t, crashloop.ReasonBudgetExhausted, pe.Reason)
 		assert.Equal(t, 2, pe.Attempts)
 		assert.Equal(t, testT0.Add(30*time.Second), pe.Since)
-		ks := s.Status().Keys["a"]
+		ks := s.Status(context.Background()).Keys["a"]
 		assert.Equal(t, crashloop.KeyStatus{State: crashloop.StateParked, Restarts: 2, TotalRestarts: 2, LastError: "boom",
 			Reason: crashloop.ReasonBudgetExhausted, Incarnation: "a#2", Since: testT0.Add(30 * time.Second)}, ks)
 	}
@@ -792,12 +792,12 @@ func TestSnapshotSupervisorParkedSurvivesRestartThroughFileStore(t *testing.T) {
 	assert.True(t, pe.Since.Equal(testT0))
 	assert.Equal(t, "boom", pe.LastError.Error())
 	assert.Equal(t, pe1.Error(), pe.Error())
-	ks := s2.Status().Keys["a"]
+	ks := s2.Status(context.Background()).Keys["a"]
 	assert.Equal(t, crashloop.StateParked, ks.State)
 	assert.False(t, ks.CanRestart)
 
 	// Resume is saved at once: a third process sees it.
-	require.NoError(t, s2.Resume("a"))
+	require.NoError(t, s2.Resume(context.Background(), "a"))
 	assert.Equal(t, crashloop.EventResumed, rec.Take()[0].Kind)
 	s3, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0.Add(2*time.Hour))), crashloop.WithStore(crashloop.NewFileStore(path)))
 	require.NoError(t, err)
@@ -829,8 +829,8 @@ func TestSnapshotSupervisorNeedsHumanSurvives(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, crashloop.ReasonNeedsHuman, pe.Reason)
 	assert.Equal(t, `crashloop: "w" needs a human: crash-loop: gave up after 3 reactive rescues: boom`, pe.LastError.Error())
-	assert.Equal(t, crashloop.StateNeedsHuman, s2.Status().Keys["w"].State)
-	require.NoError(t, s2.Resume("w"))
+	assert.Equal(t, crashloop.StateNeedsHuman, s2.Status(context.Background()).Keys["w"].State)
+	require.NoError(t, s2.Resume(context.Background(), "w"))
 	require.NoError(t, s2.Run(context.Background(), "w", func(context.Context) error { return nil }))
 }
 
@@ -867,7 +867,7 @@ func TestSnapshotSupervisorConfigChange(t *testing.T) {
 	s3, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0)))
 	require.NoError(t, err)
 	require.NoError(t, s3.Restore(again))
-	assert.Equal(t, 1, s3.Status().Keys["a"].Restarts)
+	assert.Equal(t, 1, s3.Status(context.Background()).Keys["a"].Restarts)
 	final, err := s3.Snapshot()
 	require.NoError(t, err)
 	assert.Contains(t, string(final), `"guard": {`)
@@ -937,7 +937,7 @@ func TestSnapshotSupervisorWhileRunning(t *testing.T) {
 	s2, err := crashloop.NewSupervisor(snapSupConfig(), crashloop.WithClock(mockAt(testT0.Add(time.Minute))))
 	require.NoError(t, err)
 	require.NoError(t, s2.Restore(data))
-	ks := s2.Status().Keys["a"]
+	ks := s2.Status(context.Background()).Keys["a"]
 	assert.Equal(t, crashloop.StateExited, ks.State)
 	assert.Equal(t, testT0.Add(time.Minute), ks.Since)
 	assert.Equal(t, "a#1", ks.Incarnation)
@@ -1014,7 +1014,7 @@ func TestSnapshotSupervisorRestoredGuardEventsSeeCommittedState(t *testing.T) {
 	var s2 *crashloop.Supervisor
 	s2, err = crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0.Add(time.Second))),
 		crashloop.WithEventHandler(crashloop.EventHandlerFunc(func(ev crashloop.Event) {
-			ks := s2.Status().Keys[ev.Key]
+			ks := s2.Status(context.Background()).Keys[ev.Key]
 			got = append(got, seen{ev.Kind, ks.State, ks.Reason})
 		})))
 	require.NoError(t, err)
@@ -1086,7 +1086,7 @@ func ExampleWithStore() {
 	fmt.Println(s.Parked())
 	err = s.Run(context.Background(), "worker", func(context.Context) error { return nil })
 	fmt.Println(errors.Is(err, crashloop.ErrParked))
-	fmt.Println(s.Resume("worker"))
+	fmt.Println(s.Resume(context.Background(), "worker"))
 	fmt.Println(s.Run(context.Background(), "worker", func(context.Context) error { return nil }))
 	// Output:
 	// crashloop: key "worker" is parked (respawn_budget_exhausted after 2 respawns; resume it once the cause is fixed): no such file

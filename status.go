@@ -27,7 +27,7 @@ func (s KeyState) String() string { return string(s) }
 // omitted when the fleet breaker is off. It is a value the caller owns: the
 // Supervisor keeps no reference to it.
 type Status struct {
-	Keys  map[string]KeyStatus `json:"keys"`            // every key the Supervisor knows (never nil from StatusAt)
+	Keys  map[string]KeyStatus `json:"keys"`            // every key the Supervisor knows (never nil from StatusAt with a live ctx)
 	Fleet *FleetStatus         `json:"fleet,omitempty"` // nil when the fleet breaker is off
 }
 
@@ -43,14 +43,45 @@ type KeyStatus struct {
 	Since         time.Time `json:"since"`                 // time of the last state change
 }
 
-// Status is shorthand for StatusAt(clock.Now()).
-func (s *Supervisor) Status() Status { return s.StatusAt(s.o.clock.Now()) }
+// Status is shorthand for StatusAt(ctx, clock.Now()).
+func (s *Supervisor) Status(ctx context.Context) Status { return s.StatusAt(ctx, s.o.clock.Now()) }
 
 // StatusAt returns a snapshot of every key the Supervisor knows and of the
 // fleet breaker at now, taken at one instant under the lock every decision
 // takes. A breaker whose cooldown has ended re-arms first, as in every
 // other call. Error texts are formatted after the lock is released.
-func (s *Supervisor) StatusAt(now time.Time) Status {
+//
+// With a shared Ledger the fleet breaker is the ledger's: StatusAt asks it
+// first, and ctx bounds that wait together with the ledger's own timeout
+// (a ledger that fails leaves the breaker as this Supervisor keeps it
+// alone). StatusAt has no error to return: if ctx is already done, or ends
+// while StatusAt waits on the ledger, it returns at once the zero Status
+// (nil Keys and Fleet), having changed and announced nothing, with or
+// without a ledger; the caller tells by ctx.Err(). A caller's cancel is not
+// a failure of the ledger. StatusAt is safe for concurrent use.
+func (s *Supervisor) StatusAt(ctx context.Context, now time.Time) Status {
+	ctx = orBackground(ctx)
+	if ctx.Err() != nil {
+		return Status{}
+	}
+	var shared *FleetStatus // the ledger's fleet breaker; nil: none, or the ledger failed
+	if s.cfg.Fleet != nil {
+		use, err := s.useShared(ctx, now)
+		if err != nil {
+			return Status{}
+		}
+		if use {
+			fs, err := s.shared.l.Fleet(ctx, now)
+			switch {
+			case err != nil && ended(ctx) != nil:
+				return Status{} // the caller's cancel, not an outage
+			case err != nil:
+				s.lost(err, now)
+			default:
+				shared = &fs
+			}
+		}
+	}
 	var evs events
 	st := Status{Keys: make(map[string]KeyStatus)}
 	errs := make(map[string]error)
@@ -73,15 +104,11 @@ func (s *Supervisor) StatusAt(now time.Time) Status {
 	}
 	s.mu.Unlock()
 	emitAll(s.o.handler, evs.list())
-	if s.cfg.Fleet != nil && s.useShared(now) { // the fleet breaker is the ledger's
-		if fs, err := s.shared.l.Fleet(context.Background(), now); err != nil {
-			s.lost(err, now)
-		} else {
-			st.Fleet = &fs
-			for key, ks := range st.Keys {
-				ks.CanRestart = ks.Reason == "" && !fs.BreakerTripped
-				st.Keys[key] = ks
-			}
+	if shared != nil { // the fleet breaker is the ledger's
+		st.Fleet = shared
+		for key, ks := range st.Keys {
+			ks.CanRestart = ks.Reason == "" && !shared.BreakerTripped
+			st.Keys[key] = ks
 		}
 	}
 	for key, err := range errs { // Error is the application's code: no lock held

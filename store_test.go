@@ -312,7 +312,7 @@ func TestSupervisorSavesOnParkAndResume(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, string(snap), string(st.data), "the save holds the state after the park")
 
-	require.NoError(t, s.Resume("a"))
+	require.NoError(t, s.Resume(context.Background(), "a"))
 	require.Equal(t, 2, st.count())
 	var doc supervisorDoc
 	require.NoError(t, json.Unmarshal(st.data, &doc))
@@ -321,7 +321,7 @@ func TestSupervisorSavesOnParkAndResume(t *testing.T) {
 
 	require.NoError(t, s.Save())
 	assert.Equal(t, 3, st.count())
-	assert.ErrorIs(t, s.Resume("a"), ErrNotParked)
+	assert.ErrorIs(t, s.Resume(context.Background(), "a"), ErrNotParked)
 	assert.Equal(t, 3, st.count(), "a refused Resume changes nothing and saves nothing")
 }
 
@@ -335,7 +335,7 @@ func TestSupervisorSaveErrorsDoNotStopIt(t *testing.T) {
 	var pe *ParkedError
 	require.ErrorAs(t, s.Run(context.Background(), "a", storeFail), &pe, "Run returns its own outcome")
 	assert.Equal(t, ReasonBudgetExhausted, pe.Reason)
-	require.NoError(t, s.Resume("a"), "Resume takes effect and does not return the save error")
+	require.NoError(t, s.Resume(context.Background(), "a"), "Resume takes effect and does not return the save error")
 	assert.Empty(t, s.Parked())
 	mu.Lock()
 	assert.Equal(t, []error{errStoreInjected, errStoreInjected}, got)

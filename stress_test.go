@@ -292,7 +292,7 @@ func TestStressConcurrent(t *testing.T) {
 				fail("Run(%q) = %v", key, err)
 			}
 		case x < 95:
-			if err := sup.Resume(key); err == nil {
+			if err := sup.Resume(context.Background(), key); err == nil {
 				supResumed[i].Add(1)
 			} else if !errors.Is(err, crashloop.ErrNotParked) {
 				fail("Resume(%q) = %v", key, err)
@@ -301,7 +301,7 @@ func TestStressConcurrent(t *testing.T) {
 			sup.Parked()
 		default:
 			if rng.IntN(10) == 0 {
-				sup.Status()
+				sup.Status(context.Background())
 			}
 		}
 	}
@@ -496,7 +496,7 @@ func TestStressResumeWhileRunning(t *testing.T) {
 					return
 				default:
 				}
-				if sup.Resume(key) == nil {
+				if sup.Resume(context.Background(), key) == nil {
 					resumed[i].Add(1)
 				}
 			}
@@ -784,24 +784,24 @@ func TestPanickingHandlerSupervisor(t *testing.T) {
 			t.Errorf("Run of a parked key = %v, want the same *ParkedError", err)
 		}
 	})
-	if !slices.Equal(s.Parked(), []string{"k"}) || s.Status().Keys["k"].State != crashloop.StateParked {
-		t.Fatalf("after the handler panicked on the park: Parked = %q, %+v", s.Parked(), s.Status().Keys["k"])
+	if !slices.Equal(s.Parked(), []string{"k"}) || s.Status(context.Background()).Keys["k"].State != crashloop.StateParked {
+		t.Fatalf("after the handler panicked on the park: Parked = %q, %+v", s.Parked(), s.Status(context.Background()).Keys["k"])
 	}
-	if st := s.Status().Fleet; st.FailingChannels != 1 || st.TotalChannels != 1 {
+	if st := s.Status(context.Background()).Fleet; st.FailingChannels != 1 || st.TotalChannels != 1 {
 		t.Errorf("after the handler panicked on the park: the fleet noted %d/%d failing, want 1/1", st.FailingChannels, st.TotalChannels)
 	}
 	stressMustRecover(t, l, "Resume", 1, func() {
-		if err := s.Resume("k"); err != nil {
+		if err := s.Resume(context.Background(), "k"); err != nil {
 			t.Errorf("Resume = %v", err)
 		}
 	})
 	if got := s.Parked(); len(got) != 0 {
 		t.Fatalf("after the handler panicked on the resume: Parked = %q", got)
 	}
-	if st := s.Status().Keys["k"]; st.State != crashloop.StateExited || !st.CanRestart {
+	if st := s.Status(context.Background()).Keys["k"]; st.State != crashloop.StateExited || !st.CanRestart {
 		t.Errorf("after the handler panicked on the resume: %+v, want state exited", st)
 	}
-	if st := s.Status().Fleet; st.FailingChannels != 0 || st.TotalChannels != 0 {
+	if st := s.Status(context.Background()).Fleet; st.FailingChannels != 0 || st.TotalChannels != 0 {
 		t.Errorf("after the handler panicked on the resume: the fleet noted %d/%d failing, want 0/0", st.FailingChannels, st.TotalChannels)
 	}
 	stressMustRecover(t, l, "Run after the resume", 0, func() {

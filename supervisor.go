@@ -331,8 +331,8 @@ func (ro runOptions) refuse(err error) error {
 // of ending means.
 //
 // Run returns nil after a clean exit; ctx.Err() once ctx ends (at once in a
-// backoff or a hold, as soon as fn returns in a run, so fn should honour its
-// context); a *ParkedError (errors.Is ErrParked, carrying the reason and the
+// backoff, a hold or a wait on a shared ledger, which gets ctx too, as soon
+// as fn returns in a run, so fn should honour its context); a *ParkedError (errors.Is ErrParked, carrying the reason and the
 // last error; see WithRefusal) when a guard gave up, and the same error at
 // once for a key that is parked; an error matching ErrAlreadyRunning for a
 // key that another Run supervises; an error matching ErrInvalidKey for the
@@ -347,7 +347,7 @@ func (s *Supervisor) Run(ctx context.Context, key string, fn func(ctx context.Co
 		return fmt.Errorf("crashloop: Run of %q: fn is nil", key)
 	}
 	ro := buildRunOptions(opts)
-	if err := s.begin(key, ro.incarnation, true); err != nil {
+	if err := s.begin(ctx, key, ro.incarnation, true); err != nil {
 		return ro.refuse(err)
 	}
 	defer s.end(key, false)
@@ -379,7 +379,7 @@ func (s *Supervisor) follow(ctx context.Context, key string, d Decision) (done b
 			if err := sleep(ctx, s.o.clock, d.Wait); err != nil {
 				return false, err
 			}
-			d = s.ProceedAt(key, s.o.clock.Now())
+			d = s.ProceedAt(ctx, key, s.o.clock.Now())
 		default:
 			if s.resumedSince(key, d.Err) {
 				return false, nil // a handler resumed the key: the Resume wins
@@ -404,12 +404,15 @@ func sleep(ctx context.Context, c Clock, d time.Duration) error {
 
 // begin marks key as running; a fresh run (Run) gets a new incarnation
 // unless one is given. A parked key is refused before anything changes: its
-// incarnation and state stay as the operator last saw them.
-func (s *Supervisor) begin(key, incarnation string, fresh bool) error {
+// incarnation and state stay as the operator last saw them. So is every key
+// when ctx ends while begin asks the ledger, with ctx's error.
+func (s *Supervisor) begin(ctx context.Context, key, incarnation string, fresh bool) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	if pe := s.lookupShared(key, s.o.clock.Now()); pe != nil {
+	if pe, err := s.lookupShared(ctx, key, s.o.clock.Now()); err != nil {
+		return err
+	} else if pe != nil {
 		return pe
 	}
 	s.mu.Lock()
@@ -463,25 +466,43 @@ func (s *Supervisor) resumedSince(key string, err error) bool {
 	return r != nil && r.park == nil
 }
 
-// Resume is shorthand for ResumeAt(key, clock.Now()).
-func (s *Supervisor) Resume(key string) error { return s.ResumeAt(key, s.o.clock.Now()) }
+// Resume is shorthand for ResumeAt(ctx, key, clock.Now()).
+func (s *Supervisor) Resume(ctx context.Context, key string) error {
+	return s.ResumeAt(ctx, key, s.o.clock.Now())
+}
 
 // ResumeAt is the operator's recovery path for a parked or needs_human key:
 // it clears the park, the respawn window, the chain, the per-key guard and
 // hourly windows and the total restart count, so the next run starts with
 // a full budget and a fresh chain, and publishes EventResumed. It returns
 // an error matching ErrNotParked if key is neither.
-func (s *Supervisor) ResumeAt(key string, now time.Time) error {
+//
+// ctx bounds the wait on a shared Ledger together with the ledger's own
+// timeout. If ctx is already done, or ends while ResumeAt waits on the
+// ledger, ResumeAt returns at once with ctx's error (errors.Is(err,
+// context.Canceled) or context.DeadlineExceeded), and changes and announces
+// nothing here; the key stays parked (a ledger on a server may still apply
+// a resume it was sent: see its documentation). A caller's cancel is not a
+// failure of the ledger. ResumeAt is safe for concurrent use.
+func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) error {
+	ctx = orBackground(ctx)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	var cleared *ParkedError
 	if s.shared != nil {
-		if !s.useShared(now) {
+		if use, err := s.useShared(ctx, now); err != nil {
+			return err
+		} else if !use {
 			return s.unavailable("resume", key)
 		}
-		pe, err := s.shared.l.Resume(context.Background(), key, now)
+		pe, err := s.shared.l.Resume(ctx, key, now)
 		switch {
 		case errors.Is(err, ErrNotParked):
 			s.learn(LedgerChange{Key: key}) // resumed elsewhere meanwhile
 			return err
+		case err != nil && ended(ctx) != nil:
+			return ended(ctx) // the caller's cancel, not an outage
 		case err != nil:
 			s.lost(err, now)
 			return s.unavailable("resume", key)
@@ -522,7 +543,17 @@ func (s *Supervisor) ResumeAt(key string, now time.Time) error {
 // matching ErrAlreadyRunning for a key that a Run, Wrap or Process is
 // running, and one matching ErrInvalidKey for the empty key; forgetting an
 // unknown key does nothing.
-func (s *Supervisor) Forget(key string) error {
+//
+// ctx bounds the wait on a shared Ledger together with the ledger's own
+// timeout. If ctx is already done, or ends while Forget waits on the
+// ledger, Forget returns at once with ctx's error and keeps the key here; a
+// caller's cancel is not a failure of the ledger. Forget is safe for
+// concurrent use.
+func (s *Supervisor) Forget(ctx context.Context, key string) error {
+	ctx = orBackground(ctx)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := checkKey(key); err != nil {
 		return err
 	}
@@ -535,10 +566,15 @@ func (s *Supervisor) Forget(key string) error {
 	s.mu.Unlock()
 	if s.shared != nil {
 		now := s.o.clock.Now()
-		if !s.useShared(now) {
+		if use, err := s.useShared(ctx, now); err != nil {
+			return err
+		} else if !use {
 			return s.unavailable("forget", key)
 		}
-		if err := s.shared.l.Forget(context.Background(), key); err != nil {
+		if err := s.shared.l.Forget(ctx, key); err != nil {
+			if err := ended(ctx); err != nil {
+				return err // the caller's cancel, not an outage
+			}
 			s.lost(err, now)
 			return s.unavailable("forget", key)
 		}

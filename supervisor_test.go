@@ -59,7 +59,7 @@ func TestSupervisorFailsAtOnceParksAfterBudget(t *testing.T) {
 		}, rec.events())
 		assert.Equal(t, []string{"worker"}, s.Parked())
 
-		ks := s.Status().Keys["worker"]
+		ks := s.Status(context.Background()).Keys["worker"]
 		assert.Equal(t, crashloop.StateParked, ks.State)
 		assert.Equal(t, 3, ks.Restarts)
 		assert.False(t, ks.CanRestart)
@@ -114,7 +114,7 @@ func TestSupervisorSlowLoopNeedsHuman(t *testing.T) {
 				Incarnation: inc, Reason: "crash-loop: gave up after 3 reactive rescues", LastError: died,
 				Attempts: 3, Limit: 3, Window: 20 * time.Minute}}}, rec.events())
 
-		ks := s.Status().Keys["seat-7"]
+		ks := s.Status(context.Background()).Keys["seat-7"]
 		assert.Equal(t, crashloop.StateNeedsHuman, ks.State)
 		assert.Equal(t, "needs_human", ks.Reason)
 		assert.Equal(t, "pane-3/session-a", ks.Incarnation)
@@ -159,7 +159,7 @@ func TestSupervisorHealthyHourlyFailuresNeverPark(t *testing.T) {
 				hourly, k+1, millis(500)), ev)
 		}
 		assert.Empty(t, s.Parked())
-		ks := s.Status().Keys["svc"]
+		ks := s.Status(context.Background()).Keys["svc"]
 		assert.Equal(t, crashloop.StateExited, ks.State)
 		assert.Equal(t, 0, ks.Restarts)
 		assert.Equal(t, 71, ks.TotalRestarts)
@@ -189,7 +189,7 @@ func TestSupervisorPermanentParksAfterOneStart(t *testing.T) {
 		assert.Same(t, perm, pe.LastError)
 		assert.Equal(t, []supEvent{exhaustedEv(0, "agent", "permanent_error", perm, 0)}, rec.events())
 		assert.Equal(t, []string{"agent"}, s.Parked())
-		assert.Equal(t, "crashloop: permanent failure: "+missing.Error(), s.Status().Keys["agent"].LastError)
+		assert.Equal(t, "crashloop: permanent failure: "+missing.Error(), s.Status(context.Background()).Keys["agent"].LastError)
 	})
 }
 
@@ -221,7 +221,7 @@ func TestSupervisorPlannedRestartCostsNothing(t *testing.T) {
 		assert.Equal(t, restartEv(millis(500), "w", "w#1", "planned", evs[1].LastError, 2, 0), evs[1])
 		assert.ErrorIs(t, evs[1].LastError, reload)
 		assert.Equal(t, respawnEv(millis(500), "w", boom, 2, time.Second), evs[2])
-		ks := s.Status().Keys["w"]
+		ks := s.Status(context.Background()).Keys["w"]
 		assert.Equal(t, 0, ks.Restarts, "the clean exit that ended it was a good start: the window is cleared")
 		assert.Equal(t, 3, ks.TotalRestarts)
 		assert.Equal(t, crashloop.StateExited, ks.State)
@@ -320,7 +320,7 @@ func TestSupervisorFleetBreakerHoldsRestarts(t *testing.T) {
 		// re-arm. The 9 others start after 500ms and fail again: their
 		// restarts are held too, uncounted.
 		time.Sleep(2 * time.Second)
-		st := s.Status()
+		st := s.Status(context.Background())
 		require.NotNil(t, st.Fleet)
 		assert.True(t, st.Fleet.BreakerTripped)
 		assert.Equal(t, 10, st.Fleet.RestartsInHour)
@@ -372,7 +372,7 @@ func TestSupervisorFleetBreakerHoldsRestarts(t *testing.T) {
 		assert.Zero(t, rec.count(crashloop.EventChainEscalated))
 		assert.Zero(t, rec.count(crashloop.EventGuardTripped))
 		assert.Empty(t, s.Parked())
-		st = s.Status()
+		st = s.Status(context.Background())
 		assert.False(t, st.Fleet.BreakerTripped)
 		assert.Equal(t, 1, st.Fleet.RestartsInHour)
 		for key, ks := range st.Keys {
@@ -439,7 +439,7 @@ func TestSupervisorReleaseAfterRearmIsPaced(t *testing.T) {
 		assert.Equal(t, []time.Duration{millis(39)}, atsOf(rec, crashloop.EventFleetTripped), "the release never re-trips the breaker")
 		assert.Equal(t, []time.Duration{rearmAt}, atsOf(rec, crashloop.EventFleetRearmed))
 		assert.Empty(t, s.Parked())
-		assert.Equal(t, 0, s.Status().Fleet.RestartsInHour, "a release is not counted again")
+		assert.Equal(t, 0, s.Status(context.Background()).Fleet.RestartsInHour, "a release is not counted again")
 		cancel()
 		for range keys {
 			assert.ErrorIs(t, <-errs, context.Canceled)
@@ -468,7 +468,7 @@ func TestSupervisorCancelInBackoff(t *testing.T) {
 		time.Sleep(time.Minute)
 		assert.Equal(t, []time.Duration{0}, starts.times(), "no start after the cancel")
 		assert.Equal(t, []supEvent{respawnEv(0, "w", boom, 1, millis(500))}, rec.events())
-		assert.Equal(t, crashloop.StateExited, s.Status().Keys["w"].State)
+		assert.Equal(t, crashloop.StateExited, s.Status(context.Background()).Keys["w"].State)
 	})
 }
 
@@ -491,14 +491,14 @@ func TestSupervisorCancelInHold(t *testing.T) {
 		}()
 
 		time.Sleep(5 * time.Second)
-		assert.Equal(t, crashloop.StateHeld, s.Status().Keys["w"].State)
+		assert.Equal(t, crashloop.StateHeld, s.Status(context.Background()).Keys["w"].State)
 		cancel()
 		err := <-done
 		assert.Equal(t, context.Canceled, err)
 		assert.Equal(t, 5*time.Second, time.Since(starts.start), "Run returns at the cancel, not at the re-arm")
 		time.Sleep(5 * time.Minute)
 		assert.Equal(t, []time.Duration{0}, starts.times())
-		assert.Equal(t, crashloop.StateExited, s.Status().Keys["w"].State)
+		assert.Equal(t, crashloop.StateExited, s.Status(context.Background()).Keys["w"].State)
 	})
 }
 
@@ -522,7 +522,7 @@ func TestSupervisorCancelDuringRun(t *testing.T) {
 		assert.Equal(t, 5*time.Second, time.Since(starts.start))
 		assert.Equal(t, []time.Duration{0}, starts.times())
 		assert.Empty(t, rec.events(), "a cancelled run is not a failure")
-		ks := s.Status().Keys["w"]
+		ks := s.Status(context.Background()).Keys["w"]
 		assert.Equal(t, crashloop.StateExited, ks.State)
 		assert.Equal(t, 0, ks.Restarts)
 
@@ -626,7 +626,7 @@ func TestSupervisorGuardParksKey(t *testing.T) {
 			assert.Equal(t, []supEvent{trip}, eventsOf(rec, crashloop.EventGuardTripped))
 			assert.True(t, crashloop.EventGuardTripped.Stops())
 			assert.Equal(t, []string{"telegram"}, s.Parked())
-			ks := s.Status().Keys["telegram"]
+			ks := s.Status(context.Background()).Keys["telegram"]
 			assert.Equal(t, crashloop.StateParked, ks.State)
 			assert.Equal(t, "restart_loop_guard", ks.Reason)
 			assert.Equal(t, 3, ks.TotalRestarts)
@@ -685,7 +685,7 @@ func TestSupervisorGuardIsPerKey(t *testing.T) {
 		assert.Empty(t, s.Parked())
 		assert.Zero(t, rec.count(crashloop.EventGuardTripped))
 		assert.Equal(t, 4, rec.count(crashloop.EventRespawnScheduled))
-		for key, ks := range s.Status().Keys {
+		for key, ks := range s.Status(context.Background()).Keys {
 			assert.Equal(t, crashloop.StateRunning, ks.State, key)
 		}
 		cancel()
@@ -756,7 +756,7 @@ func TestSupervisorAlreadyRunning(t *testing.T) {
 		assert.ErrorIs(t, err, crashloop.ErrAlreadyRunning)
 		assert.False(t, called)
 		assert.Zero(t, time.Since(start), "refused at once")
-		assert.Equal(t, crashloop.StateRunning, s.Status().Keys["k"].State, "the first Run is undisturbed")
+		assert.Equal(t, crashloop.StateRunning, s.Status(context.Background()).Keys["k"].State, "the first Run is undisturbed")
 
 		// Another key runs alongside.
 		require.NoError(t, s.Run(ctx, "other", func(context.Context) error { return nil }))
@@ -791,11 +791,11 @@ func TestSupervisorParkedRunAndResume(t *testing.T) {
 		assert.Same(t, pe, pe2)
 		assert.Len(t, starts.times(), 4)
 
-		assert.ErrorIs(t, s.Resume("unknown"), crashloop.ErrNotParked)
-		require.NoError(t, s.Resume("w"))
-		assert.ErrorIs(t, s.Resume("w"), crashloop.ErrNotParked, "resumed once")
+		assert.ErrorIs(t, s.Resume(context.Background(), "unknown"), crashloop.ErrNotParked)
+		require.NoError(t, s.Resume(context.Background(), "w"))
+		assert.ErrorIs(t, s.Resume(context.Background(), "w"), crashloop.ErrNotParked, "resumed once")
 		assert.Empty(t, s.Parked())
-		ks := s.Status().Keys["w"]
+		ks := s.Status(context.Background()).Keys["w"]
 		assert.Equal(t, crashloop.StateExited, ks.State)
 		assert.Equal(t, 0, ks.Restarts)
 		assert.True(t, ks.CanRestart)
@@ -839,7 +839,7 @@ func TestSupervisorResumeNeedsHumanStartsFreshChain(t *testing.T) {
 		assert.False(t, called)
 
 		time.Sleep(time.Minute - millis(1500)) // now 65m
-		require.NoError(t, s.Resume("seat"))
+		require.NoError(t, s.Resume(context.Background(), "seat"))
 		// The same incarnation again: the chain starts from zero.
 		assert.ErrorIs(t, s.Run(t.Context(), "seat", slow, inc), crashloop.ErrNeedsHuman)
 		m := time.Minute
@@ -870,13 +870,13 @@ func TestSupervisorParkedListIsSorted(t *testing.T) {
 		require.NoError(t, s.Run(ctx, "beta", func(context.Context) error { return nil }))
 
 		assert.Equal(t, []string{"alpha", "mid", "zeta"}, s.Parked())
-		st := s.Status()
+		st := s.Status(context.Background())
 		assert.Equal(t, crashloop.StateNeedsHuman, st.Keys["zeta"].State)
 		assert.Equal(t, crashloop.StateParked, st.Keys["mid"].State)
 		assert.Equal(t, crashloop.StateParked, st.Keys["alpha"].State)
 		assert.Equal(t, crashloop.StateExited, st.Keys["beta"].State)
-		assert.ErrorIs(t, s.Resume("beta"), crashloop.ErrNotParked)
-		require.NoError(t, s.Resume("zeta"))
+		assert.ErrorIs(t, s.Resume(context.Background(), "beta"), crashloop.ErrNotParked)
+		require.NoError(t, s.Resume(context.Background(), "zeta"))
 		assert.Equal(t, []string{"alpha", "mid"}, s.Parked())
 	})
 }
@@ -911,7 +911,7 @@ func TestSupervisorPanicIsAFailure(t *testing.T) {
 		}
 		assert.Equal(t, "crashloop: panic: kaboom", evs[0].LastError.Error())
 		assert.ErrorIs(t, evs[1].LastError, sentinel)
-		assert.Equal(t, "crashloop: panic: nil map", s.Status().Keys["w"].LastError)
+		assert.Equal(t, "crashloop: panic: nil map", s.Status(context.Background()).Keys["w"].LastError)
 	})
 }
 
@@ -927,7 +927,7 @@ func TestSupervisorCleanExit(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, []time.Duration{0}, starts.times())
 			assert.Empty(t, rec.events())
-			assert.Equal(t, crashloop.StateExited, s.Status().Keys["job"].State)
+			assert.Equal(t, crashloop.StateExited, s.Status(context.Background()).Keys["job"].State)
 		})
 	})
 	t.Run("RestartOnCleanExit", func(t *testing.T) {
@@ -995,7 +995,7 @@ func TestSupervisorStatusGolden(t *testing.T) {
 		// 3s: api parks, and with migrate that is 2 of 3 keys failing: the
 		// fleet breaker trips on the fraction.
 		time.Sleep(10 * time.Second)
-		st := s.Status()
+		st := s.Status(context.Background())
 		// Times come from the bubble (2000-01-01T00:00:00Z) in time.Local;
 		// write them in UTC so the document does not depend on TZ.
 		for k, ks := range st.Keys {
@@ -1149,7 +1149,7 @@ func TestSupervisorEventsSeeCommittedState(t *testing.T) {
 		handler := func(i int) crashloop.EventHandler {
 			return crashloop.EventHandlerFunc(func(ev crashloop.Event) {
 				s := sups[i]
-				ks := s.Status().Keys[ev.Key]
+				ks := s.Status(context.Background()).Keys[ev.Key]
 				mu.Lock()
 				got = append(got, seen{ev.Kind, ks.State, ks.Reason, slices.Contains(s.Parked(), ev.Key)})
 				mu.Unlock()
@@ -1199,8 +1199,8 @@ func TestSupervisorEventsSeeCommittedState(t *testing.T) {
 			{crashloop.EventGuardTripped, crashloop.StateParked, "restart_loop_guard", true},
 		}, take())
 
-		require.NoError(t, s.Resume("budget"))
-		require.NoError(t, s.Resume("slow"))
+		require.NoError(t, s.Resume(context.Background(), "budget"))
+		require.NoError(t, s.Resume(context.Background(), "slow"))
 		assert.Equal(t, []seen{
 			{crashloop.EventResumed, crashloop.StateExited, "", false},
 			{crashloop.EventResumed, crashloop.StateExited, "", false},
@@ -1221,7 +1221,7 @@ func TestSupervisorResumeResetsGuard(t *testing.T) {
 
 		assert.ErrorIs(t, s.Run(t.Context(), "telegram", loop), crashloop.ErrParked)
 		time.Sleep(10 * time.Second) // the old restarts are still in the guard's window
-		require.NoError(t, s.Resume("telegram"))
+		require.NoError(t, s.Resume(context.Background(), "telegram"))
 		err := s.Run(t.Context(), "telegram", loop)
 		var pe *crashloop.ParkedError
 		require.ErrorAs(t, err, &pe)
@@ -1231,7 +1231,7 @@ func TestSupervisorResumeResetsGuard(t *testing.T) {
 		assert.Equal(t, []time.Duration{0, 0, 0, 0, 10 * sec, 10 * sec, 10 * sec, 10 * sec}, starts.times(),
 			"after Resume the guard counts from zero")
 		assert.Equal(t, []time.Duration{0, 10 * sec}, atsOf(rec, crashloop.EventGuardTripped), "each trip is announced")
-		assert.Equal(t, 3, s.Status().Keys["telegram"].TotalRestarts, "counted since the resume")
+		assert.Equal(t, 3, s.Status(context.Background()).Keys["telegram"].TotalRestarts, "counted since the resume")
 	})
 }
 

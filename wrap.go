@@ -96,10 +96,10 @@ func (s *Supervisor) attempt(ctx context.Context, key string, ro runOptions, fn 
 	if fn == nil {
 		return Decision{}, fmt.Errorf("crashloop: run of %q: fn is nil", key)
 	}
-	if err := s.begin(key, ro.incarnation, false); err != nil {
+	if err := s.begin(ctx, key, ro.incarnation, false); err != nil {
 		return Decision{}, err
 	}
-	if d := s.ProceedAt(key, s.o.clock.Now()); d.Action != ActionRestart {
+	if d := s.ProceedAt(ctx, key, s.o.clock.Now()); d.Action != ActionRestart {
 		return d, nil
 	}
 	d, err := s.runOnce(ctx, key, fn)

@@ -57,7 +57,7 @@ func TestWrapGivesUpWithTheRefusal(t *testing.T) {
 		assert.Len(t, starts.times(), 4)
 
 		// After a Resume it runs again with a full budget.
-		require.NoError(t, s.Resume("svc"))
+		require.NoError(t, s.Resume(context.Background(), "svc"))
 		assert.Same(t, boom, serve(t.Context()))
 		assert.Len(t, starts.times(), 5)
 	})
@@ -77,8 +77,8 @@ func TestWrapCleanExitAndPlannedRestart(t *testing.T) {
 		})
 		assert.Same(t, reload, serve(t.Context()), "a planned restart returns its cause, at once")
 		assert.NoError(t, serve(t.Context()), "a clean exit ends supervision; without a refusal, nil")
-		assert.Equal(t, crashloop.StateExited, s.Status().Keys["svc"].State)
-		assert.Equal(t, "svc#1", s.Status().Keys["svc"].Incarnation, "the calls of one wrapped function share an incarnation")
+		assert.Equal(t, crashloop.StateExited, s.Status(context.Background()).Keys["svc"].State)
+		assert.Equal(t, "svc#1", s.Status(context.Background()).Keys["svc"].Incarnation, "the calls of one wrapped function share an incarnation")
 
 		// With a refusal, a clean exit returns it: a peer that restarts a
 		// function returning nil (suture) then stops.
@@ -137,7 +137,7 @@ func TestProcessKeepsTheBackoffBetweenAttempts(t *testing.T) {
 		s := newTestSupervisor(t, crashloop.DefaultSupervisorConfig())
 		d := s.Process(t.Context(), "item", func(context.Context) error { return errors.New("x") })
 		require.Equal(t, crashloop.ActionRestart, d.Action)
-		st := s.Status()
+		st := s.Status(context.Background())
 		assert.Equal(t, crashloop.StateBackoff, st.Keys["item"].State)
 		assert.Equal(t, 1, st.Fleet.TotalChannels)
 	})

@@ -7,6 +7,7 @@ package bench_test
 // call's time as its caller sees it.
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -68,7 +69,7 @@ func BenchmarkRealistic(b *testing.B) {
 			}
 			res := crashloop.RunResult{Err: errBench}
 			paced(b, pattern, func(key string, now time.Time) bool {
-				return s.DecideAt(key, res, now).Action == crashloop.ActionRestart
+				return s.DecideAt(context.Background(), key, res, now).Action == crashloop.ActionRestart
 			})
 		})
 	}

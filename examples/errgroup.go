@@ -16,8 +16,9 @@ import (
 // caller's, and the usual one (restart after a second, forever) never gives
 // up. This one asks sup before each run (Proceed: a parked key is refused
 // before fn runs, a held one waits for the fleet breaker) and after it
-// (Decide: restart after the backoff, or stop). It returns nil after a
-// clean exit, ctx.Err() once ctx ends, and the *crashloop.ParkedError once
+// (Decide: restart after the backoff, or stop), under ctx, which also
+// bounds every wait on a shared ledger. It returns nil after a clean exit,
+// ctx.Err() once ctx ends, and the *crashloop.ParkedError once
 // the budget is spent; with errgroup.WithContext that error also cancels
 // the other workers, with a plain errgroup.Group they keep working and
 // Wait returns it when they are done.
@@ -29,7 +30,7 @@ import (
 // healthy start once it lasted the config's HealthyAfter (10s). The loop
 // reads the real clock, which is the Supervisor's default clock.
 func Supervise(ctx context.Context, sup *crashloop.Supervisor, key string, fn func(ctx context.Context) error) error {
-	d := sup.Proceed(key)
+	d := sup.Proceed(ctx, key)
 	for {
 		switch d.Action {
 		case crashloop.ActionStop:
@@ -38,7 +39,7 @@ func Supervise(ctx context.Context, sup *crashloop.Supervisor, key string, fn fu
 			if err := sleep(ctx, d.Wait); err != nil {
 				return err
 			}
-			d = sup.Proceed(key)
+			d = sup.Proceed(ctx, key)
 			continue
 		}
 		if err := sleep(ctx, d.Wait); err != nil {
@@ -49,7 +50,7 @@ func Supervise(ctx context.Context, sup *crashloop.Supervisor, key string, fn fu
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		d = sup.Decide(key, crashloop.RunResult{Err: err, Started: started})
+		d = sup.Decide(ctx, key, crashloop.RunResult{Err: err, Started: started})
 	}
 }
 

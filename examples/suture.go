@@ -17,7 +17,7 @@ import (
 // restarts fn when the budget says; once the budget is spent the key is
 // parked, and Serve returns an error that matches both suture.ErrDoNotRestart
 // (suture removes the service) and *crashloop.ParkedError (errors.As gives
-// the key, the reason and the last failure). After sup.Resume(key), add a new
+// the key, the reason and the last failure). After sup.Resume(ctx, key), add a new
 // service for the key: suture does not take a removed service back.
 //
 // A clean exit (fn returns nil) ends supervision in crashloop unless the

@@ -192,7 +192,7 @@ func TestSutureServiceParksCrashLoop(t *testing.T) {
 		if n := apiTicks.Load(); n != 60 {
 			t.Errorf("api ticked %d times in a minute, want 60", n)
 		}
-		st := sup.Status().Keys
+		st := sup.Status(context.Background()).Keys
 		if st["db-sync"].State != crashloop.StateParked || st["api"].State != crashloop.StateRunning {
 			t.Errorf("states: db-sync %s, api %s; want parked, running", st["db-sync"].State, st["api"].State)
 		}
@@ -200,7 +200,7 @@ func TestSutureServiceParksCrashLoop(t *testing.T) {
 		// The operator fixes the cause, resumes the key and adds the
 		// service again: it starts at once, with a full budget.
 		fixed.Store(true)
-		if err := sup.Resume("db-sync"); err != nil {
+		if err := sup.Resume(context.Background(), "db-sync"); err != nil {
 			t.Fatal(err)
 		}
 		tree.Add(NewSutureService(sup, "db-sync", dbSync))
@@ -212,7 +212,7 @@ func TestSutureServiceParksCrashLoop(t *testing.T) {
 		if n := ticks.Load(); n != 10 {
 			t.Errorf("db-sync ticked %d times in 10s after Resume, want 10", n)
 		}
-		if st := sup.Status().Keys["db-sync"]; st.State != crashloop.StateRunning || st.TotalRestarts != 0 {
+		if st := sup.Status(context.Background()).Keys["db-sync"]; st.State != crashloop.StateRunning || st.TotalRestarts != 0 {
 			t.Errorf("db-sync after Resume: %s with %d restarts, want running with 0", st.State, st.TotalRestarts)
 		}
 		if n := evs.count(crashloop.EventResumed); n != 1 {
@@ -257,7 +257,7 @@ func TestSutureServiceCleanExitAndPlannedRestart(t *testing.T) {
 		if len(got) != 1 || got[0].Kind != crashloop.EventRestartScheduled || got[0].Reason != "planned" {
 			t.Errorf("events: %v, want one planned restart", got)
 		}
-		if st := sup.Status().Keys["migrate"].State; st != crashloop.StateExited {
+		if st := sup.Status(context.Background()).Keys["migrate"].State; st != crashloop.StateExited {
 			t.Errorf("migrate is %s, want exited", st)
 		}
 	})

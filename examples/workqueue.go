@@ -47,8 +47,10 @@ func ProcessNextItem(ctx context.Context, q workqueue.TypedRateLimitingInterface
 	case d.Err == nil:
 		q.Forget(key)
 		// Forget fails only for a key being processed (the queue never hands
-		// out one key twice at once) or the empty key (Process refused it).
-		_ = sup.Forget(key)
+		// out one key twice at once), the empty key (Process refused it), an
+		// ended ctx (the worker is stopping) or, with a shared ledger, one
+		// that cannot be reached: the key's history then stays.
+		_ = sup.Forget(ctx, key)
 	case errors.As(d.Err, &parked):
 		q.Forget(key)
 	default:
@@ -59,9 +61,11 @@ func ProcessNextItem(ctx context.Context, q workqueue.TypedRateLimitingInterface
 
 // ResumeItem is the operator's way back for a parked item: it resumes key
 // in sup (a full budget) and adds the item to q again. It returns an error
-// matching crashloop.ErrNotParked, and adds nothing, when key is not parked.
-func ResumeItem(q workqueue.TypedRateLimitingInterface[string], sup *crashloop.Supervisor, key string) error {
-	if err := sup.Resume(key); err != nil {
+// matching crashloop.ErrNotParked, and adds nothing, when key is not parked;
+// and ctx's error, adding nothing, when ctx ends before a shared ledger
+// answers.
+func ResumeItem(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sup *crashloop.Supervisor, key string) error {
+	if err := sup.Resume(ctx, key); err != nil {
 		return err
 	}
 	q.Add(key)

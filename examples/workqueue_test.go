@@ -132,7 +132,7 @@ func TestWorkqueueProcessParksCrashLoop(t *testing.T) {
 		if got := evs.of(goodItem); len(got) != 0 {
 			t.Errorf("events of the healthy item: %v", got)
 		}
-		keys := sup.Status().Keys
+		keys := sup.Status(context.Background()).Keys
 		if len(keys) != 1 || keys[badItem].State != crashloop.StateParked {
 			t.Errorf("Status: %v, want only %s, parked (done items are forgotten)", keys, badItem)
 		}
@@ -151,20 +151,20 @@ func TestWorkqueueProcessParksCrashLoop(t *testing.T) {
 
 		// Fixed and resumed: handled once more, done, forgotten.
 		fixed.Store(true)
-		if err := ResumeItem(q, sup, badItem); err != nil {
+		if err := ResumeItem(ctx, q, sup, badItem); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
 		if n := bad.n(); n != 5 {
 			t.Errorf("tries after ResumeItem: %d, want 5", n)
 		}
-		if keys := sup.Status().Keys; len(keys) != 0 || q.Len() != 0 {
+		if keys := sup.Status(context.Background()).Keys; len(keys) != 0 || q.Len() != 0 {
 			t.Errorf("Status after the resumed item succeeded: %v, queue length %d; want empty", keys, q.Len())
 		}
 		if n := evs.count(crashloop.EventResumed); n != 1 {
 			t.Errorf("%d resumes announced, want 1", n)
 		}
-		if err := ResumeItem(q, sup, badItem); !errors.Is(err, crashloop.ErrNotParked) || q.Len() != 0 {
+		if err := ResumeItem(ctx, q, sup, badItem); !errors.Is(err, crashloop.ErrNotParked) || q.Len() != 0 {
 			t.Errorf("ResumeItem of a key that is not parked: %v, queue length %d", err, q.Len())
 		}
 	})
@@ -202,7 +202,7 @@ func TestWorkqueueSuccessRestoresBudget(t *testing.T) {
 		if n := evs.count(crashloop.EventStartupExhausted); n != 0 {
 			t.Errorf("%d parks, want none", n)
 		}
-		if keys := sup.Status().Keys; len(keys) != 0 || q.Len() != 0 {
+		if keys := sup.Status(context.Background()).Keys; len(keys) != 0 || q.Len() != 0 {
 			t.Errorf("Status: %v, queue length %d; want both empty", keys, q.Len())
 		}
 	})

@@ -2,6 +2,7 @@ package promcrashloop
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"strings"
 
@@ -97,9 +98,11 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect reads the Supervisor's Status and sends its series. It may run
-// while the Supervisor decides and while other scrapes run.
+// while the Supervisor decides and while other scrapes run. A scrape has no
+// context: the fleet breaker of a shared ledger is asked under the ledger's
+// own timeout alone.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	st := c.sup.Status()
+	st := c.sup.Status(context.Background())
 
 	perState := make(map[crashloop.KeyState]int, len(states))
 	for _, s := range states {

@@ -74,7 +74,7 @@ func TestCollectorFollowsSupervisor(t *testing.T) {
 			`crashloop_events_total{kind="agent.startup_exhausted"}`:      1,
 		})
 
-		if err := sup.Resume("a"); err != nil {
+		if err := sup.Resume(context.Background(), "a"); err != nil {
 			t.Fatal(err)
 		}
 		check("a resumed", series{
@@ -195,7 +195,7 @@ func TestCollectorMaxKeys(t *testing.T) {
 func TestCollectorForget(t *testing.T) {
 	sup := parkedSupervisor(t, 2)
 	c := promcrashloop.NewCollector(sup)
-	if err := sup.Forget("key-00000"); err != nil {
+	if err := sup.Forget(context.Background(), "key-00000"); err != nil {
 		t.Fatal(err)
 	}
 	want := complete(series{
@@ -256,11 +256,11 @@ func TestScrapeHoldsNoLock(t *testing.T) {
 	decided := make(chan struct{})
 	go func() {
 		defer close(decided)
-		if err := sup.Resume("key-00001"); err != nil {
+		if err := sup.Resume(context.Background(), "key-00001"); err != nil {
 			t.Error(err)
 		}
 		park(t, sup, "key-00001")
-		if n := len(sup.Status().Keys); n != 3 {
+		if n := len(sup.Status(context.Background()).Keys); n != 3 {
 			t.Errorf("Status has %d keys, want 3", n)
 		}
 	}()

@@ -77,10 +77,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // status writes the /status document.
-func (h *Handler) status(w http.ResponseWriter, _ *http.Request) {
+func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 	doc := statusDoc{Status: crashloop.Status{Keys: map[string]crashloop.KeyStatus{}}}
 	if h.Supervisor != nil {
-		doc.Status = h.Supervisor.Status()
+		doc.Status = h.Supervisor.Status(r.Context()) // a shared ledger is asked no longer than the request lasts
+		if r.Context().Err() != nil {
+			return // the client is gone
+		}
 	}
 	if h.Info != nil {
 		doc.Info = h.Info()

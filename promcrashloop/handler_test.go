@@ -106,7 +106,7 @@ func TestHandlerStatus(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &got); err != nil {
 		t.Fatal(err)
 	}
-	st, err := json.Marshal(s.sup.Status())
+	st, err := json.Marshal(s.sup.Status(context.Background()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestHandlerStatus(t *testing.T) {
 // Allow header, and none of them changes the Supervisor.
 func TestHandlerReadOnly(t *testing.T) {
 	s := serve(t)
-	before, err := json.Marshal(s.sup.Status())
+	before, err := json.Marshal(s.sup.Status(context.Background()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestHandlerReadOnly(t *testing.T) {
 			t.Errorf("GET %s: %s, want 404", path, resp.Status)
 		}
 	}
-	after, err := json.Marshal(s.sup.Status())
+	after, err := json.Marshal(s.sup.Status(context.Background()))
 	if err != nil {
 		t.Fatal(err)
 	}

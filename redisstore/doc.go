@@ -14,7 +14,19 @@
 // Cluster; the time is the server's unless Options.ClientTime; a park or
 // resume reaches the other replicas through sharded pub/sub; no call waits
 // longer than Options.Timeout, and a Supervisor whose store fails decides
-// alone and writes its parks back later. docs/redis.md in the repository
-// covers the key layout, time, outages, the persistence the guarantees need
-// and what failover can lose, and the benchmarks.
+// alone and writes its parks back later.
+//
+// Every call also returns as soon as its context ends (cancelled, or past
+// its deadline), with the context's error, even while a stalled server
+// holds its command: the command runs on a goroutine bounded by
+// Options.Timeout, which the caller does not wait for. A cancelled call may
+// still be applied by the server later: a command sent before the cancel
+// cannot be taken back, so a cancelled Judge may still count its failure
+// and a cancelled Resume may still resume the key, though the caller got
+// the context's error. This is a known gap of the protocol, tracked
+// separately: treat the outcome of a cancelled call as unknown.
+//
+// docs/redis.md in the repository covers the key layout, time, outages and
+// cancellation, the persistence the guarantees need and what failover can
+// lose, and the benchmarks.
 package redisstore

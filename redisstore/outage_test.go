@@ -37,7 +37,7 @@ func boundedOn(t testing.TB, opts func(*redis.Options) *redis.Options) func(int)
 // decide runs one decision and returns it with how long it took.
 func decide(r *replica, key string, res crashloop.RunResult) (crashloop.Decision, time.Duration) {
 	start := time.Now()
-	d := r.sup.Decide(key, res)
+	d := r.sup.Decide(context.Background(), key, res)
 	return d, time.Since(start)
 }
 
@@ -103,7 +103,7 @@ func TestOutageServerKilledMidRun(t *testing.T) {
 	d, took := decide(rs[0], "solo", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))})
 	require.ErrorIs(t, d.Err, crashloop.ErrParked)
 	require.Less(t, took, budget)
-	require.ErrorIs(t, rs[0].sup.Resume("solo"), crashloop.ErrStoreUnavailable)
+	require.ErrorIs(t, rs[0].sup.Resume(context.Background(), "solo"), crashloop.ErrStoreUnavailable)
 
 	s.Restart()
 	// Each replica asks again once a second by its clock; go-redis may need
@@ -124,7 +124,7 @@ func TestOutageServerKilledMidRun(t *testing.T) {
 		require.Len(t, r.evs.of(crashloop.EventStoreRecovered), 1)
 		require.Len(t, r.evs.of(crashloop.EventStoreUnavailable), 1, "still once")
 	}
-	require.NoError(t, rs[2].sup.Resume("solo"), "a Resume goes through again")
+	require.NoError(t, rs[2].sup.Resume(context.Background(), "solo"), "a Resume goes through again")
 }
 
 // A refused connection and a black hole are different failures: a refusal

@@ -264,11 +264,9 @@ func decodePark(key, s string) (*crashloop.ParkedError, bool) {
 var errNotOpen = errors.New("redisstore: Judge and Proceed need Open first (a Supervisor opens its ledger)")
 
 // run calls the script for op on keys with args under the Store's timeout
-// and returns its reply.
+// and returns its reply, or ctx's error as soon as ctx ends (see eval).
 func (s *Store) run(ctx context.Context, op string, keys []string, args ...any) (any, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
-	defer cancel()
-	res, err := script.Run(ctx, s.rdb, keys, args...).Result()
+	res, err := s.eval(ctx, keys, args)
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}

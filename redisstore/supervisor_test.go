@@ -105,7 +105,7 @@ func TestExactlyOneParkFleetWide(t *testing.T) {
 			defer wg.Done()
 			boom := fmt.Errorf("replica %d: exit 1", i)
 			for range 10 {
-				d := r.sup.Decide("shared", crashloop.RunResult{Err: boom})
+				d := r.sup.Decide(context.Background(), "shared", crashloop.RunResult{Err: boom})
 				mu.Lock()
 				if d.Action != crashloop.ActionStop {
 					restarts++
@@ -138,17 +138,17 @@ func TestFleetBreakerFleetWide(t *testing.T) {
 	rs := fleet(t, 3, cfg, true, onServer(t, s, Options{ClientTime: true}))
 	planned := crashloop.RunResult{Err: crashloop.Restart(errors.New("config reload"))}
 	for i := range 5 {
-		d := rs[i%3].sup.Decide(fmt.Sprintf("k%d", i), planned)
+		d := rs[i%3].sup.Decide(context.Background(), fmt.Sprintf("k%d", i), planned)
 		require.Equal(t, crashloop.ActionRestart, d.Action)
 	}
 	for i, r := range rs {
-		st := r.sup.Status()
+		st := r.sup.Status(context.Background())
 		require.Equal(t, 5, st.Fleet.RestartsInHour, "replica %d sees every replica's restarts", i)
 		require.False(t, st.Fleet.BreakerTripped)
 	}
-	d := rs[2].sup.Decide("k5", planned) // the 6th restart of the hour
+	d := rs[2].sup.Decide(context.Background(), "k5", planned) // the 6th restart of the hour
 	require.Equal(t, crashloop.Decision{Action: crashloop.ActionHold, Wait: time.Minute}, d)
-	d = rs[0].sup.Decide("k6", planned)
+	d = rs[0].sup.Decide(context.Background(), "k6", planned)
 	require.Equal(t, crashloop.ActionHold, d.Action, "a tripped breaker holds every replica's restarts")
 	require.Equal(t, 1, count(rs, crashloop.EventFleetTripped))
 	require.Len(t, rs[2].evs.of(crashloop.EventFleetTripped), 1, "announced by the replica whose restart tripped it")
@@ -160,13 +160,13 @@ func TestFleetBreakerFleetWide(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.sup.Proceed([]string{"k5", "k6", "k5"}[i])
+			r.sup.Proceed(context.Background(), []string{"k5", "k6", "k5"}[i])
 		}()
 	}
 	wg.Wait()
 	require.Equal(t, 1, count(rs, crashloop.EventFleetRearmed), "one re-arm between three replicas asking at once")
 	for i, r := range rs {
-		require.False(t, r.sup.Status().Fleet.BreakerTripped, "replica %d", i)
+		require.False(t, r.sup.Status(context.Background()).Fleet.BreakerTripped, "replica %d", i)
 	}
 }
 
@@ -183,16 +183,16 @@ func TestFailingFractionSumsReplicas(t *testing.T) {
 	boom := crashloop.RunResult{Err: errors.New("boom")}
 	fatal := crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))}
 	for _, key := range []string{"a1", "a2", "a3"} {
-		require.Equal(t, crashloop.ActionRestart, a.sup.Decide(key, boom).Action)
+		require.Equal(t, crashloop.ActionRestart, a.sup.Decide(context.Background(), key, boom).Action)
 	}
-	b.sup.Decide("b1", fatal) // 1 failing of 4: A's three and b1
+	b.sup.Decide(context.Background(), "b1", fatal) // 1 failing of 4: A's three and b1
 	fleetState := func(r *replica) string {
-		st := r.sup.Status().Fleet
+		st := r.sup.Status(context.Background()).Fleet
 		return fmt.Sprintf("tripped=%v %d/%d", st.BreakerTripped, st.FailingChannels, st.TotalChannels)
 	}
 	require.Equal(t, "tripped=false 1/4", fleetState(a))
 
-	a.sup.Decide("a1", fatal) // 2 of 4 with b1: half the fleet; A alone has 1 of 3
+	a.sup.Decide(context.Background(), "a1", fatal) // 2 of 4 with b1: half the fleet; A alone has 1 of 3
 	require.Equal(t, "tripped=true 2/4", fleetState(b))
 	require.Equal(t, 1, count(rs, crashloop.EventFleetTripped))
 	require.Equal(t, "fleet crash-loop: 2/4 keys failing", a.evs.of(crashloop.EventFleetTripped)[0].Reason)
@@ -211,7 +211,7 @@ func TestFailingFractionSumsReplicas(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return rdb.Exists(context.Background(), b.store.keys.report("replica-1")).Val() == 0
 	}, watchdog, 10*time.Millisecond)
-	a.sup.Decide("a2", fatal) // a1, a2 of a1..a3: B's b1 no longer counts
+	a.sup.Decide(context.Background(), "a2", fatal) // a1, a2 of a1..a3: B's b1 no longer counts
 	require.Equal(t, "tripped=true 2/3", fleetState(a))
 }
 
@@ -224,26 +224,26 @@ func TestPropagation(t *testing.T) {
 	rs := fleet(t, 3, cfg, false, onServer(t, s, Options{}))
 	subscribed(t, s.Client(nil), rs[0].store, 3)
 	for _, r := range rs[1:] { // they know the key: it failed there once
-		require.Equal(t, crashloop.ActionRestart, r.sup.Decide("k", crashloop.RunResult{Err: errors.New("flaky")}).Action)
+		require.Equal(t, crashloop.ActionRestart, r.sup.Decide(context.Background(), "k", crashloop.RunResult{Err: errors.New("flaky")}).Action)
 	}
 	start := time.Now()
-	rs[0].sup.Decide("k", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))})
+	rs[0].sup.Decide(context.Background(), "k", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))})
 	for i, r := range rs {
 		require.Eventually(t, func() bool {
-			return len(r.sup.Parked()) == 1 && r.sup.Status().Keys["k"].State == crashloop.StateParked
+			return len(r.sup.Parked()) == 1 && r.sup.Status(context.Background()).Keys["k"].State == crashloop.StateParked
 		}, watchdog, 100*time.Microsecond, "replica %d", i)
 	}
 	t.Logf("the park reached both other replicas after %v", time.Since(start))
 
-	require.NoError(t, rs[2].sup.Resume("k"))
+	require.NoError(t, rs[2].sup.Resume(context.Background(), "k"))
 	for i, r := range rs {
 		require.Eventually(t, func() bool {
-			return len(r.sup.Parked()) == 0 && r.sup.Status().Keys["k"].State == crashloop.StateExited
+			return len(r.sup.Parked()) == 0 && r.sup.Status(context.Background()).Keys["k"].State == crashloop.StateExited
 		}, watchdog, 100*time.Microsecond, "replica %d", i)
-		require.ErrorIs(t, r.sup.Resume("k"), crashloop.ErrNotParked, "replica %d", i)
+		require.ErrorIs(t, r.sup.Resume(context.Background(), "k"), crashloop.ErrNotParked, "replica %d", i)
 	}
 	require.Equal(t, 1, count(rs, crashloop.EventResumed))
-	d := rs[1].sup.Decide("k", crashloop.RunResult{Err: errors.New("flaky")})
+	d := rs[1].sup.Decide(context.Background(), "k", crashloop.RunResult{Err: errors.New("flaky")})
 	require.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: cfg.Budget.InitialBackoff}, d, "a full budget again, everywhere")
 }
 
@@ -254,8 +254,8 @@ func TestOperatorResumeReachesReplicas(t *testing.T) {
 	o := Options{Prefix: newPrefix()}
 	rs := fleet(t, 2, crashloop.DefaultSupervisorConfig(), false, onServer(t, s, o))
 	subscribed(t, s.Client(nil), rs[0].store, 2)
-	rs[1].sup.Decide("k", crashloop.RunResult{Err: errors.New("flaky")})
-	rs[0].sup.Decide("k", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))})
+	rs[1].sup.Decide(context.Background(), "k", crashloop.RunResult{Err: errors.New("flaky")})
+	rs[0].sup.Decide(context.Background(), "k", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))})
 	require.Eventually(t, func() bool { return len(rs[1].sup.Parked()) == 1 }, watchdog, 100*time.Microsecond)
 
 	op := New(testClient(t, s), o)
@@ -280,7 +280,7 @@ func TestParksSurviveAKilledServerWithAOF(t *testing.T) {
 			s := redistest.Start(t, tc.opts...)
 			newStore := onServer(t, s, Options{})
 			rs := fleet(t, 1, crashloop.DefaultSupervisorConfig(), false, newStore)
-			rs[0].sup.Decide("k", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))})
+			rs[0].sup.Decide(context.Background(), "k", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))})
 			s.Kill()
 			s.Restart()
 			fresh := fleet(t, 1, crashloop.DefaultSupervisorConfig(), false, newStore)[0]
@@ -316,7 +316,7 @@ func TestStress(t *testing.T) {
 				for n := range keys {
 					key := fmt.Sprintf("key-%03d", (n*7+w*13+ri*31)%keys)
 					for {
-						d := r.sup.Decide(key, crashloop.RunResult{Err: boom})
+						d := r.sup.Decide(context.Background(), key, crashloop.RunResult{Err: boom})
 						if d.Action == crashloop.ActionStop {
 							if !errors.Is(d.Err, crashloop.ErrParked) {
 								t.Errorf("%s: %+v", key, d)
@@ -365,15 +365,15 @@ func TestSupervisorsOnRedisCluster(t *testing.T) {
 		return New(c, Options{Prefix: prefix, Replica: fmt.Sprintf("replica-%d", i), Timeout: 5 * time.Second})
 	})
 	subscribed(t, s.Client(nil), rs[0].store, 2)
-	rs[1].sup.Decide("k", crashloop.RunResult{Err: errors.New("flaky")})
+	rs[1].sup.Decide(context.Background(), "k", crashloop.RunResult{Err: errors.New("flaky")})
 	for range crashloop.DefaultBudgetConfig().MaxRespawns + 1 {
-		rs[0].sup.Decide("k", crashloop.RunResult{Err: errors.New("exit 1")})
+		rs[0].sup.Decide(context.Background(), "k", crashloop.RunResult{Err: errors.New("exit 1")})
 	}
 	require.Equal(t, []string{"k"}, rs[0].sup.Parked())
 	require.Eventually(t, func() bool { return len(rs[1].sup.Parked()) == 1 }, watchdog, 100*time.Microsecond)
-	require.NoError(t, rs[1].sup.Resume("k"))
+	require.NoError(t, rs[1].sup.Resume(context.Background(), "k"))
 	require.Eventually(t, func() bool { return len(rs[0].sup.Parked()) == 0 }, watchdog, 100*time.Microsecond)
-	st := rs[0].sup.Status()
+	st := rs[0].sup.Status(context.Background())
 	require.Equal(t, 3, st.Fleet.RestartsInHour, "the fleet breaker too: the budget's 3 respawns between both")
 
 	// The same step with keys outside the tag is refused by the node.

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -205,7 +206,7 @@ func (p *Replayer) Feed(rec Record) {
 		for i, c := range p.cands {
 			ps := &k.pol[i]
 			if ps.parked {
-				_ = resumeAt(c.sup, rec.Key, rec.Time)
+				_ = c.sup.ResumeAt(noWait, rec.Key, rec.Time)
 				if p.opts.Timeline != nil {
 					p.opts.Timeline.resume(i, rec.Key, rec.Time)
 				}
@@ -235,7 +236,7 @@ func (p *Replayer) start(key string, k *keyState, t time.Time) {
 			ps.spared++
 		case ps.pending && ps.holding:
 			wait := max(ps.wait-gap, 0)
-			if d := proceedAt(c.sup, key, t); d.Action == crashloop.ActionHold {
+			if d := c.sup.ProceedAt(noWait, key, t); d.Action == crashloop.ActionHold {
 				wait = max(wait, d.Wait)
 			}
 			if wait > 0 {
@@ -280,7 +281,7 @@ func (p *Replayer) exit(key string, k *keyState, rec Record) {
 		}
 		r.Err = c.errOf(rec)
 		c.event = crashloop.Event{}
-		d := decideAt(c.sup, key, r, rec.Time)
+		d := c.sup.DecideAt(noWait, key, r, rec.Time)
 		ev := ""
 		if c.event.Kind != 0 {
 			ev = c.event.Kind.String()
@@ -550,3 +551,7 @@ func (l *LogCheck) compare(key string, rec Record, d crashloop.Decision, ev stri
 		l.First = append(l.First, b.String())
 	}
 }
+
+// noWait is the context of every call on a replay's Supervisors: they keep
+// their state in memory, so no call waits and none can be cancelled.
+var noWait = context.Background()

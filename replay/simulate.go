@@ -72,7 +72,7 @@ const simKey = "program"
 type supervised struct{ s *crashloop.Supervisor }
 
 func (p *supervised) Failed(start, end time.Time) (time.Duration, bool) {
-	d := decideAt(p.s, simKey, crashloop.RunResult{Err: errCrash, Started: start}, end)
+	d := p.s.DecideAt(noWait, simKey, crashloop.RunResult{Err: errCrash, Started: start}, end)
 	wait := time.Duration(0)
 	for range 1000 { // a hold ends when the breaker re-arms; Proceed says when
 		switch d.Action {
@@ -80,7 +80,7 @@ func (p *supervised) Failed(start, end time.Time) (time.Duration, bool) {
 			return wait + d.Wait, true
 		case crashloop.ActionHold:
 			wait += d.Wait
-			d = proceedAt(p.s, simKey, end.Add(wait))
+			d = p.s.ProceedAt(noWait, simKey, end.Add(wait))
 		default:
 			return 0, false
 		}
