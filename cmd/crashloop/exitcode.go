@@ -5,7 +5,10 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Exit statuses of crashloop itself. Otherwise crashloop exits with the
@@ -46,22 +49,11 @@ func exitStatus(ws syscall.WaitStatus) (int, string) {
 	return ws.ExitStatus(), "exited with status " + strconv.Itoa(ws.ExitStatus())
 }
 
-// signalNames are the names kill -l prints, without "SIG".
-var signalNames = map[syscall.Signal]string{
-	syscall.SIGHUP: "HUP", syscall.SIGINT: "INT", syscall.SIGQUIT: "QUIT", syscall.SIGILL: "ILL",
-	syscall.SIGTRAP: "TRAP", syscall.SIGABRT: "ABRT", syscall.SIGBUS: "BUS", syscall.SIGFPE: "FPE",
-	syscall.SIGKILL: "KILL", syscall.SIGUSR1: "USR1", syscall.SIGSEGV: "SEGV", syscall.SIGUSR2: "USR2",
-	syscall.SIGPIPE: "PIPE", syscall.SIGALRM: "ALRM", syscall.SIGTERM: "TERM", syscall.SIGCHLD: "CHLD",
-	syscall.SIGCONT: "CONT", syscall.SIGSTOP: "STOP", syscall.SIGTSTP: "TSTP", syscall.SIGTTIN: "TTIN",
-	syscall.SIGTTOU: "TTOU", syscall.SIGURG: "URG", syscall.SIGXCPU: "XCPU", syscall.SIGXFSZ: "XFSZ",
-	syscall.SIGVTALRM: "VTALRM", syscall.SIGPROF: "PROF", syscall.SIGWINCH: "WINCH", syscall.SIGIO: "IO",
-	syscall.SIGSYS: "SYS",
-}
-
-// signalName returns the short name of sig, such as "TERM", or its number.
+// signalName returns the short name of sig that kill -l prints, such as
+// "TERM", or its number when it has none (a real-time signal).
 func signalName(sig syscall.Signal) string {
-	if name, ok := signalNames[sig]; ok {
-		return name
+	if name := unix.SignalName(sig); name != "" {
+		return strings.TrimPrefix(name, "SIG")
 	}
 	return strconv.Itoa(int(sig))
 }
