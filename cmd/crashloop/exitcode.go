@@ -4,6 +4,8 @@ package main
 
 import (
 	"fmt"
+	"go/doc/comment"
+	"io"
 	"strconv"
 	"strings"
 	"syscall"
@@ -11,17 +13,64 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Exit statuses of crashloop itself. Otherwise crashloop exits with the
-// status of the program that ended supervision (128+N when signal N killed
-// it), as a shell does.
+// Exit statuses of crashloop itself; exitStatuses says when each is used.
+// Otherwise crashloop exits with the status of the program that ended
+// supervision, as a shell does.
 const (
-	exitError      = 1   // an error that is not the user's input
-	exitUsage      = 2   // bad flags, config or state file
-	exitRunning    = 75  // another crashloop supervises the key on the same state file (EX_TEMPFAIL)
-	exitParked     = 86  // a guard gave up, or the state file says the key is parked
-	exitCannotExec = 126 // the program was found but cannot be executed
-	exitNotFound   = 127 // the program cannot be found
+	exitError      = 1
+	exitUsage      = 2
+	exitRunning    = 75 // EX_TEMPFAIL
+	exitParked     = 86
+	exitCannotExec = 126
+	exitNotFound   = 127
 )
+
+// programsStatus stands in exitStatuses for the status of the program.
+const programsStatus = -1
+
+// exitStatuses is the one list of crashloop's exit statuses and when each
+// is used, in the order they are shown: --help prints it (printExitStatuses),
+// and the table of docs/cli.md is this list row for row, which a test
+// checks. In when, backticks quote what the user types, as in Markdown.
+var exitStatuses = []struct {
+	code int
+	when string
+}{
+	{programsStatus, "the program ended supervision: it exited 0 (without `--restart=always`), or crashloop was stopped by INT or TERM; 128+N when signal N killed it (143 for TERM, 137 for KILL)"},
+	{exitError, "an error of crashloop itself (a state file it cannot write, a missing state file for `status` or `resume`, resume of a key that is not parked…)"},
+	{exitUsage, "bad usage, flags or configuration (a malformed config or state file)"},
+	{exitRunning, "another crashloop supervises this `--key` with this `--state` (`EX_TEMPFAIL`: try again once it has ended)"},
+	{exitParked, "a guard gave up, or `--state` or `--redis` says the program is parked"},
+	{exitCannotExec, "the program was found but cannot be executed (permission denied, a folder, a bad format)"},
+	{exitNotFound, "the program cannot be found"},
+}
+
+// exitStatusName returns how the exit statuses are listed: "the program's"
+// for programsStatus, otherwise the number.
+func exitStatusName(code int) string {
+	if code == programsStatus {
+		return "the program's"
+	}
+	return strconv.Itoa(code)
+}
+
+// printExitStatuses writes exitStatuses for --help: each status, then when
+// it is used, wrapped, without the backticks.
+func printExitStatuses(w io.Writer) {
+	const indent = "       "
+	fmt.Fprintln(w, "Exit status:")
+	var p comment.Parser
+	pr := &comment.Printer{TextPrefix: indent, TextWidth: 70}
+	for _, st := range exitStatuses {
+		when := string(pr.Text(p.Parse(strings.ReplaceAll(st.when, "`", ""))))
+		if name := "  " + exitStatusName(st.code) + " "; len(name) < len(indent) {
+			when = name + strings.Repeat(" ", len(indent)-len(name)) + when[len(indent):]
+		} else {
+			when = strings.TrimSuffix(name, " ") + "\n" + when
+		}
+		fmt.Fprint(w, when)
+	}
+}
 
 // failure ends crashloop with code after printing msg as one line.
 type failure struct {
