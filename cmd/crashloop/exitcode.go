@@ -55,7 +55,8 @@ func exitStatusName(code int) string {
 }
 
 // printExitStatuses writes exitStatuses for --help: each status, then when
-// it is used, wrapped, without the backticks.
+// it is used, without the backticks, wrapped by go/doc/comment's printer in
+// a column of its own (a status too wide for its column gets a line).
 func printExitStatuses(w io.Writer) {
 	const indent = "       "
 	fmt.Fprintln(w, "Exit status:")
@@ -63,10 +64,10 @@ func printExitStatuses(w io.Writer) {
 	pr := &comment.Printer{TextPrefix: indent, TextWidth: 70}
 	for _, st := range exitStatuses {
 		when := string(pr.Text(p.Parse(strings.ReplaceAll(st.when, "`", ""))))
-		if name := "  " + exitStatusName(st.code) + " "; len(name) < len(indent) {
-			when = name + strings.Repeat(" ", len(indent)-len(name)) + when[len(indent):]
+		if name := "  " + exitStatusName(st.code); len(name) < len(indent)-1 {
+			when = name + when[len(name):]
 		} else {
-			when = strings.TrimSuffix(name, " ") + "\n" + when
+			when = name + "\n" + when
 		}
 		fmt.Fprint(w, when)
 	}
