@@ -4,21 +4,74 @@ package main
 
 import (
 	"fmt"
+	"go/doc/comment"
+	"io"
 	"strconv"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
-// Exit statuses of crashloop itself. Otherwise crashloop exits with the
-// status of the program that ended supervision (128+N when signal N killed
-// it), as a shell does.
+// Exit statuses of crashloop itself; exitStatuses says when each is used.
+// Otherwise crashloop exits with the status of the program that ended
+// supervision, as a shell does.
 const (
-	exitError      = 1   // an error that is not the user's input
-	exitUsage      = 2   // bad flags, config or state file
-	exitRunning    = 75  // another crashloop supervises the key on the same state file (EX_TEMPFAIL)
-	exitParked     = 86  // a guard gave up, or the state file says the key is parked
-	exitCannotExec = 126 // the program was found but cannot be executed
-	exitNotFound   = 127 // the program cannot be found
+	exitError      = 1
+	exitUsage      = 2
+	exitRunning    = 75 // EX_TEMPFAIL
+	exitParked     = 86
+	exitCannotExec = 126
+	exitNotFound   = 127
 )
+
+// programsStatus stands in exitStatuses for the status of the program.
+const programsStatus = -1
+
+// exitStatuses is the one list of crashloop's exit statuses and when each
+// is used, in the order they are shown: --help prints it (printExitStatuses),
+// and the table of docs/cli.md is this list row for row, which a test
+// checks. In when, backticks quote what the user types, as in Markdown.
+var exitStatuses = []struct {
+	code int
+	when string
+}{
+	{programsStatus, "the program ended supervision: it exited 0 (without `--restart=always`), or crashloop was stopped by INT or TERM; 128+N when signal N killed it (143 for TERM, 137 for KILL)"},
+	{exitError, "an error of crashloop itself (a state file it cannot write, a missing state file for `status` or `resume`, resume of a key that is not parked…)"},
+	{exitUsage, "bad usage, flags or configuration (a malformed config or state file)"},
+	{exitRunning, "another crashloop supervises this `--key` with this `--state` (`EX_TEMPFAIL`: try again once it has ended)"},
+	{exitParked, "a guard gave up, or `--state` or `--redis` says the program is parked"},
+	{exitCannotExec, "the program was found but cannot be executed (permission denied, a folder, a bad format)"},
+	{exitNotFound, "the program cannot be found"},
+}
+
+// exitStatusName returns how the exit statuses are listed: "the program's"
+// for programsStatus, otherwise the number.
+func exitStatusName(code int) string {
+	if code == programsStatus {
+		return "the program's"
+	}
+	return strconv.Itoa(code)
+}
+
+// printExitStatuses writes exitStatuses for --help: each status, then when
+// it is used, without the backticks, wrapped by go/doc/comment's printer in
+// a column of its own (a status too wide for its column gets a line).
+func printExitStatuses(w io.Writer) {
+	const indent = "       "
+	fmt.Fprintln(w, "Exit status:")
+	var p comment.Parser
+	pr := &comment.Printer{TextPrefix: indent, TextWidth: 70}
+	for _, st := range exitStatuses {
+		when := string(pr.Text(p.Parse(strings.ReplaceAll(st.when, "`", ""))))
+		if name := "  " + exitStatusName(st.code); len(name) < len(indent)-1 {
+			when = name + when[len(name):]
+		} else {
+			when = name + "\n" + when
+		}
+		fmt.Fprint(w, when)
+	}
+}
 
 // failure ends crashloop with code after printing msg as one line.
 type failure struct {
@@ -46,22 +99,11 @@ func exitStatus(ws syscall.WaitStatus) (int, string) {
 	return ws.ExitStatus(), "exited with status " + strconv.Itoa(ws.ExitStatus())
 }
 
-// signalNames are the names kill -l prints, without "SIG".
-var signalNames = map[syscall.Signal]string{
-	syscall.SIGHUP: "HUP", syscall.SIGINT: "INT", syscall.SIGQUIT: "QUIT", syscall.SIGILL: "ILL",
-	syscall.SIGTRAP: "TRAP", syscall.SIGABRT: "ABRT", syscall.SIGBUS: "BUS", syscall.SIGFPE: "FPE",
-	syscall.SIGKILL: "KILL", syscall.SIGUSR1: "USR1", syscall.SIGSEGV: "SEGV", syscall.SIGUSR2: "USR2",
-	syscall.SIGPIPE: "PIPE", syscall.SIGALRM: "ALRM", syscall.SIGTERM: "TERM", syscall.SIGCHLD: "CHLD",
-	syscall.SIGCONT: "CONT", syscall.SIGSTOP: "STOP", syscall.SIGTSTP: "TSTP", syscall.SIGTTIN: "TTIN",
-	syscall.SIGTTOU: "TTOU", syscall.SIGURG: "URG", syscall.SIGXCPU: "XCPU", syscall.SIGXFSZ: "XFSZ",
-	syscall.SIGVTALRM: "VTALRM", syscall.SIGPROF: "PROF", syscall.SIGWINCH: "WINCH", syscall.SIGIO: "IO",
-	syscall.SIGSYS: "SYS",
-}
-
-// signalName returns the short name of sig, such as "TERM", or its number.
+// signalName returns the short name of sig that kill -l prints, such as
+// "TERM", or its number when it has none (a real-time signal).
 func signalName(sig syscall.Signal) string {
-	if name, ok := signalNames[sig]; ok {
-		return name
+	if name := unix.SignalName(sig); name != "" {
+		return strings.TrimPrefix(name, "SIG")
 	}
 	return strconv.Itoa(int(sig))
 }

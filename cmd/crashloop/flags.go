@@ -140,17 +140,6 @@ Examples:
   What is parked, and resuming it once the cause is fixed:
     crashloop status --state /data/crashloop.json
     crashloop resume --state /data/crashloop.json worker
-
-Exit status:
-  N    the program's status when it ended supervision: it exited 0 (without
-       --restart=always), or crashloop was stopped by INT or TERM; 128+N
-       when signal N killed it
-  1    an error of crashloop itself
-  2    bad usage, flags or configuration
-  75   another crashloop supervises this --key with this --state
-  86   a guard gave up, or --state or --redis says the program is parked
-  126  the program cannot be executed
-  127  the program cannot be found
 `
 
 // printHelp writes --help: usage, the flags by section, signals, examples
@@ -181,6 +170,8 @@ func (s *settings) printHelp(w io.Writer) {
 		}
 	}
 	fmt.Fprint(w, helpOutro)
+	fmt.Fprintln(w)
+	printExitStatuses(w)
 }
 
 // parseSupervise reads the flags before "--" and the program after it.

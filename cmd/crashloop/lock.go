@@ -6,7 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // lockFile takes an exclusive flock on path, creating the file if needed,
@@ -17,7 +18,7 @@ func lockFile(path string) (release func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := flock(f, syscall.LOCK_EX); err != nil {
+	if err := flock(f, unix.LOCK_EX); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -33,7 +34,7 @@ func tryLockPID(path string) (release func(), holder int, err error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB); err == syscall.EWOULDBLOCK {
+	if err := flock(f, unix.LOCK_EX|unix.LOCK_NB); err == unix.EWOULDBLOCK {
 		data := make([]byte, 32)
 		n, _ := f.ReadAt(data, 0)
 		f.Close()
@@ -57,7 +58,7 @@ func tryLockPID(path string) (release func(), holder int, err error) {
 // flock calls flock(2) on f, again when a signal interrupts it.
 func flock(f *os.File, how int) error {
 	for {
-		if err := syscall.Flock(int(f.Fd()), how); err != syscall.EINTR {
+		if err := unix.Flock(int(f.Fd()), how); err != unix.EINTR {
 			return err
 		}
 	}

@@ -25,14 +25,8 @@
 // STATUS=... is logged, and with --watchdog a program that stops sending
 // WATCHDOG=1 is stopped (ABRT, then KILL) and counted as a failure.
 //
-// Exit status: the program's when it ended supervision (128+N when signal N
-// killed it); 1 for an error of crashloop; 2 for bad usage or
-// configuration; 75 when another crashloop supervises the key on the same
-// --state; 86 when a guard gave up or the key is parked; 126 and 127 when
-// the program cannot be executed or found.
-//
-// Run crashloop --help for the flags, and see docs/cli.md in the
-// repository for the full reference.
+// Run crashloop --help for the flags and the exit statuses, and see
+// docs/cli.md in the repository for the full reference.
 package main
 
 import (

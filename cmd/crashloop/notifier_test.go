@@ -4,7 +4,10 @@ package main
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -65,4 +68,22 @@ func TestDiscardDropsWhatCameBefore(t *testing.T) {
 	require.NoError(t, err)
 	n.drain()
 	assert.Equal(t, "after", got()[before], "handled after discard: %v", got()[before:])
+}
+
+// TestNotifySocketPathTooLong: a $TMPDIR so long that the socket's path
+// does not fit in a unix socket address is one error that says so and what
+// to do, and leaves no folder behind.
+func TestNotifySocketPathTooLong(t *testing.T) {
+	tmp := filepath.Join(t.TempDir(), strings.Repeat("d", 120))
+	require.NoError(t, os.Mkdir(tmp, 0o700))
+	t.Setenv("TMPDIR", tmp)
+	n, err := newNotifier(func(string) {})
+	require.Error(t, err)
+	assert.Nil(t, n)
+	msg := err.Error()
+	assert.True(t, strings.HasPrefix(msg, "notify socket "+tmp+"/crashloop-"), msg)
+	assert.True(t, strings.HasSuffix(msg, "/notify: the path is too long for a unix socket; set TMPDIR to a shorter folder"), msg)
+	left, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	assert.Empty(t, left)
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxNotify is the longest notify datagram read whole (systemd reads no
@@ -46,7 +48,7 @@ func newNotifier(handle func(msg string)) (*notifier, error) {
 	}
 	if err != nil {
 		os.RemoveAll(dir)
-		if len(n.path) >= 104 { // sun_path holds 104 bytes on the BSDs, 108 on Linux
+		if len(n.path) >= len(unix.RawSockaddrUnix{}.Path) { // sun_path holds the path and a NUL
 			return nil, fmt.Errorf("notify socket %s: the path is too long for a unix socket; set TMPDIR to a shorter folder", n.path)
 		}
 		return nil, fmt.Errorf("notify socket %s: %w", n.path, err)

@@ -1,9 +1,10 @@
 package main
 
-import "syscall"
+import (
+	"syscall"
 
-// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER of prctl(2).
-const prSetChildSubreaper = 36
+	"golang.org/x/sys/unix"
+)
 
 // leaderAttr returns the attributes of a run's first process: a process
 // group of its own, and SIGKILL from the kernel when crashloop dies, even by
@@ -20,10 +21,7 @@ func leaderAttr() *syscall.SysProcAttr {
 // whose leader has exited, and the end of a group is seen without relying
 // on another process to reap them.
 func becomeSubreaper() error {
-	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
-		return e
-	}
-	return nil
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
 
 // selfPath returns the path that runs crashloop's own binary again; on

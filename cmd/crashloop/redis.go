@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -209,19 +208,11 @@ func resumeRedis(c redisConfig, key string, stdout io.Writer) error {
 			if err != nil {
 				return err
 			}
-			switch len(parks) {
-			case 0:
-				refusal = fmt.Errorf("nothing is parked in %s", redact(c.url))
-				return nil
-			case 1:
-				key = parks[0].Key
-			default:
-				var keys []string
-				for _, pe := range parks {
-					keys = append(keys, pe.Key)
-				}
-				slices.Sort(keys)
-				refusal = fmt.Errorf("several keys are parked in %s, name one: %s", redact(c.url), strings.Join(keys, ", "))
+			keys := make([]string, len(parks))
+			for i, pe := range parks {
+				keys[i] = pe.Key
+			}
+			if key, refusal = resumeKey(keys, redact(c.url)); refusal != nil {
 				return nil
 			}
 		}

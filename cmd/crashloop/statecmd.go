@@ -150,12 +150,11 @@ func resumeCmd(args []string, stdout io.Writer) error {
 	err = store.update(func(st *stateFile) (bool, error) {
 		keys := st.keys()
 		switch {
-		case key == "" && len(keys) == 1:
-			key = keys[0]
-		case key == "" && len(keys) == 0:
-			return false, fmt.Errorf("nothing is parked in %s", path)
 		case key == "":
-			return false, fmt.Errorf("several keys are parked in %s, name one: %s", path, strings.Join(keys, ", "))
+			var err error
+			if key, err = resumeKey(keys, path); err != nil {
+				return false, err
+			}
 		case len(keys) == 0:
 			return false, fmt.Errorf("%s is not parked: nothing is parked in %s", key, path)
 		}
@@ -170,4 +169,17 @@ func resumeCmd(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "resumed %s; it starts with a full budget next time\n", key)
 	return nil
+}
+
+// resumeKey returns the key that resume clears when it is given none: the
+// one parked key of parked. It is an error, naming where, when nothing or
+// several keys are parked (listed sorted, so that the user can name one).
+func resumeKey(parked []string, where string) (string, error) {
+	switch len(parked) {
+	case 0:
+		return "", fmt.Errorf("nothing is parked in %s", where)
+	case 1:
+		return parked[0], nil
+	}
+	return "", fmt.Errorf("several keys are parked in %s, name one: %s", where, strings.Join(slices.Sorted(slices.Values(parked)), ", "))
 }

@@ -34,11 +34,19 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-var names = map[string]syscall.Signal{
-	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "USR1": syscall.SIGUSR1,
-	"USR2": syscall.SIGUSR2, "WINCH": syscall.SIGWINCH, "TERM": syscall.SIGTERM, "ABRT": syscall.SIGABRT,
+// recorded are the signals that the signals step records.
+var recorded = []os.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGTERM, syscall.SIGABRT}
+
+// signalNum returns the signal that name, such as TERM, names.
+func signalNum(name string) (syscall.Signal, error) {
+	if sig := unix.SignalNum("SIG" + name); sig != 0 {
+		return sig, nil
+	}
+	return 0, fmt.Errorf("no signal is named %s", name)
 }
 
 // spawned is the pipe to the helper that spawned this one, nil if none.
@@ -90,16 +98,11 @@ func do(name, arg string) error {
 		}
 	case "signals":
 		c := make(chan os.Signal, 16)
-		for _, sig := range names {
-			signal.Notify(c, sig)
-		}
+		signal.Notify(c, recorded...)
 		go func() {
 			for s := range c {
-				for n, sig := range names {
-					if sig == s {
-						_ = appendLine(arg, fmt.Sprintf("%d %s", os.Getpid(), n))
-					}
-				}
+				name := strings.TrimPrefix(unix.SignalName(s.(syscall.Signal)), "SIG")
+				_ = appendLine(arg, fmt.Sprintf("%d %s", os.Getpid(), name))
 			}
 		}()
 	case "onterm":
@@ -117,7 +120,11 @@ func do(name, arg string) error {
 			}
 		}()
 	case "ignore":
-		signal.Ignore(names[arg])
+		sig, err := signalNum(arg)
+		if err != nil {
+			return err
+		}
+		signal.Ignore(sig)
 	case "spawn":
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -145,7 +152,11 @@ func do(name, arg string) error {
 			time.Sleep(5 * time.Millisecond)
 		}
 	case "kill":
-		return syscall.Kill(os.Getpid(), names[arg])
+		sig, err := signalNum(arg)
+		if err != nil {
+			return err
+		}
+		return syscall.Kill(os.Getpid(), sig)
 	case "exit":
 		code, err := strconv.Atoi(arg)
 		if err != nil {
