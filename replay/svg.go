@@ -8,6 +8,8 @@ import (
 	"io"
 	"slices"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // Timeline collects what a replay needs to draw: each key's starts and
@@ -149,7 +151,7 @@ func (t *Timeline) WriteSVG(w io.Writer, reports []Report, rows int) error {
 		svgWidth, height, svgWidth, height)
 	fmt.Fprintf(b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", svgWidth, height)
 	title := fmt.Sprintf("crashloop replay: %s to %s (%s), %s", first.UTC().Format(time.RFC3339), last.UTC().Format(time.RFC3339),
-		Duration(last.Sub(first)), plural(total, "key"))
+		Duration(last.Sub(first)), errtext.Plural(total, "key"))
 	if total > len(keys) {
 		title += fmt.Sprintf("; the %d busiest shown", len(keys))
 	}

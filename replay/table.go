@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // MarshalText writes the format's name.
@@ -127,7 +129,7 @@ func writeMeasures(w io.Writer, res *Result, cols []Measures, horizon time.Durat
 		if m.Delayed == 0 {
 			return "0"
 		}
-		return Duration(m.ExtraDelay) + " over " + plural(m.Delayed, "restart")
+		return Duration(m.ExtraDelay) + " over " + errtext.Plural(m.Delayed, "restart")
 	})
 	if fleet {
 		row("fleet trips", num(func(m Measures) int { return m.FleetTrips }))
@@ -145,14 +147,6 @@ func writeMeasures(w io.Writer, res *Result, cols []Measures, horizon time.Durat
 		}
 	}
 	return tw.Flush()
-}
-
-// plural returns "1 restart" or "N restarts".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // Duration writes d for people: to the millisecond under a minute, to the
