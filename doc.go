@@ -41,6 +41,18 @@
 // guards' in-memory methods take none.
 // The command under cmd/crashloop supervises any process with the library.
 //
+// # Writing a ledger
+//
+// Most programs never need this section: NewSupervisor keeps state in
+// memory, WithStore in a file, and package redisstore of this module on
+// Redis. A program that keeps the guards' shared state elsewhere implements
+// Ledger, and only then meets the names that serve it alone: Ledger,
+// LedgerChange, Judgment, Ending, Verdict, FleetChange and MemoryLedger,
+// the in-process reference. A ledger is checked with
+// package ledgertest of this module, which holds a ledger to MemoryLedger's
+// answers. They stay in this package because the Supervisor and a ledger
+// exchange them, and a package of their own would have to import this one.
+//
 // Boundaries follow one rule everywhere: an event exactly a window old still
 // counts, a chain gap of exactly the reset gap keeps the chain, a cooldown
 // ends exactly at trip time + cooldown, and thresholds are >=.
