@@ -68,78 +68,16 @@ type journalEntry struct {
 	UnitResult journalField `json:"UNIT_RESULT"`
 }
 
-// fast reads the fields of e from the line b in one pass, without
-// decoding the values it does not need, when the line is an object of
-// plain strings (no escape, no array of bytes, no number). It returns
-// false otherwise, and then the line is decoded with encoding/json. A
-// journal entry of systemd's carries some thirty fields, and decoding them
-// all is most of the cost of a replay.
-func (e *journalEntry) fast(b []byte) bool {
-	i := 1                         // after the '{'
-	str := func() ([]byte, bool) { // the plain string at b[i], and i after it
-		if i >= len(b) || b[i] != '"' {
-			return nil, false
-		}
-		j := bytes.IndexByte(b[i+1:], '"')
-		if j < 0 || bytes.IndexByte(b[i+1:i+1+j], '\\') >= 0 {
-			return nil, false
-		}
-		s := b[i+1 : i+1+j]
-		i += j + 2
-		return s, true
-	}
-	space := func() {
-		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
-			i++
-		}
-	}
-	for first := true; ; first = false {
-		space()
-		if i < len(b) && b[i] == '}' {
-			return i == len(b)-1
-		}
-		if !first {
-			if i >= len(b) || b[i] != ',' {
-				return false
-			}
-			i++
-			space()
-		}
-		key, ok := str()
-		if !ok {
-			return false
-		}
-		space()
-		if i >= len(b) || b[i] != ':' {
-			return false
-		}
-		i++
-		space()
-		val, ok := str()
-		if !ok {
-			return false
-		}
-		var dst *journalField
-		switch string(key) {
-		case "MESSAGE_ID":
-			dst = &e.MessageID
-		case "UNIT":
-			dst = &e.Unit
-		case "USER_UNIT":
-			dst = &e.UserUnit
-		case "__REALTIME_TIMESTAMP":
-			dst = &e.Realtime
-		case "EXIT_CODE":
-			dst = &e.ExitCode
-		case "EXIT_STATUS":
-			dst = &e.ExitStatus
-		case "UNIT_RESULT":
-			dst = &e.UnitResult
-		default:
-			continue
-		}
-		*dst = journalField(val)
-	}
+// plainEntry is journalEntry when every field it reads is a plain string,
+// as systemd writes them: decoded without journalField's three forms.
+type plainEntry struct {
+	MessageID  string `json:"MESSAGE_ID"`
+	Unit       string `json:"UNIT"`
+	UserUnit   string `json:"USER_UNIT"`
+	Realtime   string `json:"__REALTIME_TIMESTAMP"`
+	ExitCode   string `json:"EXIT_CODE"`
+	ExitStatus string `json:"EXIT_STATUS"`
+	UnitResult string `json:"UNIT_RESULT"`
 }
 
 // journald reads journalctl -o json. Only the entries of systemd's four
@@ -180,10 +118,11 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 		return nil // not one of the four messages: a unit's own output
 	}
 	var e journalEntry
-	if !e.fast(b) {
-		if err := json.Unmarshal(b, &e); err != nil {
-			return err
-		}
+	if p := (plainEntry{}); json.Unmarshal(b, &p) == nil {
+		e = journalEntry{journalField(p.MessageID), journalField(p.Unit), journalField(p.UserUnit),
+			journalField(p.Realtime), journalField(p.ExitCode), journalField(p.ExitStatus), journalField(p.UnitResult)}
+	} else if err := json.Unmarshal(b, &e); err != nil {
+		return err
 	}
 	key := string(e.Unit)
 	if key == "" {
