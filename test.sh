@@ -2,10 +2,12 @@
 # The README's test command: installs what the tests need when it is missing
 # (redis-server for the shared-state tests, promtool for the alert rules, ip
 # from iproute2 for the network namespaces of the black-hole tests,
-# rsvg-convert from librsvg2-bin to render replay's timeline), then
-# runs the tests of every module of the workspace with the race
-# detector. A test never skips for a missing server: it fails, so run this
-# script rather than a bare go test.
+# rsvg-convert from librsvg2-bin to render replay's timeline), then runs the
+# tests of every module of the workspace with the race detector, then the
+# zero-allocation test of the hot paths without it (the race detector
+# changes allocation counts, so under -race that test skips). A test never
+# skips for a missing server: it fails, so run this script rather than a
+# bare go test.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -27,3 +29,13 @@ fi
 # Every module of go.work: "./..." at the root does not descend into the
 # nested modules.
 go test -race -count=1 "$@" $(go list -m -f '{{.Dir}}/...')
+
+# The zero-allocation test: it must run and pass here; a skip fails.
+alloc=TestHotPathsDoNotAllocate
+if ! out=$(go test -count=1 -run "^$alloc\$" -v . 2>&1) ||
+  grep -q -- '--- SKIP' <<<"$out" || ! grep -q -- "^--- PASS: $alloc " <<<"$out"; then
+  echo "$out"
+  echo "test.sh: $alloc must run and pass without -race" >&2
+  exit 1
+fi
+grep -E '^(--- |ok)' <<<"$out"

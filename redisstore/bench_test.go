@@ -266,7 +266,7 @@ func BenchmarkPropagation(b *testing.B) {
 	if err := firstErr(from.Open(cfg, nil), to.Open(cfg, func(ch crashloop.LedgerChange) { heard <- ch.Key })); err != nil {
 		b.Fatal(err)
 	}
-	subscribed(b, s.Client(nil), to, 1)
+	reconciled(b, to)
 	ctx := context.Background()
 	times := make([]time.Duration, 0, b.N)
 	b.ResetTimer()

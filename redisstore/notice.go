@@ -129,6 +129,7 @@ func (s *Store) reconcile() bool {
 	for _, ch := range changes {
 		s.notify(ch)
 	}
+	s.reconciled.Add(1)
 	return true
 }
 

@@ -93,6 +93,8 @@ type Store struct {
 	known  map[string]struct{} // keys this Store told its Supervisor are parked
 	ps     *redis.PubSub       // the notice subscription, while there is one
 
+	reconciled atomic.Int64 // reconciles done, one after each (re)subscription: the tests wait for them
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

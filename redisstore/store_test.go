@@ -57,14 +57,15 @@ func (c *told) until(t testing.TB, last string) []string {
 	return got
 }
 
-// subscribed waits until n clients subscribe to the notices of st.
-func subscribed(t testing.TB, rdb *redis.Client, st *Store, n int) {
+// reconciled waits until each of sts has subscribed to its deployment's
+// notices and finished the reconcile that follows the subscription: from
+// then on every change another replica makes reaches it as a notice, and
+// none made before is told again.
+func reconciled(t testing.TB, sts ...*Store) {
 	t.Helper()
-	ch := st.keys.events()
-	require.Eventually(t, func() bool {
-		m, err := rdb.PubSubShardNumSub(context.Background(), ch).Result()
-		return err == nil && m[ch] == int64(n)
-	}, watchdog, time.Millisecond)
+	for i, st := range sts {
+		require.Eventually(t, func() bool { return st.reconciled.Load() > 0 }, watchdog, time.Millisecond, "the first reconcile of store %d", i)
+	}
 }
 
 // park parks key through st at once (a permanent error).
@@ -77,8 +78,21 @@ func park(t testing.TB, st *Store, key string, now time.Time) crashloop.Verdict 
 	return v
 }
 
+// heard waits (with the watchdog) until c has been told n changes.
+func (c *told) heard(t testing.TB, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.got) >= n
+	}, watchdog, time.Millisecond, "waiting for %d changes", n)
+}
+
 // Each park, resume, forget of a parked key and restored park is told to
-// every other replica once, and to none the replica that made it.
+// every other replica once, and to none the replica that made it. Each
+// step waits until the replicas it tells have heard it: a notice carries no
+// version, so a replica that changes a key before it has heard of another
+// replica's change of that key may hear the two out of order.
 func TestNotices(t *testing.T) {
 	s := redistest.Start(t)
 	sts := replicasOn(t, s, 4, Options{ClientTime: true})
@@ -88,20 +102,31 @@ func TestNotices(t *testing.T) {
 		require.NoError(t, sts[i].Open(cfg, tolds[i].notify))
 	}
 	require.NoError(t, sts[3].Open(cfg, nil)) // no subscription
-	subscribed(t, s.Client(nil), sts[0], 3)
+	reconciled(t, sts[:3]...)
 	ctx := context.Background()
 	now := ledgertest.T0
+	heard := func(n ...int) {
+		t.Helper()
+		for i, n := range n {
+			tolds[i].heard(t, n)
+		}
+	}
 
 	park(t, sts[0], "k", now)
+	heard(0, 1, 1)
 	_, err := sts[1].Resume(ctx, "k", now)
 	require.NoError(t, err)
+	heard(1, 1, 2)
 	require.NoError(t, sts[2].Forget(ctx, "unparked"))
 	park(t, sts[0], "k", now)
+	heard(1, 2, 3)
 	require.NoError(t, sts[2].Forget(ctx, "k"))
+	heard(2, 3, 3)
 	n, err := sts[1].Restore(ctx, []*crashloop.ParkedError{{Key: "k2", Reason: crashloop.ReasonNeedsHuman, Attempts: 3,
 		Since: now, LastError: errors.New("written back")}})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
+	heard(3, 3, 4)
 	n, err = sts[1].Restore(ctx, []*crashloop.ParkedError{{Key: "k2", Reason: crashloop.ReasonPermanent, Since: now}})
 	require.NoError(t, err)
 	require.Equal(t, 0, n, "a key parked meanwhile keeps its park, and nothing is told")
@@ -125,7 +150,7 @@ func TestReconcileAfterALostSubscription(t *testing.T) {
 	require.NoError(t, sts[0].Open(cfg, nil))
 	require.NoError(t, sts[1].Open(cfg, c.notify))
 	admin := s.Client(nil)
-	subscribed(t, admin, sts[1], 1)
+	reconciled(t, sts[1])
 	park(t, sts[0], "k", ledgertest.T0)
 	c.until(t, "+k permanent_error 0 fatal k")
 
@@ -137,11 +162,7 @@ func TestReconcileAfterALostSubscription(t *testing.T) {
 	require.NoError(t, admin.SRem(ctx, sts[0].keys.parked(), "k").Err())
 	park(t, sts[0], "k2", ledgertest.T0)
 
-	require.Eventually(t, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.got) == 3
-	}, watchdog, time.Millisecond)
+	c.heard(t, 3) // the reconcile after the new subscription
 	park(t, sts[0], "marker", ledgertest.T0)
 	got := c.until(t, "+marker permanent_error 0 fatal marker")
 	slices.Sort(got[1:3]) // the resume and the park may come in either order

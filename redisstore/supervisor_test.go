@@ -222,7 +222,7 @@ func TestPropagation(t *testing.T) {
 	s := redistest.Start(t)
 	cfg := crashloop.DefaultSupervisorConfig()
 	rs := fleet(t, 3, cfg, false, onServer(t, s, Options{}))
-	subscribed(t, s.Client(nil), rs[0].store, 3)
+	reconciled(t, rs[0].store, rs[1].store, rs[2].store)
 	for _, r := range rs[1:] { // they know the key: it failed there once
 		require.Equal(t, crashloop.ActionRestart, r.sup.Decide(context.Background(), "k", crashloop.RunResult{Err: errors.New("flaky")}).Action)
 	}
@@ -253,7 +253,7 @@ func TestOperatorResumeReachesReplicas(t *testing.T) {
 	s := redistest.Start(t)
 	o := Options{Prefix: newPrefix()}
 	rs := fleet(t, 2, crashloop.DefaultSupervisorConfig(), false, onServer(t, s, o))
-	subscribed(t, s.Client(nil), rs[0].store, 2)
+	reconciled(t, rs[0].store, rs[1].store)
 	rs[1].sup.Decide(context.Background(), "k", crashloop.RunResult{Err: errors.New("flaky")})
 	rs[0].sup.Decide(context.Background(), "k", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))})
 	require.Eventually(t, func() bool { return len(rs[1].sup.Parked()) == 1 }, watchdog, 100*time.Microsecond)
@@ -364,7 +364,7 @@ func TestSupervisorsOnRedisCluster(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		return New(c, Options{Prefix: prefix, Replica: fmt.Sprintf("replica-%d", i), Timeout: 5 * time.Second})
 	})
-	subscribed(t, s.Client(nil), rs[0].store, 2)
+	reconciled(t, rs[0].store, rs[1].store)
 	rs[1].sup.Decide(context.Background(), "k", crashloop.RunResult{Err: errors.New("flaky")})
 	for range crashloop.DefaultBudgetConfig().MaxRespawns + 1 {
 		rs[0].sup.Decide(context.Background(), "k", crashloop.RunResult{Err: errors.New("exit 1")})

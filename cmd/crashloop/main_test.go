@@ -182,20 +182,20 @@ func (c *bg) wait(t *testing.T) int {
 // takes, so that a slow machine never fails a test.
 const patience = 30 * time.Second
 
-// waitFor polls cond until it holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+// tick is how often require.Eventually and EventuallyWithT check a
+// condition that only a poll can see (a file another process writes, the
+// process table).
+const tick = 2 * time.Millisecond
+
+// tb is what the helpers need of a test: a *testing.T, or the
+// *assert.CollectT of a condition that require.EventuallyWithT checks.
+type tb interface {
+	require.TestingT
+	Helper()
 }
 
 // lines returns the lines of file, none if it does not exist.
-func lines(t *testing.T, file string) []string {
+func lines(t tb, file string) []string {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
@@ -232,7 +232,7 @@ type proc struct {
 }
 
 // procs reads the process table from /proc.
-func procs(t *testing.T) []proc {
+func procs(t tb) []proc {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	require.NoError(t, err)
@@ -259,7 +259,7 @@ func procs(t *testing.T) []proc {
 
 // alive returns the processes of process group pgid that have not exited
 // (zombies have: they only wait for their parent to read their status).
-func alive(t *testing.T, pgid int) []proc {
+func alive(t tb, pgid int) []proc {
 	t.Helper()
 	var in []proc
 	for _, p := range procs(t) {

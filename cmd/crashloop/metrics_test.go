@@ -26,7 +26,7 @@ import (
 func metricsAddr(t *testing.T, c *bg) string {
 	t.Helper()
 	var addr string
-	waitFor(t, "the metrics server's address", func() bool {
+	require.Eventually(t, func() bool {
 		for _, l := range strings.Split(c.stderr.String(), "\n") {
 			var rec map[string]any
 			if json.Unmarshal([]byte(l), &rec) == nil && rec["addr"] != nil {
@@ -35,11 +35,11 @@ func metricsAddr(t *testing.T, c *bg) string {
 			}
 		}
 		return false
-	})
+	}, patience, tick, "the metrics server's address")
 	return addr
 }
 
-func get(t *testing.T, method, url string) (int, string) {
+func get(t tb, method, url string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, nil)
 	require.NoError(t, err)
@@ -52,7 +52,7 @@ func get(t *testing.T, method, url string) (int, string) {
 }
 
 // scrape parses a /metrics response with the exposition format's parser.
-func scrape(t *testing.T, addr string) (map[string]*dto.MetricFamily, string) {
+func scrape(t tb, addr string) (map[string]*dto.MetricFamily, string) {
 	t.Helper()
 	code, body := get(t, http.MethodGet, "http://"+addr+"/metrics")
 	require.Equal(t, http.StatusOK, code)
@@ -95,10 +95,10 @@ func TestMetricsOfARunningProgram(t *testing.T) {
 	c := startCL(t, with("--log-format=json", "--metrics-addr=127.0.0.1:0", "--key=api", "--",
 		helper, "notify=STATUS=serving requests", "notify=READY=1", "hang")...)
 	addr := metricsAddr(t, c)
-	waitFor(t, "the program's status", func() bool {
-		_, body := get(t, http.MethodGet, "http://"+addr+"/status")
-		return strings.Contains(body, "serving requests")
-	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, body := get(c, http.MethodGet, "http://"+addr+"/status")
+		assert.Contains(c, body, "serving requests")
+	}, patience, tick, "the program's status")
 
 	fams, body := scrape(t, addr)
 	assert.Equal(t, 1.0, value(t, fams, "crashloop_key_state", map[string]string{"key": "api", "state": "running"}))
@@ -147,11 +147,13 @@ func TestMetricsOfARestart(t *testing.T) {
 		"--initial-backoff=1h", "--max-backoff=1h", "--window=10h", "--grace=2s", "--", helper, "exit=3")
 	addr := metricsAddr(t, c)
 	var fams map[string]*dto.MetricFamily
-	waitFor(t, "the backoff", func() bool {
-		fams, _ = scrape(t, addr)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		fams, _ = scrape(c, addr)
 		f, ok := fams["crashloop_key_state"]
-		return ok && len(f.Metric) == 1 && strings.Contains(f.Metric[0].String(), `value:"backoff"`)
-	})
+		require.True(c, ok, "no crashloop_key_state")
+		require.Len(c, f.Metric, 1)
+		assert.Contains(c, f.Metric[0].String(), `value:"backoff"`)
+	}, patience, tick, "the backoff")
 	assert.Equal(t, 1.0, value(t, fams, "crashloop_key_state", map[string]string{"key": "job", "state": "backoff"}))
 	assert.Equal(t, 1.0, value(t, fams, "crashloop_restarts_total", map[string]string{"key": "job"}))
 	assert.Equal(t, 1.0, value(t, fams, "crashloop_events_total", map[string]string{"kind": "agent.respawn_scheduled"}))

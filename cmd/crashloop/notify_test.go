@@ -83,7 +83,7 @@ func TestTheProgramsNotifyEnvironment(t *testing.T) {
 	ready := filepath.Join(dir, "ready")
 	file := filepath.Join(dir, "env")
 	c := startCL(t, with("--", helper, "env="+file, "touch="+ready, "hang")...)
-	waitFor(t, "the program to start", func() bool { return exists(ready) })
+	require.Eventually(t, func() bool { return exists(ready) }, patience, tick, "the program to start")
 	socket := envOf(t, file)["NOTIFY_SOCKET"]
 	fi, err := os.Stat(socket)
 	require.NoError(t, err)
@@ -97,29 +97,33 @@ func TestTheProgramsNotifyEnvironment(t *testing.T) {
 
 // TestWatchdogStopsAHungProgram: a program that stops sending WATCHDOG=1
 // gets ABRT (KILL after --grace if it ignores ABRT), and the run is a
-// failure whose error says the watchdog stopped it.
+// failure whose error says the watchdog stopped it. A program that dies of
+// the ABRT gets a grace far longer than it takes to: on a loaded machine it
+// may not run for tens of milliseconds, and a KILL sent meanwhile would end
+// it first.
 func TestWatchdogStopsAHungProgram(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name string
-		argv func(rec string) []string
-		want string
+		name  string
+		argv  func(rec string) []string
+		grace string
+		want  string
 	}{
 		{"hung", func(rec string) []string {
 			return []string{"sh", "-c", helper + " record=" + rec + " notify=WATCHDOG=1 && exec sleep 1000"}
-		}, "sh stopped by the watchdog (no WATCHDOG=1 for 500ms), killed by signal ABRT"},
+		}, patience.String(), "sh stopped by the watchdog (no WATCHDOG=1 for 500ms), killed by signal ABRT"},
 		{"ignores ABRT", func(rec string) []string {
 			return []string{helper, "record=" + rec, "ignore=ABRT", "hang"}
-		}, helper + " stopped by the watchdog (no WATCHDOG=1 for 500ms), killed by signal KILL"},
+		}, "50ms", helper + " stopped by the watchdog (no WATCHDOG=1 for 500ms), killed by signal KILL"},
 		{"WATCHDOG=trigger", func(rec string) []string {
 			return []string{"sh", "-c", helper + " record=" + rec + " ignore=ABRT notify=WATCHDOG=trigger && exec sleep 1000"}
-		}, "sh stopped by the watchdog (the program sent WATCHDOG=trigger), killed by signal ABRT"},
+		}, patience.String(), "sh stopped by the watchdog (the program sent WATCHDOG=trigger), killed by signal ABRT"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := filepath.Join(t.TempDir(), "starts")
-			r := runCL(t, with(append([]string{"--key=w", "--max-respawns=1", "--watchdog=500ms", "--grace=50ms", "--"}, tc.argv(f)...)...)...)
+			r := runCL(t, with(append([]string{"--key=w", "--max-respawns=1", "--watchdog=500ms", "--grace=" + tc.grace, "--"}, tc.argv(f)...)...)...)
 			assert.Equal(t, exitParked, r.code, r.stderr)
 			assert.Len(t, lines(t, f), 2)
 			assert.Equal(t, 2, strings.Count(r.stderr, "level=WARN msg=\"watchdog: "), r.stderr)

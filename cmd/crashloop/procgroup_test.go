@@ -54,7 +54,7 @@ func TestNoProcessOfTheGroupSurvives(t *testing.T) {
 				c.signal(t, syscall.SIGTERM)
 				// The kernel merges a signal sent while the same one is
 				// pending: wait until the first TERM has been forwarded.
-				waitFor(t, "TERM to reach both processes", func() bool { return len(lines(t, ready+".signals")) == 2 })
+				require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Len(c, lines(c, ready+".signals"), 2) }, patience, tick, "TERM to reach both processes")
 				c.signal(t, syscall.SIGTERM)
 			}},
 		{name: "watchdog", code: exitParked, procs: 2,
@@ -70,7 +70,10 @@ func TestNoProcessOfTheGroupSurvives(t *testing.T) {
 			rec, ready := recordFile(t, dir), filepath.Join(dir, "ready")
 			c := startCL(t, p.args(rec, ready)...)
 			if p.end != nil {
-				waitFor(t, "the program to start", func() bool { return exists(ready) && len(lines(t, rec)) == 2 })
+				require.EventuallyWithT(t, func(c *assert.CollectT) {
+					assert.FileExists(c, ready)
+					assert.Len(c, lines(c, rec), 2)
+				}, patience, tick, "the program to start")
 				p.end(t, c, ready)
 			}
 			assert.Equal(t, p.code, c.wait(t), c.stderr.String())
@@ -93,7 +96,7 @@ func TestKillingCrashloopLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	rec, env, ready := recordFile(t, dir), filepath.Join(dir, "env"), filepath.Join(dir, "ready")
 	c := startCL(t, with("--", helper, "ignore=TERM", "record="+rec, "env="+env, "spawn=record="+rec+"+hang", "spawn=record="+rec+"+hang", "touch="+ready, "hang")...)
-	waitFor(t, "the program to start", func() bool { return exists(ready) })
+	require.Eventually(t, func() bool { return exists(ready) }, patience, tick, "the program to start")
 	var keeper []proc
 	for _, p := range procs(t) {
 		if p.ppid == c.cmd.Process.Pid && strings.HasPrefix(p.cmdline, keeperName+" ") {
@@ -108,16 +111,15 @@ func TestKillingCrashloopLeavesNothing(t *testing.T) {
 	assert.Equal(t, -1, c.wait(t), "killed")
 	_, pgids := records(t, rec)
 	require.Len(t, pgids, 3)
-	waitFor(t, "the program's group to end", func() bool { return len(alive(t, pgids[0])) == 0 })
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Empty(c, alive(c, pgids[0])) }, patience, tick, "the program's group to end")
 	assert.Equal(t, pgids, []int{pgids[0], pgids[0], pgids[0]}, "one group")
-	waitFor(t, "the keeper to exit", func() bool {
-		for _, p := range procs(t) {
-			if p.pid == keeper[0].pid && p.state != 'Z' {
-				return false
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, p := range procs(c) {
+			if p.pid == keeper[0].pid {
+				assert.Equal(c, byte('Z'), p.state, "the keeper runs")
 			}
 		}
-		return true
-	})
+	}, patience, tick, "the keeper to exit")
 	assert.NoDirExists(t, filepath.Dir(socket), "the keeper removed the notify socket's folder")
 }
 
@@ -163,7 +165,7 @@ func TestKernelKillsTheProgramWithoutTheKeeper(t *testing.T) {
 	dir := t.TempDir()
 	rec, ready := recordFile(t, dir), filepath.Join(dir, "ready")
 	c := startCL(t, with("--", helper, "ignore=TERM", "record="+rec, "touch="+ready, "hang")...)
-	waitFor(t, "the program to start", func() bool { return exists(ready) })
+	require.Eventually(t, func() bool { return exists(ready) }, patience, tick, "the program to start")
 	for _, p := range procs(t) {
 		if p.ppid == c.cmd.Process.Pid && strings.HasPrefix(p.cmdline, keeperName+" ") {
 			require.NoError(t, syscall.Kill(p.pid, syscall.SIGKILL))
@@ -173,7 +175,7 @@ func TestKernelKillsTheProgramWithoutTheKeeper(t *testing.T) {
 	c.wait(t)
 	pids, pgids := records(t, rec)
 	require.Len(t, pids, 1)
-	waitFor(t, "the program to die", func() bool { return len(alive(t, pgids[0])) == 0 })
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Empty(c, alive(c, pgids[0])) }, patience, tick, "the program to die")
 }
 
 // TestCrashloopAdoptsWhatTheProgramLeaves: a process the program left
@@ -184,7 +186,7 @@ func TestCrashloopAdoptsWhatTheProgramLeaves(t *testing.T) {
 	dir := t.TempDir()
 	rec, got, done := recordFile(t, dir), filepath.Join(dir, "signals"), filepath.Join(dir, "done")
 	c := startCL(t, with("--grace=1h", "--", helper, "record="+rec, "spawn=signals="+got+"+record="+rec+"+wait="+done+"+exit=0", "exit=0")...)
-	waitFor(t, "the leftover to get TERM", func() bool { return len(lines(t, got)) == 1 })
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Len(c, lines(c, got), 1) }, patience, tick, "the leftover to get TERM")
 	pids, _ := records(t, rec)
 	require.Len(t, pids, 2)
 	var ppid int

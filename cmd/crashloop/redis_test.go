@@ -35,7 +35,7 @@ func TestReplicasShareOneBudget(t *testing.T) {
 	for range 3 {
 		cls = append(cls, startCL(t, args...))
 	}
-	waitFor(t, "the three first starts", func() bool { return len(lines(t, starts)) == 3 })
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Len(c, lines(c, starts), 3) }, patience, tick, "the three first starts")
 	touch(t, gate)
 	parks := 0
 	for _, c := range cls {
@@ -148,8 +148,9 @@ func TestParkDecidedAloneIsWrittenBack(t *testing.T) {
 	dir := t.TempDir()
 	starts := filepath.Join(dir, "starts")
 	c := startCL(t, with("--redis="+srv.URL(), "--redis-timeout=50ms", "--key=web", "--", helper, "record="+starts, "exit=1")...)
-	waitFor(t, "the park decided alone", func() bool { return len(lines(t, starts)) == 4 })
+	require.Eventually(t, func() bool { return strings.Contains(c.stderr.String(), "event=agent.startup_exhausted") }, patience, tick, "the park decided alone")
 	assert.False(t, c.exited(), "crashloop waits to write its park back")
+	assert.Len(t, lines(t, starts), 4, "a start and the budget's three respawns")
 	srv.Restart()
 	require.Equal(t, exitParked, c.wait(t), c.stderr.String())
 	assert.Contains(t, c.stderr.String(), "event=store.unavailable")

@@ -5,7 +5,6 @@ package main
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,17 +23,18 @@ func TestSignalsAreForwardedToTheWholeGroup(t *testing.T) {
 	dir := t.TempDir()
 	got, rec, ready := filepath.Join(dir, "signals"), recordFile(t, dir), filepath.Join(dir, "ready")
 	c := startCL(t, with("--grace=1h", "--", helper, "signals="+got, "record="+rec, "spawn=signals="+got+"+record="+rec+"+hang", "touch="+ready, "hang")...)
-	waitFor(t, "the program to start", func() bool { return exists(ready) })
+	require.Eventually(t, func() bool { return exists(ready) }, patience, tick, "the program to start")
 	pids, _ := records(t, rec)
 	require.Len(t, pids, 2)
 
 	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGQUIT, syscall.SIGTERM} {
 		c.signal(t, sig)
 		want := []string{fmt.Sprintf("%d %s", pids[0], signalName(sig)), fmt.Sprintf("%d %s", pids[1], signalName(sig))}
-		waitFor(t, signalName(sig)+" to reach both processes", func() bool {
-			l := lines(t, got)
-			return slices.Contains(l, want[0]) && slices.Contains(l, want[1])
-		})
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			l := lines(c, got)
+			assert.Contains(c, l, want[0])
+			assert.Contains(c, l, want[1])
+		}, patience, tick, "%s to reach both processes", signalName(sig))
 		assert.False(t, c.exited(), "crashloop exited on %s", signalName(sig))
 	}
 	c.signal(t, syscall.SIGTERM)
@@ -66,7 +66,7 @@ func TestStopReturnsTheProgramsStatus(t *testing.T) {
 			rec, ready := recordFile(t, dir), filepath.Join(dir, "ready")
 			steps := append(append([]string{helper, "record=" + rec}, tc.steps...), "touch="+ready, "hang")
 			c := startCL(t, with(append([]string{"--grace=1h", "--"}, steps...)...)...)
-			waitFor(t, "the program to start", func() bool { return exists(ready) })
+			require.Eventually(t, func() bool { return exists(ready) }, patience, tick, "the program to start")
 			c.signal(t, tc.sig)
 			assert.Equal(t, tc.code, c.wait(t), c.stderr.String())
 			assert.Len(t, lines(t, rec), 1, "no restart")
@@ -80,7 +80,7 @@ func TestStopReturnsTheProgramsStatus(t *testing.T) {
 func TestStopDuringTheBackoff(t *testing.T) {
 	t.Parallel()
 	c := startCL(t, "--initial-backoff=1h", "--max-backoff=1h", "--window=4h", "--", helper, "exit=1")
-	waitFor(t, "the backoff", func() bool { return strings.Contains(c.stderr.String(), "event=agent.respawn_scheduled") })
+	require.Eventually(t, func() bool { return strings.Contains(c.stderr.String(), "event=agent.respawn_scheduled") }, patience, tick, "the backoff")
 	c.signal(t, syscall.SIGTERM)
 	assert.Equal(t, 128+int(syscall.SIGTERM), c.wait(t), c.stderr.String())
 }

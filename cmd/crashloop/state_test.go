@@ -164,7 +164,7 @@ func TestOneSupervisorPerKey(t *testing.T) {
 	dir := t.TempDir()
 	state, ready, starts := filepath.Join(dir, "state.json"), filepath.Join(dir, "ready"), filepath.Join(dir, "starts")
 	first := startCL(t, with("--state="+state, "--key=k", "--", helper, "record="+starts, "touch="+ready, "hang")...)
-	waitFor(t, "the first program to start", func() bool { return exists(ready) })
+	require.Eventually(t, func() bool { return exists(ready) }, patience, tick, "the first program to start")
 
 	r := runCL(t, with("--state="+state, "--key=k", "--", helper, "record="+starts, "exit=0")...)
 	assert.Equal(t, exitRunning, r.code)

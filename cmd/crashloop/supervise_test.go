@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestFailingProgramParksAfterTheBudget(t *testing.T) {
@@ -107,7 +108,7 @@ func TestRestartsAreLogged(t *testing.T) {
 	// Healthy (READY=1) runs that exit 0; the third one stays up.
 	script := helper + " record=" + rec + " notify=READY=1; [ $(wc -l < " + rec + ") -ge 3 ] && exec " + helper + " touch=" + ready + " hang; exit 0"
 	c := startCL(t, with("--key=always", "--restart=always", "--healthy-after=0", "--", "sh", "-c", script)...)
-	waitFor(t, "the third run", func() bool { return exists(ready) })
+	require.Eventually(t, func() bool { return exists(ready) }, patience, tick, "the third run")
 	c.signal(t, syscall.SIGTERM)
 	assert.Equal(t, 128+int(syscall.SIGTERM), c.wait(t), c.stderr.String())
 	for n := 1; n <= 2; n++ {

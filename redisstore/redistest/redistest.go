@@ -4,6 +4,13 @@
 // It also has a proxy that delays replies (SlowProxy) and, with InNetns, a
 // link that can be cut so that packets vanish (Server.BlackHole).
 //
+// Outside a namespace a server listens on 127.0.0.1 only, and every TCP port
+// it listens on (the client port of WithTCP, the cluster bus of
+// WithCluster) is one the kernel found free: never a default such as 6379,
+// 16379 or 10000 (the cluster bus of a server on port 0), so the servers of
+// test binaries running in parallel never collide. A start that loses its
+// ports to another process meanwhile is retried on new ones.
+//
 // A test that asks for a server when redis-server is not installed fails: it
 // never skips. ./test.sh at the root of the repository installs it.
 package redistest
@@ -11,7 +18,9 @@ package redistest
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -30,6 +39,18 @@ import (
 // answer PING.
 const startTimeout = 10 * time.Second
 
+// startAttempts bounds how many times Start picks new free ports for a
+// server that could not bind the ones it was given (another process took
+// them between the pick and the bind).
+const startAttempts = 10
+
+// loopback is the address every server outside a namespace listens on.
+const loopback = "127.0.0.1"
+
+// errPortTaken is the error of a launch whose server could not listen on
+// its ports because another process holds one of them.
+var errPortTaken = errors.New("redistest: a port of the server is taken")
+
 // Option configures Start. The zero set of options gives a server on a unix
 // socket with no persistence.
 type Option func(*config)
@@ -47,14 +68,17 @@ type config struct {
 // persistence at all (save "" and appendonly no).
 func WithAOF(dir string) Option { return func(c *config) { c.aofDir = dir } }
 
-// WithTCP makes the server listen on 127.0.0.1 at a free port instead of
-// on a unix socket.
+// WithTCP makes the server listen on 127.0.0.1 at a port the kernel found
+// free instead of on a unix socket.
 func WithTCP() Option { return func(c *config) { c.tcp = true } }
 
 // WithCluster runs the server as a Redis Cluster of one node that owns every
 // slot (cluster-enabled yes, CLUSTER ADDSLOTSRANGE 0 16383). Plain clients
 // reach every key, and the server enforces the cluster's rules: a command or
-// script whose keys hash to different slots fails with CROSSSLOT.
+// script whose keys hash to different slots fails with CROSSSLOT. Its
+// cluster bus listens on 127.0.0.1 at a port the kernel found free, on a
+// unix socket server too (InNetns: on the default port, 16379, in the
+// test's own namespace).
 func WithCluster() Option { return func(c *config) { c.cluster = true } }
 
 // InNetns runs the server inside a network namespace made by the test,
@@ -73,6 +97,7 @@ type Server struct {
 	dir  string
 	sock string // unix socket path; "" on TCP
 	addr string // host:port on TCP
+	bus  int    // the cluster bus port; 0 unless WithCluster outside a namespace
 	ns   *Netns // nil unless InNetns
 
 	mu   sync.Mutex
@@ -90,24 +115,65 @@ func Start(t testing.TB, opts ...Option) *Server {
 	for _, o := range opts {
 		o(&s.cfg)
 	}
-	switch {
-	case s.cfg.netns:
+	if s.cfg.netns {
+		// The namespace is the test's own: nothing else listens there, so
+		// Redis's default ports are free.
 		s.ns = NewNetns(t)
 		s.addr = net.JoinHostPort(ServerIP, "6379")
-	case s.cfg.tcp:
-		s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-	default:
+	} else if !s.cfg.tcp {
 		// A short name: a unix socket path must fit in 108 bytes.
 		s.sock = filepath.Join(s.dir, "r.sock")
 	}
 	t.Cleanup(s.stop)
-	if err := s.launch(bin); err != nil {
-		t.Fatal(err)
+	for attempt := 1; ; attempt++ {
+		if s.ns == nil {
+			s.pickPorts()
+		}
+		err := s.launch(bin)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errPortTaken) || attempt == startAttempts {
+			t.Fatal(err)
+		}
+		// Another process took a port between the pick and the bind: the
+		// next attempt starts afresh on new ports.
+		_ = os.Remove(filepath.Join(s.dir, "nodes.conf"))
 	}
 	if s.cfg.cluster {
 		s.ownAllSlots()
 	}
 	return s
+}
+
+// pickPorts gives a server outside a namespace the TCP ports it needs (the
+// client port of WithTCP, the cluster bus of WithCluster): ports on
+// 127.0.0.1 that the kernel chose among the free ones, held together while
+// they are chosen so that they differ.
+func (s *Server) pickPorts() {
+	s.t.Helper()
+	n := 0
+	if s.cfg.tcp {
+		n++
+	}
+	if s.cfg.cluster {
+		n++
+	}
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", net.JoinHostPort(loopback, "0"))
+		if err != nil {
+			s.t.Fatalf("redistest: pick a free port: %v", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	if s.cfg.tcp {
+		s.addr, ports = net.JoinHostPort(loopback, strconv.Itoa(ports[0])), ports[1:]
+	}
+	if s.cfg.cluster {
+		s.bus = ports[0]
+	}
 }
 
 // ownAllSlots gives a cluster node every slot and waits until the cluster
@@ -148,13 +214,19 @@ func serverBinary(t testing.TB) string {
 func (s *Server) args() []string {
 	a := []string{"--daemonize", "no", "--logfile", filepath.Join(s.dir, "redis.log"), "--save", ""}
 	if s.sock != "" {
-		a = append(a, "--port", "0", "--unixsocket", s.sock, "--unixsocketperm", "700")
+		// --bind: the cluster bus listens on the bound addresses even when
+		// the server has no TCP port (by default, on every interface).
+		a = append(a, "--bind", loopback, "--port", "0", "--unixsocket", s.sock, "--unixsocketperm", "700")
 	} else {
 		host, port, _ := net.SplitHostPort(s.addr)
 		a = append(a, "--bind", host, "--port", port, "--protected-mode", "no")
 	}
 	if s.cfg.cluster {
 		a = append(a, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(s.dir, "nodes.conf"))
+		if s.bus != 0 {
+			// Never the default, port+10000: 10000 for a server on port 0.
+			a = append(a, "--cluster-port", strconv.Itoa(s.bus))
+		}
 	}
 	if s.cfg.aofDir != "" {
 		a = append(a, "--dir", s.cfg.aofDir, "--appendonly", "yes", "--appendfsync", "always")
@@ -164,7 +236,9 @@ func (s *Server) args() []string {
 	return a
 }
 
-// launch starts the server process and waits until it answers PING.
+// launch starts the server process and waits until it answers PING. It
+// returns an error matching errPortTaken when the server exited because
+// another process holds one of its ports.
 func (s *Server) launch(bin string) error {
 	name, args := bin, s.args()
 	if s.ns != nil {
@@ -180,6 +254,7 @@ func (s *Server) launch(bin string) error {
 	}
 	defer out.Close()
 	cmd.Stdout, cmd.Stderr = out, out
+	logged := s.logSize() // what earlier launches logged: not this one's
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("redistest: start redis-server: %w", err)
 	}
@@ -193,10 +268,14 @@ func (s *Server) launch(bin string) error {
 	for {
 		select {
 		case <-done:
-			return fmt.Errorf("redistest: redis-server exited before answering PING (%v):\n%s", cmd.ProcessState, s.logs())
+			err := fmt.Errorf("redistest: redis-server exited before answering PING (%v):\n%s", cmd.ProcessState, s.logs())
+			if s.loggedSince(logged, "Address already in use") {
+				err = fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			return err
 		default:
 		}
-		if err := s.ping(); err == nil {
+		if err := s.ping(cmd.Process.Pid); err == nil {
 			return nil
 		} else if time.Now().After(deadline) {
 			s.Kill()
@@ -206,8 +285,10 @@ func (s *Server) launch(bin string) error {
 	}
 }
 
-// ping sends one PING over a fresh connection and expects +PONG.
-func (s *Server) ping() error {
+// ping sends PING over a fresh connection and expects +PONG, then asks
+// INFO server and expects pid as the process_id: a server that another
+// process started on the same port answers PING too.
+func (s *Server) ping(pid int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	c, err := s.dial(ctx)
@@ -216,15 +297,31 @@ func (s *Server) ping() error {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
 		return err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
 	if err != nil {
 		return err
 	}
 	if line != "+PONG\r\n" {
 		return fmt.Errorf("PING answered %q", line)
+	}
+	line, err = r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(line, "$"), "\r\n"))
+	if !strings.HasPrefix(line, "$") || err != nil {
+		return fmt.Errorf("INFO server answered %q", line)
+	}
+	info := make([]byte, n)
+	if _, err := io.ReadFull(r, info); err != nil {
+		return err
+	}
+	if want := fmt.Sprintf("\r\nprocess_id:%d\r\n", pid); !strings.Contains(string(info), want) {
+		return fmt.Errorf("another redis-server answers at %s %s (%s not in INFO server)", s.Network(), s.Addr(), strings.TrimSpace(want))
 	}
 	return nil
 }
@@ -235,6 +332,25 @@ func (s *Server) dial(ctx context.Context) (net.Conn, error) {
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, s.Network(), s.Addr())
+}
+
+// logSize returns the size of the server's log file, 0 if there is none.
+func (s *Server) logSize() int64 {
+	fi, err := os.Stat(filepath.Join(s.dir, "redis.log"))
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// loggedSince reports whether the server's log holds text after its first
+// from bytes.
+func (s *Server) loggedSince(from int64, text string) bool {
+	data, err := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	if err != nil || int64(len(data)) < from {
+		return false
+	}
+	return strings.Contains(string(data[from:]), text)
 }
 
 // logs returns the server's log and output, for failure messages.
@@ -264,14 +380,25 @@ func (s *Server) Kill() {
 }
 
 // Restart kills the server if it is running and starts it again with the
-// same folder, socket or port, namespace and persistence, and waits until it
-// answers PING. With WithAOF the new server loads every write the old one
-// acknowledged; without, it starts empty.
+// same folder, socket or ports, namespace and persistence, and waits until
+// it answers PING. With WithAOF the new server loads every write the old one
+// acknowledged; without, it starts empty. Should another process hold one
+// of its ports meanwhile, Restart tries again until startTimeout has passed,
+// then fails the test.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Kill()
-	if err := s.launch(serverBinary(s.t)); err != nil {
-		s.t.Fatal(err)
+	bin := serverBinary(s.t)
+	deadline := time.Now().Add(startTimeout)
+	for {
+		err := s.launch(bin)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errPortTaken) || time.Now().After(deadline) {
+			s.t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling for the port to be free, not timing anything
 	}
 }
 
@@ -353,15 +480,4 @@ func (s *Server) Client(o *redis.Options) *redis.Client {
 	c := redis.NewClient(s.Options(o))
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

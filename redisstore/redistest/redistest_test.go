@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -211,4 +212,117 @@ func TestClusterEnforcesSlots(t *testing.T) {
 	require.NoError(t, c.MSet(ctx, "{a}:1", "x", "{a}:2", "y").Err())
 	err := c.MSet(ctx, "a1", "x", "b2", "y").Err()
 	require.ErrorContains(t, err, "CROSSSLOT")
+}
+
+// likelyPorts are the TCP ports a redis-server takes unless told otherwise:
+// 6379, 16379 for the cluster bus of a server on 6379, and 10000 for the
+// cluster bus of a server on port 0 (a unix socket server).
+var likelyPorts = []int{6379, 10000, 16379}
+
+// hold listens on port on every address until the test ends, so that no
+// server can listen on it. A port that another process holds already is
+// just as unavailable, and is left to it.
+func hold(t *testing.T, port int) {
+	t.Helper()
+	l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if errors.Is(err, syscall.EADDRINUSE) {
+		t.Logf("port %d is held by another process already", port)
+		return
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+}
+
+// listensOnLoopbackOnly checks that a server listens on port at 127.0.0.1
+// and at no other address: 127.0.0.1:port is taken, and 127.0.0.2:port,
+// another loopback address that a bind to every address would cover too,
+// is free.
+func listensOnLoopbackOnly(t *testing.T, port int) {
+	t.Helper()
+	p := strconv.Itoa(port)
+	_, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", p))
+	require.ErrorIs(t, err, syscall.EADDRINUSE, "the server listens on 127.0.0.1:%d", port)
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.2", p))
+	require.NoError(t, err, "the server listens on 127.0.0.1:%d alone, not on every address", port)
+	require.NoError(t, l.Close())
+}
+
+// Servers started at once, while the ports Redis takes by default are
+// held, all start: each listens on ports of its own that the kernel found
+// free, the cluster bus included, and on 127.0.0.1 alone. Two test
+// binaries starting servers in parallel therefore never collide.
+func TestPortsAreFreeAndOnLoopbackOnly(t *testing.T) {
+	for _, p := range likelyPorts {
+		hold(t, p)
+	}
+	t.Run("servers", func(t *testing.T) {
+		for i := range 2 {
+			for _, tc := range []struct {
+				name    string
+				opts    []Option
+				tcp     bool
+				cluster bool
+			}{
+				{"tcp", []Option{WithTCP()}, true, false},
+				{"cluster", []Option{WithCluster()}, false, true},
+				{"cluster on tcp", []Option{WithCluster(), WithTCP()}, true, true},
+			} {
+				t.Run(fmt.Sprintf("%s/%d", tc.name, i), func(t *testing.T) {
+					t.Parallel()
+					s := Start(t, tc.opts...)
+					cfg, err := s.Client(nil).ConfigGet(context.Background(), "*").Result()
+					require.NoError(t, err)
+					require.Equal(t, "127.0.0.1", cfg["bind"])
+					var ports []int
+					if tc.tcp {
+						_, p, err := net.SplitHostPort(s.Addr())
+						require.NoError(t, err)
+						require.Equal(t, p, cfg["port"])
+						port, err := strconv.Atoi(p)
+						require.NoError(t, err)
+						ports = append(ports, port)
+					} else {
+						require.Equal(t, "0", cfg["port"])
+					}
+					if tc.cluster {
+						require.Equal(t, "yes", cfg["cluster-enabled"])
+						require.Equal(t, strconv.Itoa(s.bus), cfg["cluster-port"])
+						ports = append(ports, s.bus)
+					}
+					for _, p := range ports {
+						require.NotContains(t, likelyPorts, p)
+						listensOnLoopbackOnly(t, p)
+					}
+				})
+			}
+		}
+	})
+}
+
+// A server that cannot listen on its client port or its cluster bus,
+// because another process holds it, is reported as such: Start then tries
+// new ports.
+func TestLaunchReportsATakenPort(t *testing.T) {
+	s := Start(t, WithCluster(), WithTCP())
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	freePort := free.Addr().(*net.TCPAddr).Port
+	require.NoError(t, free.Close())
+	for _, tc := range []struct {
+		name string
+		addr string
+		bus  int
+	}{
+		{"client port", s.addr, freePort},
+		{"cluster bus", net.JoinHostPort(loopback, strconv.Itoa(freePort)), s.bus},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			twin := &Server{t: t, cfg: s.cfg, dir: t.TempDir(), addr: tc.addr, bus: tc.bus}
+			t.Cleanup(twin.stop)
+			err := twin.launch(serverBinary(t))
+			require.ErrorIs(t, err, errPortTaken)
+			require.ErrorContains(t, err, "Address already in use")
+		})
+	}
+	require.Equal(t, "PONG", s.Client(nil).Ping(context.Background()).Val(), "the server that holds them runs on")
 }
