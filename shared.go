@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/crashloopguard/crashloop/internal/ctxdone"
 	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
@@ -87,7 +88,7 @@ func (s *Supervisor) useShared(ctx context.Context, now time.Time) (bool, error)
 	sh.retryAt = retry // one caller asks; the others go on alone
 	s.mu.Unlock()
 	err := s.writeBack(ctx, now)
-	if cerr := ended(ctx); err != nil && cerr != nil {
+	if cerr := ctxdone.Err(ctx); err != nil && cerr != nil {
 		s.mu.Lock()
 		if sh.retryAt.Equal(retry) {
 			sh.retryAt = due // the caller gave up, not the ledger: the next call asks
@@ -122,7 +123,7 @@ func (s *Supervisor) Flush(ctx context.Context) error {
 		return nil
 	}
 	err := s.writeBack(ctx, s.o.clock.Now())
-	if cerr := ended(ctx); err != nil && cerr != nil {
+	if cerr := ctxdone.Err(ctx); err != nil && cerr != nil {
 		return cerr
 	}
 	return err
@@ -146,7 +147,7 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 	}
 	n, err := sh.l.Restore(ctx, parks)
 	if err != nil {
-		if err := ended(ctx); err != nil {
+		if err := ctxdone.Err(ctx); err != nil {
 			return err // the caller's cancel, not an outage
 		}
 		s.lost(err, now)
@@ -177,21 +178,6 @@ func orBackground(ctx context.Context) context.Context {
 		return context.Background()
 	}
 	return ctx
-}
-
-// ended returns ctx's error once ctx has ended, or
-// context.DeadlineExceeded once its deadline has passed: a ledger's read
-// bounded by that deadline may fail a moment before ctx reports it. A
-// ledger's error while ended(ctx) is not nil is the caller's cancel or
-// deadline, not a failure of the ledger.
-func ended(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return context.DeadlineExceeded
-	}
-	return nil
 }
 
 // lost records a failed call of the ledger at now, and announces the first
@@ -229,7 +215,7 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 	s.mu.Unlock()
 	v, err := s.shared.l.Judge(ctx, j)
 	if err != nil {
-		if err := ended(ctx); err != nil {
+		if err := ctxdone.Err(ctx); err != nil {
 			return Decision{Action: ActionStop, Err: err}, true
 		}
 		s.lost(err, now)
@@ -248,7 +234,7 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 func (s *Supervisor) proceedShared(ctx context.Context, key string, now time.Time) (Decision, bool) {
 	v, err := s.shared.l.Proceed(ctx, key, now)
 	if err != nil {
-		if err := ended(ctx); err != nil {
+		if err := ctxdone.Err(ctx); err != nil {
 			return Decision{Action: ActionStop, Err: err}, true
 		}
 		s.lost(err, now)
@@ -279,7 +265,7 @@ func (s *Supervisor) lookupShared(ctx context.Context, key string, now time.Time
 	}
 	pe, err := s.shared.l.Lookup(ctx, key)
 	if err != nil {
-		if err := ended(ctx); err != nil {
+		if err := ctxdone.Err(ctx); err != nil {
 			return nil, err
 		}
 		s.lost(err, now)

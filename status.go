@@ -3,6 +3,8 @@ package crashloop
 import (
 	"context"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/ctxdone"
 )
 
 // KeyState is what a Supervisor is doing with a key. It marshals to JSON as
@@ -73,7 +75,7 @@ func (s *Supervisor) StatusAt(ctx context.Context, now time.Time) Status {
 		if use {
 			fs, err := s.shared.l.Fleet(ctx, now)
 			switch {
-			case err != nil && ended(ctx) != nil:
+			case err != nil && ctxdone.Err(ctx) != nil:
 				return Status{} // the caller's cancel, not an outage
 			case err != nil:
 				s.lost(err, now)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/ctxdone"
 )
 
 // SupervisorConfig configures a Supervisor. Start from
@@ -501,8 +503,8 @@ func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) er
 		case errors.Is(err, ErrNotParked):
 			s.learn(LedgerChange{Key: key}) // resumed elsewhere meanwhile
 			return err
-		case err != nil && ended(ctx) != nil:
-			return ended(ctx) // the caller's cancel, not an outage
+		case err != nil && ctxdone.Err(ctx) != nil:
+			return ctxdone.Err(ctx) // the caller's cancel, not an outage
 		case err != nil:
 			s.lost(err, now)
 			return s.unavailable("resume", key)
@@ -572,7 +574,7 @@ func (s *Supervisor) Forget(ctx context.Context, key string) error {
 			return s.unavailable("forget", key)
 		}
 		if err := s.shared.l.Forget(ctx, key); err != nil {
-			if err := ended(ctx); err != nil {
+			if err := ctxdone.Err(ctx); err != nil {
 				return err // the caller's cancel, not an outage
 			}
 			s.lost(err, now)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/crashloopguard/crashloop/internal/ctxdone"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -49,7 +50,7 @@ func (s *Store) eval(ctx context.Context, keys []string, args []any) (any, error
 	select {
 	case r := <-done:
 		if r.err != nil {
-			if err := ended(ctx); err != nil {
+			if err := ctxdone.Err(ctx); err != nil {
 				return nil, err // the caller's deadline ended the read
 			}
 		}
@@ -64,19 +65,6 @@ func (s *Store) eval(ctx context.Context, keys []string, args []any) (any, error
 		}
 		return nil, ctx.Err()
 	}
-}
-
-// ended returns ctx's error, or context.DeadlineExceeded once ctx's
-// deadline has passed: a read bounded by that deadline times out a moment
-// before ctx reports it.
-func ended(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return context.DeadlineExceeded
-	}
-	return nil
 }
 
 type evalResult struct {
