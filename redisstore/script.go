@@ -15,8 +15,9 @@ import (
 )
 
 // storeSource is every step of a Store: one Lua script whose first argument
-// names the operation (see the file's header for the layout and the
-// conventions).
+// names the operation and whose other arguments are name/value pairs (see
+// the file's header for the layout and the conventions, and docs/redis.md,
+// Messages).
 //
 //go:embed store.lua
 var storeSource string
