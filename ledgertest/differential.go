@@ -13,9 +13,8 @@ import (
 // Configs are the configurations Differential runs under: Config ("suite"),
 // a fleet breaker that trips on the failing fraction ("fraction"), one that
 // trips on the rate with a cooldown that is not a whole microsecond
-// ("rate"), a respawn budget and no other guard ("budget": a ledger may
-// decide it in a shorter step, as redisstore does), no guard at all and
-// no respawn ("bare"), and a cooldown of zero ("cooldown0").
+// ("rate"), a respawn budget and no other guard ("budget"), no guard at
+// all and no respawn ("bare"), and a cooldown of zero ("cooldown0").
 func Configs() map[string]crashloop.SupervisorConfig {
 	base := Config()
 	frac := base

@@ -5,8 +5,13 @@
 // must be announced exactly once.
 //
 // A ledger on a server keeps times in microseconds: the times the checks
-// use are whole microseconds, and the candidate must read the time of each
-// Judgment and Proceed from the call (its client-time mode).
+// use are whole microseconds. The candidate must decide at the time of
+// each call (the Judgment's, Proceed's and Fleet's): read it from the call
+// (a client-time mode), or from a server clock that the NewFunc's ledgers
+// set to it before each call (a server-time mode; redisstore runs the
+// checks both ways). The times of the calls sometimes run backwards, as a
+// server's clock stepped back would: a ledger keeps one latest time, and
+// reads an earlier time as that one, whichever clock gave it.
 package ledgertest
 
 import (

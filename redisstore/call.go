@@ -34,7 +34,7 @@ func (s *Store) eval(ctx context.Context, keys []string, args []any) (any, error
 	if ctx.Done() == nil {
 		ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 		defer cancel()
-		return script.Run(ctx, s.rdb, keys, args...).Result()
+		return s.script.Run(ctx, s.rdb, keys, args...).Result()
 	}
 	due := time.Now().Add(s.o.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(due) {
@@ -44,7 +44,7 @@ func (s *Store) eval(ctx context.Context, keys []string, args []any) (any, error
 	done := make(chan evalResult, 1) // the goroutine never blocks on a caller gone
 	go func() {
 		defer cancel()
-		res, err := script.Run(cctx, s.rdb, keys, args...).Result()
+		res, err := s.script.Run(cctx, s.rdb, keys, args...).Result()
 		done <- evalResult{res, err}
 	}()
 	select {

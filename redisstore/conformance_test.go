@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -74,6 +73,72 @@ func TestConformanceOnCluster(t *testing.T) {
 	ledgertest.Conform(t, ledgersOn(redistest.Start(t, redistest.WithCluster())))
 }
 
+// The suite at the server's time, the default mode: every step reads the
+// server's clock, which the test sets to the time of each call (see
+// clockScript). The time rule is the same as in client-time mode (one
+// latest time for the deployment, whichever clock gives it), and so must
+// every answer be, times that run backwards (a server clock stepped back)
+// included.
+func TestConformanceServerTime(t *testing.T) {
+	s := redistest.Start(t)
+	src := clockScript(t, storeSource)
+	ledgertest.Conform(t, func(t *testing.T, n int) []crashloop.Ledger {
+		rdb := testClient(t, s)
+		var out []crashloop.Ledger
+		for _, st := range replicasOn(t, s, n, Options{}) {
+			st.script = redis.NewScript(src)
+			out = append(out, &serverClock{Store: st, rdb: rdb})
+		}
+		return out
+	})
+}
+
+// clockScript returns src with the server's clock, TIME, replaced by a
+// clock the test sets: the deployment's key {p}:clock, 16 digits of
+// microseconds (see serverClock), read as TIME's seconds and microseconds.
+// Nothing else of the script changes.
+func clockScript(t testing.TB, src string) string {
+	const call = "redis.call('TIME')"
+	require.Equal(t, 1, strings.Count(src, call), "store.lua reads the server's clock in one place")
+	return strings.Replace(src, call, `(function()
+    local c = redis.call('GET', tag .. 'clock')
+    return {string.sub(c, 1, 10), tostring(tonumber(string.sub(c, 11)))}
+  end)()`, 1)
+}
+
+// serverClock is a Store at the server's time whose script reads the clock
+// of clockScript: it sets that clock to the time of each call that reads
+// one (Judge, Proceed, Fleet) before the call.
+type serverClock struct {
+	*Store
+	rdb *redis.Client
+}
+
+func (c *serverClock) set(ctx context.Context, now time.Time) error {
+	return c.rdb.Set(ctx, c.keys.tag+"clock", micros16(now.UnixMicro()), 0).Err()
+}
+
+func (c *serverClock) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+	if err := c.set(ctx, j.Now); err != nil {
+		return crashloop.Verdict{}, err
+	}
+	return c.Store.Judge(ctx, j)
+}
+
+func (c *serverClock) Proceed(ctx context.Context, key string, now time.Time) (crashloop.Verdict, error) {
+	if err := c.set(ctx, now); err != nil {
+		return crashloop.Verdict{}, err
+	}
+	return c.Store.Proceed(ctx, key, now)
+}
+
+func (c *serverClock) Fleet(ctx context.Context, now time.Time) (crashloop.FleetStatus, error) {
+	if err := c.set(ctx, now); err != nil {
+		return crashloop.FleetStatus{}, err
+	}
+	return c.Store.Fleet(ctx, now)
+}
+
 // By default the time of a step is the server's: the Judgment's time is
 // not sent, the verdict and the park carry the server's clock, and a
 // window counts by it.
@@ -110,80 +175,4 @@ func TestServerTime(t *testing.T) {
 	f, err := st2.Fleet(ctx, long)
 	require.NoError(t, err)
 	require.Equal(t, crashloop.FleetStatus{FleetRestartsPerHour: cfg.Fleet.RestartsPerHour}, f)
-}
-
-// A budget alone is decided at the server's time by the budget step (see
-// store.lua), which keeps time per key: a step is never dated before the
-// newest respawn its key's window holds, and it neither reads nor writes
-// the deployment's latest time. A step it hands to the judge (a park)
-// keeps the key's time too. Client-time steps stand in for a server whose
-// clock stepped back: they date a respawn an hour ahead of it.
-func TestServerTimeBudgetStep(t *testing.T) {
-	s := redistest.Start(t)
-	rdb := testClient(t, s)
-	ctx := context.Background()
-	prefix := newPrefix()
-	cfg := ledgertest.Configs()["budget"]
-	cfg.Budget.MaxRespawns = 3
-	client := replicasOn(t, s, 1, Options{Prefix: prefix, ClientTime: true})[0]
-	server := replicasOn(t, s, 1, Options{Prefix: prefix})[0]
-	require.NoError(t, firstErr(client.Open(cfg, nil), server.Open(cfg, nil)))
-	judge := func(st *Store, key string, e crashloop.Ending, now time.Time) crashloop.Verdict {
-		t.Helper()
-		v, err := st.Judge(ctx, crashloop.Judgment{Key: key, Ending: e, Incarnation: key + "#1", Cause: "boom", Now: now})
-		require.NoError(t, err)
-		return v
-	}
-	get := func(key string) string {
-		t.Helper()
-		v, err := rdb.Get(ctx, key).Result()
-		require.NoError(t, err)
-		return v
-	}
-	ahead := time.Now().Add(time.Hour).Truncate(time.Microsecond)
-	aheadDigits := micros16(ahead.UnixMicro())
-
-	require.Equal(t, 1, judge(client, "k", crashloop.EndingFailedStart, ahead).Attempt)
-	require.NoError(t, rdb.Del(ctx, server.keys.fleet()).Err())
-	before := time.Now().Truncate(time.Microsecond)
-	v := judge(server, "k", crashloop.EndingFailedStart, time.Time{})
-	after := time.Now()
-	require.Equal(t, 2, v.Attempt)
-	require.False(t, v.Now.Before(before) || v.Now.After(after), "the verdict carries the server's clock: %v", v.Now)
-	require.Equal(t, 2, strings.Count(get(server.keys.record("k")), aheadDigits),
-		"the respawn is dated at the key's newest, not at the server's earlier clock")
-	require.Zero(t, rdb.Exists(ctx, server.keys.fleet()).Val(), "a server-time budget step writes no deployment time")
-
-	// The deployment's latest time (a client step on another key) does
-	// not date a server-time step.
-	judge(client, "z", crashloop.EndingFailedStart, ahead)
-	judge(server, "other", crashloop.EndingFailedStart, time.Time{})
-	rec := get(server.keys.record("other"))
-	at := time.UnixMicro(mustInt(t, rec[len(rec)-16:]))
-	require.False(t, at.Before(before) || at.After(time.Now()), "dated %v, want the server's clock", at)
-
-	// A permanent failure goes to the judge, which parks at the key's time.
-	require.NoError(t, rdb.Del(ctx, server.keys.fleet()).Err())
-	v = judge(server, "k", crashloop.EndingPermanent, time.Time{})
-	require.True(t, v.NewPark)
-	require.Equal(t, crashloop.ReasonPermanent, v.Park.Reason)
-	require.Equal(t, 2, v.Park.Attempts)
-	require.Equal(t, aheadDigits, get(server.keys.fleet())[:16], "the judge's time was the key's newest respawn")
-
-	// So does the judge's fast path, on a deployment whose configuration
-	// changed from a budget alone to every guard.
-	judge(client, "m", crashloop.EndingFailedStart, ahead)
-	require.NoError(t, rdb.Del(ctx, server.keys.fleet()).Err())
-	full := replicasOn(t, s, 1, Options{Prefix: prefix})[0]
-	require.NoError(t, full.Open(ledgertest.Config(), nil))
-	require.Equal(t, 2, judge(full, "m", crashloop.EndingFailedStart, time.Time{}).Attempt)
-	require.Equal(t, 4, strings.Count(get(server.keys.record("m")), aheadDigits),
-		"the budget's two respawns, the guard's and the hourly cap's restart, all at the key's newest")
-}
-
-func mustInt(t *testing.T, s string) int64 {
-	t.Helper()
-	n, err := strconv.ParseInt(s, 10, 64)
-	require.NoError(t, err)
-	return n
 }

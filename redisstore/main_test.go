@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -12,5 +13,10 @@ func TestMain(m *testing.M) {
 	// go-redis logs every failed dial; the outage tests fail thousands on
 	// purpose, and assert what matters.
 	redis.SetLogger(&logging.VoidLogger{})
+	// TestMutants runs this binary again with a mutant of store.lua.
+	if err := applyMutant(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	os.Exit(m.Run())
 }

@@ -149,7 +149,7 @@ func (s *Store) refresh(every time.Duration) {
 				rep = *p
 			}
 			_, _ = s.run(s.ctx, "report", []string{s.keys.report(s.o.Replica), s.keys.replicas()},
-				"report", noTime, rep, s.o.Replica, ttlMillis(s.o.ReportTTL))
+				"report", rep, "replica", s.o.Replica, "ttl_ms", ttlMillis(s.o.ReportTTL))
 		}
 	}
 }

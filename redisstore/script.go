@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,8 +16,9 @@ import (
 )
 
 // storeSource is every step of a Store: one Lua script whose first argument
-// names the operation (see the file's header for the layout and the
-// conventions).
+// names the operation and whose other arguments are name/value pairs (see
+// the file's header for the layout and the conventions, and docs/redis.md,
+// Messages).
 //
 //go:embed store.lua
 var storeSource string
@@ -61,17 +63,17 @@ const maxMicros = 1e16
 // maxExact is 2^53: Lua's numbers (doubles) hold every integer below it.
 const maxExact = 1 << 53
 
-// timeArg is the time argument of a step at now: integer microseconds since
+// timeArg is the argument now of a step at now: integer microseconds since
 // the Unix epoch in 16 digits (a time between two microseconds is read as
 // the earlier one), or "" for the server's clock. A time before 1970 or
 // after 2286 is an error.
-func timeArg(now time.Time, serverTime bool) (any, error) {
+func timeArg(now time.Time, serverTime bool) (string, error) {
 	if serverTime {
 		return "", nil
 	}
 	us := now.UnixMicro()
 	if us < 0 || us >= maxMicros {
-		return nil, fmt.Errorf("time %v out of the range 1970 to 2286", now)
+		return "", fmt.Errorf("time %v out of the range 1970 to 2286", now)
 	}
 	return micros16(us), nil
 }
@@ -85,9 +87,6 @@ func micros16(us int64) string {
 	}
 	return string(b[:])
 }
-
-// noTime is the time argument of a step that reads no time.
-const noTime = "-"
 
 // micros returns d in whole microseconds, rounded down: a window or gap of
 // d holds an age a (a whole number of microseconds) exactly when a <= d/1µs.
@@ -114,29 +113,6 @@ func ttlMillis(d time.Duration) int64 {
 	return ms
 }
 
-// The replies of the script, read by position. A reply of another shape is
-// a script and code out of step, which the tests catch: reading it gives
-// zero values rather than a panic.
-type reply []any
-
-func (r reply) int(i int) int64 {
-	if i < len(r) {
-		if v, ok := r[i].(int64); ok {
-			return v
-		}
-	}
-	return 0
-}
-
-func (r reply) str(i int) string {
-	if i < len(r) {
-		if v, ok := r[i].(string); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 // encodeCause stores the text of a failure: "" for none, else "e" and the
 // text, so that no failure and an error with an empty text stay apart.
 func encodeCause(text string, ok bool) string {
@@ -156,40 +132,6 @@ func decodeCause(c, reason string) error {
 		sentinel = crashloop.ErrNeedsHuman
 	}
 	return errtext.Restore(c[1:], sentinel)
-}
-
-// park reads the park of key from r at i (reason, attempts, since, cause):
-// nil when the reason is empty.
-func (r reply) park(key string, i int) *crashloop.ParkedError {
-	reason := r.str(i)
-	if reason == "" {
-		return nil
-	}
-	return &crashloop.ParkedError{Key: key, Reason: reason, Attempts: int(r.int(i + 1)),
-		Since: time.UnixMicro(r.int(i + 2)), LastError: decodeCause(r.str(i+3), reason)}
-}
-
-// change reads a FleetChange from r at i (reason, restarts, failing,
-// total): nil when the reason is empty.
-func (r reply) change(i int) *crashloop.FleetChange {
-	reason := r.str(i)
-	if reason == "" {
-		return nil
-	}
-	return &crashloop.FleetChange{Reason: reason, Restarts: int(r.int(i + 1)), Failing: int(r.int(i + 2)), Total: int(r.int(i + 3))}
-}
-
-// verdict reads the verdict of a judge or proceed step on key. now is the
-// time of the call in client-time mode (the Verdict keeps it as given), or
-// the zero time for the server's.
-func (r reply) verdict(key string, now time.Time) crashloop.Verdict {
-	if now.IsZero() {
-		now = time.UnixMicro(r.int(0))
-	}
-	flags := r.int(1)
-	return crashloop.Verdict{Now: now, NewPark: flags&1 != 0, Held: flags&2 != 0, Attempt: int(r.int(2)),
-		Restarts: int(r.int(3)), Wait: time.Duration(r.int(5)), Park: r.park(key, 6),
-		Tripped: r.change(10), Rearmed: r.change(14)}
 }
 
 // The notices of the deployment's channel (see notice in store.lua): a park
@@ -259,26 +201,313 @@ func decodePark(key, s string) (*crashloop.ParkedError, bool) {
 		LastError: decodeCause(cause, reason)}, true
 }
 
+// encodePark writes pe as the script keeps a park (see pdec in store.lua):
+// since in 16 digits (clamped to the years 1970 to 2286), attempts, a
+// comma, the reason as a field, and the stored cause (only the text of the
+// LastError).
+func encodePark(pe *crashloop.ParkedError) string {
+	var cause string
+	if pe.LastError != nil {
+		cause = encodeCause(pe.LastError.Error(), true)
+	}
+	since := min(max(pe.Since.UnixMicro(), 0), maxMicros-1)
+	return micros16(since) + strconv.Itoa(pe.Attempts) + "," + strconv.Itoa(len(pe.Reason)) + ":" + pe.Reason + cause
+}
+
+// The replies of the script are name/value pairs in a flat array (see
+// store.lua), read by name. A reply of another shape (another type, an odd
+// length, a name this code does not know, a field missing or of another
+// type) means that the script and this code are out of step: the step
+// fails with an error matching errBadReply, never with zero values.
+
+// errBadReply is matched by the error of a step whose reply has another
+// shape than the one read.
+var errBadReply = errors.New("reply of the wrong shape")
+
+// badReply is the error of step op whose reply is wrong as err says.
+func badReply(op string, err error) error {
+	return fmt.Errorf("redisstore: %s: %w: %w", op, errBadReply, err)
+}
+
+// shape describes v for an error: its type and, for a scalar, its value.
+func shape(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "nil"
+	case string:
+		return fmt.Sprintf("the string %q", v)
+	case int64:
+		return fmt.Sprintf("the integer %d", v)
+	case []any:
+		return fmt.Sprintf("an array of %d", len(v))
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+// object is a reply of name/value pairs, read by name.
+type object map[string]any
+
+// readObject reads v as name/value pairs whose names are each in known and
+// given once.
+func readObject(v any, known ...string) (object, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s, want an array of name/value pairs", shape(v))
+	}
+	if len(arr)%2 != 0 {
+		return nil, fmt.Errorf("an array of %d, want name/value pairs", len(arr))
+	}
+	o := make(object, len(arr)/2)
+	for i := 0; i < len(arr); i += 2 {
+		name, ok := arr[i].(string)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("a name that is %s", shape(arr[i]))
+		case !slices.Contains(known, name):
+			return nil, fmt.Errorf("unknown field %q", name)
+		}
+		if _, dup := o[name]; dup {
+			return nil, fmt.Errorf("field %q twice", name)
+		}
+		o[name] = arr[i+1]
+	}
+	return o, nil
+}
+
+// fields reads the fields of an object, keeping the first error: a getter
+// after an error returns a zero value.
+type fields struct {
+	o   object
+	err error
+}
+
+func (f *fields) get(name string) (any, bool) {
+	if f.err != nil {
+		return nil, false
+	}
+	v, ok := f.o[name]
+	if !ok {
+		f.err = fmt.Errorf("no field %q", name)
+	}
+	return v, ok
+}
+
+func (f *fields) fail(name string, v any, want string) {
+	f.err = fmt.Errorf("field %q: %s, want %s", name, shape(v), want)
+}
+
+// int reads the integer field name.
+func (f *fields) int(name string) int64 {
+	v, ok := f.get(name)
+	if !ok {
+		return 0
+	}
+	n, ok := v.(int64)
+	if !ok {
+		f.fail(name, v, "an integer")
+	}
+	return n
+}
+
+// flag reads the field name, 0 or 1.
+func (f *fields) flag(name string) bool {
+	v, ok := f.get(name)
+	if !ok {
+		return false
+	}
+	if n, ok := v.(int64); ok && (n == 0 || n == 1) {
+		return n == 1
+	}
+	f.fail(name, v, "0 or 1")
+	return false
+}
+
+// str reads the string field name.
+func (f *fields) str(name string) string {
+	v, ok := f.get(name)
+	if !ok {
+		return ""
+	}
+	s, ok := v.(string)
+	if !ok {
+		f.fail(name, v, "a string")
+	}
+	return s
+}
+
+// readPark reads a park object (key, reason, attempts, since, cause). key
+// is the key it must be the park of, or "" for any.
+func readPark(v any, key string) (*crashloop.ParkedError, error) {
+	o, err := readObject(v, "key", "reason", "attempts", "since", "cause")
+	if err != nil {
+		return nil, err
+	}
+	f := fields{o: o}
+	pe := &crashloop.ParkedError{Key: f.str("key"), Reason: f.str("reason"), Attempts: int(f.int("attempts")),
+		Since: time.UnixMicro(f.int("since"))}
+	cause := f.str("cause")
+	switch {
+	case f.err != nil:
+		return nil, f.err
+	case key != "" && pe.Key != key:
+		return nil, fmt.Errorf("the park of %q, want %q's", pe.Key, key)
+	case pe.Reason == "":
+		return nil, errors.New("a park without a reason")
+	case cause != "" && cause[0] != 'e':
+		return nil, fmt.Errorf("cause %q: want '' or 'e' and its text", cause)
+	}
+	pe.LastError = decodeCause(cause, pe.Reason)
+	return pe, nil
+}
+
+// readChange reads a FleetChange object (reason, restarts, failing,
+// total).
+func readChange(v any) (*crashloop.FleetChange, error) {
+	o, err := readObject(v, "reason", "restarts", "failing", "total")
+	if err != nil {
+		return nil, err
+	}
+	f := fields{o: o}
+	c := &crashloop.FleetChange{Reason: f.str("reason"), Restarts: int(f.int("restarts")), Failing: int(f.int("failing")),
+		Total: int(f.int("total"))}
+	return c, f.err
+}
+
+// readChangeField reads the FleetChange in field name of o, if any.
+func readChangeField(o object, name string) (*crashloop.FleetChange, error) {
+	v, ok := o[name]
+	if !ok {
+		return nil, nil
+	}
+	c, err := readChange(v)
+	if err != nil {
+		return nil, fmt.Errorf("field %q: %w", name, err)
+	}
+	return c, nil
+}
+
+// readParkReply reads the reply of lookup, resume and forget on key: its
+// park, or nothing.
+func readParkReply(v any, key string) (*crashloop.ParkedError, error) {
+	o, err := readObject(v, "park")
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := o["park"]; ok {
+		pe, err := readPark(p, key)
+		if err != nil {
+			return nil, fmt.Errorf("field \"park\": %w", err)
+		}
+		return pe, nil
+	}
+	return nil, nil
+}
+
+// readVerdict reads the verdict of a judge (with the report it wrote, if
+// any) or proceed step on key. now is the time of the call in client-time
+// mode (the Verdict keeps it as given), or the zero time for the server's.
+func readVerdict(v any, key string, now time.Time, judge bool) (crashloop.Verdict, string, error) {
+	known := []string{"now", "new_park", "held", "attempt", "restarts", "wait_ns", "park", "tripped", "rearmed"}
+	if judge {
+		known = append(known, "report")
+	}
+	o, err := readObject(v, known...)
+	if err != nil {
+		return crashloop.Verdict{}, "", err
+	}
+	f := fields{o: o}
+	ts := f.int("now")
+	if now.IsZero() {
+		now = time.UnixMicro(ts)
+	}
+	vd := crashloop.Verdict{Now: now, NewPark: f.flag("new_park"), Held: f.flag("held"), Attempt: int(f.int("attempt")),
+		Restarts: int(f.int("restarts")), Wait: time.Duration(f.int("wait_ns"))}
+	var rep string
+	if _, ok := o["report"]; ok {
+		rep = f.str("report")
+	}
+	if f.err != nil {
+		return crashloop.Verdict{}, "", f.err
+	}
+	if p, ok := o["park"]; ok {
+		if vd.Park, err = readPark(p, key); err != nil {
+			return crashloop.Verdict{}, "", fmt.Errorf("field \"park\": %w", err)
+		}
+	}
+	if vd.Tripped, err = readChangeField(o, "tripped"); err != nil {
+		return crashloop.Verdict{}, "", err
+	}
+	if vd.Rearmed, err = readChangeField(o, "rearmed"); err != nil {
+		return crashloop.Verdict{}, "", err
+	}
+	if vd.NewPark && vd.Park == nil {
+		return crashloop.Verdict{}, "", errors.New("a new park without its park")
+	}
+	return vd, rep, nil
+}
+
+// fleetReply is the reply of a fleet step.
+type fleetReply struct {
+	tripped              bool
+	since                time.Time
+	failing, total, hour int
+	perHour              int
+	cooldown             time.Duration
+}
+
+// readFleet reads the reply of a fleet step.
+func readFleet(v any) (fleetReply, error) {
+	o, err := readObject(v, "tripped", "since", "failing", "total", "hour", "per_hour", "cooldown_ns", "now")
+	if err != nil {
+		return fleetReply{}, err
+	}
+	f := fields{o: o}
+	r := fleetReply{tripped: f.flag("tripped"), since: time.UnixMicro(f.int("since")), failing: int(f.int("failing")),
+		total: int(f.int("total")), hour: int(f.int("hour")), perHour: int(f.int("per_hour")),
+		cooldown: time.Duration(f.int("cooldown_ns"))}
+	f.int("now")
+	return r, f.err
+}
+
+// readParked reads the reply of parked: an array of parks.
+func readParked(v any) ([]*crashloop.ParkedError, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s, want an array of parks", shape(v))
+	}
+	out := make([]*crashloop.ParkedError, 0, len(arr))
+	for i, p := range arr {
+		pe, err := readPark(p, "")
+		if err != nil {
+			return nil, fmt.Errorf("park %d: %w", i, err)
+		}
+		out = append(out, pe)
+	}
+	return out, nil
+}
+
+// readCount reads the reply of restore: how many parks it wrote, at most
+// max.
+func readCount(v any, most int) (int, error) {
+	n, ok := v.(int64)
+	if !ok || n < 0 || n > int64(most) {
+		return 0, fmt.Errorf("%s, want a count from 0 to %d", shape(v), most)
+	}
+	return int(n), nil
+}
+
 // errNotOpen is the error of Judge and Proceed on a Store that was not
 // opened: they judge by the Supervisor's configuration.
 var errNotOpen = errors.New("redisstore: Judge and Proceed need Open first (a Supervisor opens its ledger)")
 
-// run calls the script for op on keys with args under the Store's timeout
-// and returns its reply, or ctx's error as soon as ctx ends (see eval).
+// run calls the script for op on keys with args (after op itself: name/value
+// pairs) under the Store's timeout and returns its reply, or ctx's error as
+// soon as ctx ends (see eval). A nil reply, which no step gives, is
+// returned as nil for the readers to refuse.
 func (s *Store) run(ctx context.Context, op string, keys []string, args ...any) (any, error) {
-	res, err := s.eval(ctx, keys, args)
+	res, err := s.eval(ctx, keys, append([]any{op}, args...))
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	return res, nil
-}
-
-// runReply is run for a step whose reply is an array.
-func (s *Store) runReply(ctx context.Context, op string, keys []string, args ...any) (reply, error) {
-	res, err := s.run(ctx, op, keys, args...)
-	if err != nil {
-		return nil, err
-	}
-	r, _ := res.([]any)
-	return r, nil
 }

@@ -78,6 +78,7 @@ const ttlGrace = time.Minute
 // it when done.
 type Store struct {
 	rdb    redis.UniversalClient
+	script *redis.Script // the package's script; tests give another
 	o      Options
 	keys   keyspace
 	err    error  // an invalid Prefix: every method returns it
@@ -119,7 +120,7 @@ func New(client redis.UniversalClient, o Options) *Store {
 	}
 	ks, err := newKeyspace(o.Prefix)
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Store{rdb: client, o: o, keys: ks, err: err, origin: randomSuffix(8),
+	return &Store{rdb: client, script: script, o: o, keys: ks, err: err, origin: randomSuffix(8),
 		known: map[string]struct{}{}, ctx: ctx, cancel: cancel}
 }
 
@@ -138,11 +139,11 @@ func randomSuffix(n int) string {
 }
 
 // plan is what Open makes of a Supervisor's configuration: the arguments
-// every judge and proceed step passes (ARGV[3] to ARGV[18] of store.lua).
+// every judge and proceed step passes, name/value pairs (CONFIG in
+// store.lua).
 type plan struct {
 	cfg       crashloop.SupervisorConfig
 	args      []any
-	budget    []any // a budget alone: ARGV[3] to ARGV[5] of the budget step; nil otherwise
 	fttl      int64 // the fleet string's TTL, ms
 	rph, cdns int64 // the fleet's limit and cooldown (ns), 0 without one
 }
@@ -180,12 +181,11 @@ func newPlan(cfg crashloop.SupervisorConfig, o Options) (*plan, error) {
 		}
 	}
 	p := &plan{cfg: cfg, fttl: ttlMillis(fspan + ttlGrace), rph: rph, cdns: cdns}
-	p.args = []any{cfg.Budget.MaxRespawns, micros(cfg.Budget.Window), cmax, cgap, gmax, gwin, cfg.HourlyCap,
-		rph, fmt.Sprintf("%d,%d,", rph, cdns), cdus, cdns, frac, minf, ttlMillis(span + ttlGrace), p.fttl, ttlMillis(o.ReportTTL)}
-	if cfg.Chain == nil && cfg.Guard == nil && cfg.HourlyCap == 0 && cfg.Fleet == nil {
-		// the record's TTL, which is the fleet string's without a breaker
-		p.budget = []any{cfg.Budget.MaxRespawns, micros(cfg.Budget.Window), ttlMillis(span + ttlGrace)}
-	}
+	p.args = []any{"budget_max", cfg.Budget.MaxRespawns, "budget_window_us", micros(cfg.Budget.Window),
+		"chain_max", cmax, "chain_gap_us", cgap, "guard_max", gmax, "guard_window_us", gwin,
+		"hourly_cap", cfg.HourlyCap, "fleet_per_hour", rph, "cooldown_us", cdus, "cooldown_ns", cdns,
+		"fraction", frac, "min_failing", minf, "record_ttl_ms", ttlMillis(span + ttlGrace),
+		"fleet_ttl_ms", p.fttl, "report_ttl_ms", ttlMillis(o.ReportTTL)}
 	return p, nil
 }
 
@@ -252,11 +252,14 @@ func (s *Store) Lookup(ctx context.Context, key string) (*crashloop.ParkedError,
 	if s.err != nil {
 		return nil, s.err
 	}
-	r, err := s.runReply(ctx, "lookup", []string{s.keys.record(key)}, "lookup", noTime)
+	res, err := s.run(ctx, "lookup", []string{s.keys.record(key)})
 	if err != nil {
 		return nil, err
 	}
-	pe := r.park(key, 0)
+	pe, err := readParkReply(res, key)
+	if err != nil {
+		return nil, badReply("lookup", err)
+	}
 	if pe != nil {
 		s.believe(key, true)
 	}
@@ -266,41 +269,36 @@ func (s *Store) Lookup(ctx context.Context, key string) (*crashloop.ParkedError,
 // Judge decides j and commits the decision in one step, as the library's
 // rules do in memory, with the members and failing members that every
 // live replica last reported; at the server's time unless ClientTime. A
-// park is announced to the other replicas. It needs Open. Under a
-// configuration with a respawn budget alone it runs the script's shorter
-// budget step, which at the server's time keeps time per key rather than
-// per deployment (docs/redis.md, Time).
+// park is announced to the other replicas. It needs Open. A Judgment whose
+// Ending is none of the library's is an error.
 func (s *Store) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
 	p := s.plan.Load()
 	if s.err != nil || p == nil {
 		return crashloop.Verdict{}, firstErr(s.err, errNotOpen)
 	}
+	if j.Ending < crashloop.EndingClean || j.Ending > crashloop.EndingPlanned {
+		return crashloop.Verdict{}, fmt.Errorf("redisstore: judge: Judgment.Ending %v: not an ending of the library", j.Ending)
+	}
 	at, err := timeArg(j.Now, !s.o.ClientTime)
 	if err != nil {
 		return crashloop.Verdict{}, fmt.Errorf("redisstore: judge: %w", err)
 	}
-	var args []any
-	var keys []string
-	if p.budget != nil {
-		// the budget step: a budget alone, in a short call
-		args = append(make([]any, 0, 9), "b", at, p.budget[0], p.budget[1], p.budget[2], int(j.Ending),
-			boolArg(j.Healthy), encodeCause(j.Cause, j.Cause != ""), s.origin)
-		keys = []string{s.keys.record(j.Key), s.keys.fleet(), s.keys.parked()}
-	} else {
-		args = make([]any, 0, 26)
-		args = append(args, "judge", at)
-		args = append(args, p.args...)
-		args = append(args, int(j.Ending), boolArg(j.Healthy), j.Incarnation, encodeCause(j.Cause, j.Cause != ""),
-			j.Members, j.Failing, s.origin, s.o.Replica)
-		keys = []string{s.keys.record(j.Key), s.keys.fleet(), s.keys.parked(), s.keys.held(),
-			s.keys.report(s.o.Replica), s.keys.replicas()}
-	}
-	r, err := s.runReply(ctx, "judge", keys, args...)
+	args := make([]any, 0, 2+len(p.args)+16)
+	args = append(args, "now", at)
+	args = append(args, p.args...)
+	args = append(args, "ending", j.Ending.String(), "healthy", boolArg(j.Healthy), "incarnation", j.Incarnation,
+		"cause", encodeCause(j.Cause, j.Cause != ""), "members", j.Members, "failing", j.Failing,
+		"origin", s.origin, "replica", s.o.Replica)
+	res, err := s.run(ctx, "judge", []string{s.keys.record(j.Key), s.keys.fleet(), s.keys.parked(), s.keys.held(),
+		s.keys.report(s.o.Replica), s.keys.replicas()}, args...)
 	if err != nil {
 		return crashloop.Verdict{}, err
 	}
-	v := r.verdict(j.Key, s.callTime(j.Now))
-	if rep := r.str(4); rep != "" {
+	v, rep, err := readVerdict(res, j.Key, s.callTime(j.Now), true)
+	if err != nil {
+		return crashloop.Verdict{}, badReply("judge", err)
+	}
+	if rep != "" {
 		s.report.Store(&rep)
 	}
 	if v.Park != nil {
@@ -320,14 +318,17 @@ func (s *Store) Proceed(ctx context.Context, key string, now time.Time) (crashlo
 	if err != nil {
 		return crashloop.Verdict{}, fmt.Errorf("redisstore: proceed: %w", err)
 	}
-	args := make([]any, 0, 18)
-	args = append(args, "proceed", at)
+	args := make([]any, 0, 2+len(p.args))
+	args = append(args, "now", at)
 	args = append(args, p.args...)
-	r, err := s.runReply(ctx, "proceed", []string{s.keys.record(key), s.keys.fleet(), s.keys.held()}, args...)
+	res, err := s.run(ctx, "proceed", []string{s.keys.record(key), s.keys.fleet(), s.keys.held()}, args...)
 	if err != nil {
 		return crashloop.Verdict{}, err
 	}
-	v := r.verdict(key, s.callTime(now))
+	v, _, err := readVerdict(res, key, s.callTime(now), false)
+	if err != nil {
+		return crashloop.Verdict{}, badReply("proceed", err)
+	}
 	s.believe(key, v.Park != nil)
 	return v, nil
 }
@@ -341,11 +342,14 @@ func (s *Store) Resume(ctx context.Context, key string, now time.Time) (*crashlo
 	if s.err != nil {
 		return nil, s.err
 	}
-	r, err := s.runReply(ctx, "resume", []string{s.keys.record(key), s.keys.parked(), s.keys.held()}, "resume", noTime, s.origin)
+	res, err := s.run(ctx, "resume", []string{s.keys.record(key), s.keys.parked(), s.keys.held()}, "origin", s.origin)
 	if err != nil {
 		return nil, err
 	}
-	pe := r.park(key, 0)
+	pe, err := readParkReply(res, key)
+	if err != nil {
+		return nil, badReply("resume", err)
+	}
 	if pe == nil {
 		return nil, fmt.Errorf("%w: %q", crashloop.ErrNotParked, key)
 	}
@@ -359,11 +363,15 @@ func (s *Store) Forget(ctx context.Context, key string) error {
 	if s.err != nil {
 		return s.err
 	}
-	_, err := s.run(ctx, "forget", []string{s.keys.record(key), s.keys.parked(), s.keys.held()}, "forget", noTime, s.origin)
-	if err == nil {
-		s.believe(key, false)
+	res, err := s.run(ctx, "forget", []string{s.keys.record(key), s.keys.parked(), s.keys.held()}, "origin", s.origin)
+	if err != nil {
+		return err
 	}
-	return err
+	if _, err := readParkReply(res, key); err != nil {
+		return badReply("forget", err)
+	}
+	s.believe(key, false)
+	return nil
 }
 
 // Restore writes back parks decided alone while Redis could not be reached,
@@ -377,26 +385,24 @@ func (s *Store) Restore(ctx context.Context, parks []*crashloop.ParkedError) (in
 	}
 	keys := make([]string, 0, 1+len(parks))
 	keys = append(keys, s.keys.parked())
-	args := make([]any, 0, 3+4*len(parks))
-	args = append(args, "restore", noTime, s.origin)
+	args := make([]any, 0, 2+2*len(parks))
+	args = append(args, "origin", s.origin)
 	for _, pe := range parks {
-		var cause string
-		if pe.LastError != nil {
-			cause = encodeCause(pe.LastError.Error(), true)
-		}
-		since := min(max(pe.Since.UnixMicro(), 0), maxMicros-1)
 		keys = append(keys, s.keys.record(pe.Key))
-		args = append(args, pe.Reason, pe.Attempts, micros16(since), cause)
+		args = append(args, "park", encodePark(pe))
 	}
 	res, err := s.run(ctx, "restore", keys, args...)
 	if err != nil {
 		return 0, err
 	}
+	n, err := readCount(res, len(parks))
+	if err != nil {
+		return 0, badReply("restore", err)
+	}
 	for _, pe := range parks {
 		s.believe(pe.Key, true)
 	}
-	n, _ := res.(int64)
-	return int(n), nil
+	return n, nil
 }
 
 // Parked returns the parks of every key of the deployment, sorted by key.
@@ -404,15 +410,13 @@ func (s *Store) Parked(ctx context.Context) ([]*crashloop.ParkedError, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	r, err := s.runReply(ctx, "parked", []string{s.keys.parked()}, "parked", noTime)
+	res, err := s.run(ctx, "parked", []string{s.keys.parked()})
 	if err != nil {
 		return nil, err
 	}
-	var out []*crashloop.ParkedError
-	for i := 0; i+4 < len(r); i += 5 {
-		if pe := r.park(r.str(i), i+1); pe != nil {
-			out = append(out, pe)
-		}
+	out, err := readParked(res)
+	if err != nil {
+		return nil, badReply("parked", err)
 	}
 	slices.SortFunc(out, func(a, b *crashloop.ParkedError) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
@@ -432,18 +436,19 @@ func (s *Store) Fleet(ctx context.Context, now time.Time) (crashloop.FleetStatus
 		return crashloop.FleetStatus{}, fmt.Errorf("redisstore: fleet: %w", err)
 	}
 	p := s.plan.Load()
-	args := []any{"fleet", at, "r"}
+	op, args := "fleet_read", []any{"now", at}
 	if p != nil {
-		args = []any{"fleet", at, "w", p.fttl, p.rph, p.cdns}
+		op, args = "fleet", []any{"now", at, "fleet_ttl_ms", p.fttl, "fleet_per_hour", p.rph, "cooldown_ns", p.cdns}
 	}
-	r, err := s.runReply(ctx, "fleet", []string{s.keys.fleet()}, args...)
+	res, err := s.run(ctx, op, []string{s.keys.fleet()}, args...)
 	if err != nil {
 		return crashloop.FleetStatus{}, err
 	}
-	rph, cooldown := int(r.int(5)), time.Duration(0)
-	if cd, err := strconv.ParseInt(r.str(6), 10, 64); err == nil {
-		cooldown = time.Duration(cd)
+	r, err := readFleet(res)
+	if err != nil {
+		return crashloop.FleetStatus{}, badReply(op, err)
 	}
+	rph, cooldown := r.perHour, r.cooldown
 	if p != nil {
 		if p.cfg.Fleet == nil {
 			return crashloop.FleetStatus{}, nil
@@ -453,10 +458,10 @@ func (s *Store) Fleet(ctx context.Context, now time.Time) (crashloop.FleetStatus
 	if rph == 0 {
 		return crashloop.FleetStatus{}, nil
 	}
-	st := crashloop.FleetStatus{BreakerTripped: r.int(0) == 1, FleetRestartsPerHour: rph,
-		FailingChannels: int(r.int(2)), TotalChannels: int(r.int(3)), RestartsInHour: int(r.int(4))}
+	st := crashloop.FleetStatus{BreakerTripped: r.tripped, FleetRestartsPerHour: rph,
+		FailingChannels: r.failing, TotalChannels: r.total, RestartsInHour: r.hour}
 	if st.BreakerTripped {
-		at := time.UnixMicro(r.int(1)).Add(cooldown)
+		at := r.since.Add(cooldown)
 		st.RearmAt = &at
 	}
 	return st, nil

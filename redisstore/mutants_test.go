@@ -1,0 +1,160 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// mutants are hand mutations of store.lua, each a textual replacement of
+// one place in it (old must occur exactly once), that the tests in
+// mutantTests must catch: a mutant they let through is a rule of the
+// script that no test holds. docs/redis.md lists them with what caught
+// each.
+var mutants = []struct{ name, old, new string }{
+	{"prune: a time exactly a window old drops out (> for >=)",
+		"tonumber(string.sub(w, i, i + 15)) > span do", "tonumber(string.sub(w, i, i + 15)) >= span do"},
+	{"the restart count grows only on failed starts",
+		"        r.n = r.n + 1\n", "        if ending == 'failed_start' then r.n = r.n + 1 end\n"},
+	{"Healthy ignored",
+		"if healthy or ending == 'clean' then", "if ending == 'clean' then"},
+	{"the deployment's time not written with client clocks",
+		"local v = f.ts .. flag", "local v = (A.now ~= '' and string.sub(redis.call('GET', tag .. 'fleet') or string.rep('0', 16), 1, 16) or f.ts) .. flag"},
+	{"the deployment's time not written at the server's time (the deleted budget step's rule)",
+		"local v = f.ts .. flag", "local v = (A.now == '' and string.sub(redis.call('GET', tag .. 'fleet') or string.rep('0', 16), 1, 16) or f.ts) .. flag"},
+	{"the record written without its TTL",
+		"redis.call('SET', key, renc(r), 'PX', ttl)", "redis.call('SET', key, renc(r))"},
+	{"the fleet string written without its TTL",
+		"redis.call('SET', tag .. 'fleet', v, 'PX', ttl)", "redis.call('SET', tag .. 'fleet', v)"},
+	{"a park written with an expiry",
+		"  if r.p then\n    redis.call('SET', key, renc(r))\n", "  if r.p then\n    redis.call('SET', key, renc(r), 'PX', 60000)\n"},
+	{"the budget parks one respawn late (>= for >)",
+		"if n >= A.budget_max then", "if n > A.budget_max then"},
+	{"the chain breaks a microsecond early (<= for <) when judged",
+		"<= A.chain_gap_us then\n          n = r.c.count", "< A.chain_gap_us then\n          n = r.c.count"},
+	{"the chain ignores the incarnation when judged",
+		"if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= A.chain_gap_us then\n          n =",
+		"if r.c and t - tonumber(r.c.last) <= A.chain_gap_us then\n          n ="},
+	{"a planned restart does not end the chain",
+		"r.c = false -- a planned restart ends the chain", "r.c = r.c"},
+	{"the breaker re-arms a microsecond late (< for <=)",
+		"if not f.tripped or t - f.since < A.cooldown_us then", "if not f.tripped or t - f.since <= A.cooldown_us then"},
+	{"the release of held restarts starts a gap late",
+		"string.format('%d', (i - 1) * gap)", "string.format('%d', i * gap)"},
+	{"a park does not count its own key as failing",
+		"math.min(math.max(tf + 1, 0), total)", "math.min(math.max(tf, 0), total)"},
+	{"a park ignores the other replicas' reports",
+		"if name ~= A.replica then", "if false then"},
+	{"a hold may wait 0 (at least 1ns dropped)",
+		"  if left < 1 then\n    left = 1", "  if left < 0 then\n    left = 1"},
+	{"a held restart waits on at its turn (> for >=)",
+		"if left > 0 then", "if left >= 0 then"},
+	{"the server clock's microseconds not zero-padded",
+		"nows = tm[1] .. string.sub('00000' .. tm[2], -6)", "nows = tm[1] .. tm[2]"},
+}
+
+// mutantTests are the tests each mutant runs against, in stages, the
+// quickest first: a mutant caught by one stage runs no other.
+var mutantTests = []string{"^(TestKeysAndExpiry|TestServerTime)$", "^TestConformance$", "^TestConformanceServerTime$"}
+
+// mutantEnv names the mutant a test process runs with (see TestMain).
+const mutantEnv = "REDISSTORE_MUTANT"
+
+// mutate returns src with mutant name applied.
+func mutate(src, name string) (string, error) {
+	for _, m := range mutants {
+		if m.name == name {
+			if n := strings.Count(src, m.old); n != 1 {
+				return "", fmt.Errorf("mutant %q: its text occurs %d times in store.lua, want once", name, n)
+			}
+			return strings.Replace(src, m.old, m.new, 1), nil
+		}
+	}
+	return "", fmt.Errorf("no mutant %q", name)
+}
+
+// applyMutant runs this test process with the mutant that mutantEnv names,
+// if any: every Store then runs the mutated script.
+func applyMutant() error {
+	name := os.Getenv(mutantEnv)
+	if name == "" {
+		return nil
+	}
+	src, err := mutate(storeSource, name)
+	if err != nil {
+		return err
+	}
+	storeSource, script = src, redis.NewScript(src)
+	return nil
+}
+
+var failLine = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
+
+// The hand-mutation check: each mutant of store.lua makes mutantTests
+// fail. Each runs in test processes of its own (this test binary, with
+// mutantEnv set), which stop at their first failure; the test logs which
+// test caught each mutant. It takes 45-55s under -race on a shared 2-core
+// machine, so it is part of every run but -short (docs/redis.md).
+func TestMutants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the hand-mutation check runs test processes for each mutant")
+	}
+	for _, m := range mutants {
+		if _, err := mutate(storeSource, m.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range mutants {
+		start := time.Now()
+		caught, err := runMutant(m.name)
+		if err != nil {
+			t.Errorf("mutant %q: %v", m.name, err)
+			continue
+		}
+		t.Logf("%s: caught by %s (%v)", m.name, caught, time.Since(start).Round(100*time.Millisecond))
+	}
+}
+
+// runMutant runs the stages of mutantTests with mutant name until one
+// fails, and returns the test that caught it: the innermost that failed
+// (a stage stops at its first failure).
+func runMutant(name string) (string, error) {
+	for _, tests := range mutantTests {
+		cmd := exec.Command(os.Args[0], "-test.run="+tests, "-test.failfast", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), mutantEnv+"="+name)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			continue
+		}
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+			return "", fmt.Errorf("%s: %v\n%s", tests, err, tail(out))
+		}
+		caught := ""
+		for _, sub := range failLine.FindAllStringSubmatch(string(out), -1) {
+			if strings.Count(sub[1], "/") >= strings.Count(caught, "/") {
+				caught = sub[1]
+			}
+		}
+		if caught == "" {
+			return "", fmt.Errorf("%s failed, but no test said so:\n%s", tests, tail(out))
+		}
+		return caught, nil
+	}
+	return "", errors.New("survived every test")
+}
+
+// tail is the end of a test process's output, for a failure message.
+func tail(out []byte) string {
+	if len(out) > 4000 {
+		out = out[len(out)-4000:]
+	}
+	return string(out)
+}

@@ -1,0 +1,207 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/ledgertest"
+	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// verdictReply is a judge reply with every field, as store.lua writes one,
+// with the fields in extra appended.
+func verdictReply(extra ...any) []any {
+	return append([]any{"now", int64(1_000_000), "new_park", int64(1), "held", int64(0), "attempt", int64(0),
+		"restarts", int64(3), "wait_ns", int64(0),
+		"park", []any{"key", "k", "reason", "respawn_budget_exhausted", "attempts", int64(2), "since", int64(999_999), "cause", "eboom"},
+		"tripped", []any{"reason", "channel crash-loop: 2/3 channels failing", "restarts", int64(4), "failing", int64(2), "total", int64(3)},
+		"rearmed", []any{"reason", "earlier", "restarts", int64(8), "failing", int64(0), "total", int64(1)},
+		"report", "4,2"}, extra...)
+}
+
+// without returns reply r without its field name.
+func without(r []any, name string) []any {
+	var out []any
+	for i := 0; i < len(r); i += 2 {
+		if r[i] != name {
+			out = append(out, r[i], r[i+1])
+		}
+	}
+	return out
+}
+
+// with returns reply r with field name set to v.
+func with(r []any, name string, v any) []any {
+	out := append([]any(nil), r...)
+	for i := 0; i < len(out); i += 2 {
+		if out[i] == name {
+			out[i+1] = v
+		}
+	}
+	return out
+}
+
+// A reply of the shape store.lua writes is read field by field.
+func TestReadVerdict(t *testing.T) {
+	v, rep, err := readVerdict(verdictReply(), "k", time.Time{}, true)
+	require.NoError(t, err)
+	require.Equal(t, "4,2", rep)
+	require.Equal(t, time.UnixMicro(1_000_000), v.Now)
+	require.EqualError(t, v.Park.LastError, "boom")
+	v.Park.LastError = nil
+	require.Equal(t, &crashloop.ParkedError{Key: "k", Reason: crashloop.ReasonBudgetExhausted, Attempts: 2,
+		Since: time.UnixMicro(999_999)}, v.Park)
+	v.Park = nil
+	require.Equal(t, crashloop.Verdict{Now: time.UnixMicro(1_000_000), NewPark: true, Restarts: 3,
+		Tripped: &crashloop.FleetChange{Reason: "channel crash-loop: 2/3 channels failing", Restarts: 4, Failing: 2, Total: 3},
+		Rearmed: &crashloop.FleetChange{Reason: "earlier", Restarts: 8, Total: 1}}, v)
+
+	// The time of a client-time call is kept as given; the optional fields
+	// may be left out.
+	given := ledgertest.T0.Add(time.Nanosecond)
+	v, rep, err = readVerdict([]any{"now", int64(5), "new_park", int64(0), "held", int64(1), "attempt", int64(0),
+		"restarts", int64(1), "wait_ns", int64(30)}, "k", given, false)
+	require.NoError(t, err)
+	require.Equal(t, "", rep)
+	require.Equal(t, crashloop.Verdict{Now: given, Restarts: 1, Held: true, Wait: 30}, v)
+}
+
+// A reply of another shape than the one read is an error matching
+// errBadReply that says what is wrong, never zero values.
+func TestWrongShapedReplies(t *testing.T) {
+	good := verdictReply()
+	park := func(kv ...any) []any {
+		p := []any{"key", "k", "reason", "permanent_error", "attempts", int64(0), "since", int64(1), "cause", ""}
+		for i := 0; i < len(kv); i += 2 {
+			p = with(p, kv[i].(string), kv[i+1])
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name  string
+		reply any
+		judge bool
+		want  string
+	}{
+		{"a string", "OK", true, `the string "OK", want an array of name/value pairs`},
+		{"nil", nil, true, `nil, want an array of name/value pairs`},
+		{"an integer", int64(1), true, `the integer 1, want an array of name/value pairs`},
+		{"odd length", []any{"now"}, true, `an array of 1, want name/value pairs`},
+		{"a name that is no string", []any{int64(1), int64(2)}, true, `a name that is the integer 1`},
+		{"unknown field", verdictReply("surprise", int64(1)), true, `unknown field "surprise"`},
+		{"report from proceed", good, false, `unknown field "report"`},
+		{"a field twice", verdictReply("now", int64(2)), true, `field "now" twice`},
+		{"missing field", without(good, "wait_ns"), true, `no field "wait_ns"`},
+		{"string for integer", with(good, "restarts", "3"), true, `field "restarts": the string "3", want an integer`},
+		{"flag out of range", with(good, "held", int64(2)), true, `field "held": the integer 2, want 0 or 1`},
+		{"report not a string", with(good, "report", int64(4)), true, `field "report": the integer 4, want a string`},
+		{"park of another key", with(good, "park", park("key", "other")), true, `field "park": the park of "other", want "k"'s`},
+		{"park without reason", with(good, "park", park("reason", "")), true, `field "park": a park without a reason`},
+		{"park with a bad cause", with(good, "park", park("cause", "boom")), true, `field "park": cause "boom": want '' or 'e' and its text`},
+		{"park missing a field", with(good, "park", without(park(), "since")), true, `field "park": no field "since"`},
+		{"park not an object", with(good, "park", "k"), true, `field "park": the string "k", want an array of name/value pairs`},
+		{"trip with an unknown field", with(good, "tripped", []any{"why", "x"}), true, `field "tripped": unknown field "why"`},
+		{"re-arm missing a field", with(good, "rearmed", []any{"reason", "x"}), true, `field "rearmed": no field "restarts"`},
+		{"a new park without its park", without(good, "park"), true, `a new park without its park`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, rep, err := readVerdict(tc.reply, "k", time.Time{}, tc.judge)
+			require.EqualError(t, err, tc.want)
+			require.Equal(t, crashloop.Verdict{}, v)
+			require.Equal(t, "", rep)
+			err = badReply("judge", err)
+			require.ErrorIs(t, err, errBadReply)
+			require.EqualError(t, err, "redisstore: judge: reply of the wrong shape: "+tc.want)
+		})
+	}
+
+	_, err := readParkReply([]any{"park", park(), "now", int64(1)}, "k")
+	require.EqualError(t, err, `unknown field "now"`)
+	pe, err := readParkReply([]any{}, "k")
+	require.NoError(t, err)
+	require.Nil(t, pe)
+	_, err = readParked([]any{park(), "k"})
+	require.EqualError(t, err, `park 1: the string "k", want an array of name/value pairs`)
+	_, err = readParked(map[any]any{})
+	require.EqualError(t, err, `a map[interface {}]interface {}, want an array of parks`)
+	_, err = readCount("1", 1)
+	require.EqualError(t, err, `the string "1", want a count from 0 to 1`)
+	_, err = readCount(int64(2), 1)
+	require.EqualError(t, err, `the integer 2, want a count from 0 to 1`)
+	fleet := []any{"tripped", int64(0), "since", int64(0), "failing", int64(0), "total", int64(0), "hour", int64(0),
+		"per_hour", int64(8), "cooldown_ns", int64(1), "now", int64(1)}
+	_, err = readFleet(without(fleet, "now"))
+	require.EqualError(t, err, `no field "now"`)
+	_, err = readFleet(with(fleet, "cooldown_ns", "1"))
+	require.EqualError(t, err, `field "cooldown_ns": the string "1", want an integer`)
+	f, err := readFleet(fleet)
+	require.NoError(t, err)
+	require.Equal(t, fleetReply{since: time.UnixMicro(0), perHour: 8, cooldown: 1}, f)
+}
+
+// Every method of a Store fails loudly on a reply of the wrong shape: here
+// a script out of step with the code, whatever the operation.
+func TestStoreRefusesWrongShapedReplies(t *testing.T) {
+	s := redistest.Start(t)
+	st := replicasOn(t, s, 1, Options{ClientTime: true})[0]
+	st.script = redis.NewScript(`return {'surprise', 1}`)
+	require.NoError(t, st.Open(ledgertest.Config(), nil))
+	ctx := context.Background()
+	now := ledgertest.T0
+	check := func(op, want string, err error) {
+		t.Helper()
+		require.ErrorIs(t, err, errBadReply)
+		require.EqualError(t, err, "redisstore: "+op+": reply of the wrong shape: "+want)
+	}
+	_, err := st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingCrash, Incarnation: "i", Now: now})
+	check("judge", `unknown field "surprise"`, err)
+	_, err = st.Proceed(ctx, "k", now)
+	check("proceed", `unknown field "surprise"`, err)
+	_, err = st.Lookup(ctx, "k")
+	check("lookup", `unknown field "surprise"`, err)
+	_, err = st.Resume(ctx, "k", now)
+	check("resume", `unknown field "surprise"`, err)
+	check("forget", `unknown field "surprise"`, st.Forget(ctx, "k"))
+	_, err = st.Restore(ctx, nil)
+	check("restore", `an array of 2, want a count from 0 to 0`, err)
+	_, err = st.Parked(ctx)
+	check("parked", `park 0: the string "surprise", want an array of name/value pairs`, err)
+	_, err = st.Fleet(ctx, now)
+	check("fleet", `unknown field "surprise"`, err)
+	_, err = New(testClient(t, s), Options{Prefix: newPrefix(), ClientTime: true}).Fleet(ctx, now)
+	require.NoError(t, err, "the real script, for contrast")
+}
+
+// The script refuses arguments of another shape by name, and a Judgment
+// whose Ending is none of the library's never reaches it.
+func TestScriptRefusesWrongArguments(t *testing.T) {
+	s := redistest.Start(t)
+	st := replicasOn(t, s, 1, Options{ClientTime: true})[0]
+	ctx := context.Background()
+	keys := []string{st.keys.record("k")}
+	for _, tc := range []struct {
+		args []any
+		want string
+	}{
+		{nil, "crashloop: unknown operation nil"},
+		{[]any{"jugde"}, "crashloop: unknown operation jugde"},
+		{[]any{"lookup", "now"}, "crashloop: lookup: arguments are name/value pairs after the operation, got 1 values"},
+		{[]any{"lookup", "now", ""}, "crashloop: lookup: unknown argument now"},
+		{[]any{"resume"}, "crashloop: resume: missing argument origin"},
+		{[]any{"resume", "origin", "a", "origin", "b"}, "crashloop: resume: argument origin given twice"},
+		{[]any{"fleet_read", "now", "123"}, "crashloop: fleet_read: argument now: 123 is not a time ('' or 16 digits)"},
+		{[]any{"report", "report", "", "replica", "r", "ttl_ms", "-1"}, "crashloop: report: argument ttl_ms: -1 is not a whole number"},
+	} {
+		err := st.script.Run(ctx, st.rdb, keys, tc.args...).Err()
+		require.EqualError(t, err, tc.want, "%q", tc.args)
+	}
+	require.NoError(t, st.Open(ledgertest.Config(), nil))
+	_, err := st.Judge(ctx, crashloop.Judgment{Key: "k", Now: ledgertest.T0})
+	require.EqualError(t, err, "redisstore: judge: Judgment.Ending Ending(0): not an ending of the library")
+	require.False(t, errors.Is(err, errBadReply))
+}
