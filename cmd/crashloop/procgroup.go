@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 	"syscall"
 	"time"
@@ -17,6 +18,8 @@ import (
 type group struct {
 	pgid   int
 	exited <-chan syscall.WaitStatus // the leader's wait status, once
+	log    *slog.Logger              // says when the grace period ends in KILL
+	key    string
 
 	mu       sync.Mutex
 	stopping bool        // a stop signal was sent and kill is armed
@@ -24,18 +27,17 @@ type group struct {
 	gone     bool        // the group is empty: its id may be reused, so signal nothing
 }
 
-// signal sends sig to every process of the group, unless the group is gone.
-func (g *group) signal(sig syscall.Signal) {
+// signal sends sig to every process of the group, unless the group is
+// gone, and reports whether it reached a process.
+func (g *group) signal(sig syscall.Signal) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.gone {
-		_ = syscall.Kill(-g.pgid, sig)
-	}
+	return !g.gone && syscall.Kill(-g.pgid, sig) == nil
 }
 
-// stop sends sig to the group and KILL once grace has passed. Only the
-// first stop counts: a later one neither signals again nor moves the
-// deadline (force the end with signal(SIGKILL)).
+// stop sends sig to the group and KILL once grace has passed, which it
+// logs. Only the first stop counts: a later one neither signals again nor
+// moves the deadline (force the end with signal(SIGKILL)).
 func (g *group) stop(sig syscall.Signal, grace time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -44,7 +46,12 @@ func (g *group) stop(sig syscall.Signal, grace time.Duration) {
 	}
 	g.stopping = true
 	_ = syscall.Kill(-g.pgid, sig)
-	g.kill = time.AfterFunc(grace, func() { g.signal(syscall.SIGKILL) })
+	g.kill = time.AfterFunc(grace, func() {
+		if g.signal(syscall.SIGKILL) {
+			g.log.Warn(fmt.Sprintf("the program's process group did not exit within --grace %s of SIG%s; sent SIGKILL", grace, signalName(sig)),
+				"key", g.key, "pid", g.pgid)
+		}
+	})
 }
 
 // waitGone returns once no process is left in the group; call it after

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -30,6 +31,8 @@ type launcher struct {
 	reaper *reaper
 	keeper *keeper
 	self   string // runs crashloop's binary
+	log    *slog.Logger
+	key    string
 }
 
 // start starts argv with env in dir. It returns a *failure with status 127
@@ -54,7 +57,7 @@ func (l *launcher) start(argv, env []string, dir string) (*group, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &group{pgid: pid, exited: exited}
+	g := &group{pgid: pid, exited: exited, log: l.log, key: l.key}
 	l.keeper.add(pid)
 	_, _ = goW.Write([]byte{1}) // fails only if the shim was killed: its exit tells
 	goW.Close()

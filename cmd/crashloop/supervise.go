@@ -114,7 +114,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 		return 0, err
 	}
 	defer keeper.close()
-	r.launch = &launcher{reaper: reaper, keeper: keeper, self: self}
+	r.launch = &launcher{reaper: reaper, keeper: keeper, self: self, log: log, key: key}
 	r.env = s.programEnv(r.notify.path)
 	if metrics != nil {
 		defer serveMetrics(metrics, sup, &events, r, log).close()

@@ -112,7 +112,7 @@ func TestRestartsAreLogged(t *testing.T) {
 	c.signal(t, syscall.SIGTERM)
 	assert.Equal(t, 128+int(syscall.SIGTERM), c.wait(t), c.stderr.String())
 	for n := 1; n <= 2; n++ {
-		assert.Contains(t, c.stderr.String(), fmt.Sprintf(`level=WARN msg="key \"always\" exited cleanly; restart %d now" event=agent.restart_scheduled key=always incarnation=always#1 reason=clean_exit attempts=%d backoff=0s`+"\n", n, n))
+		assert.Contains(t, c.stderr.String(), fmt.Sprintf(`level=INFO msg="key \"always\" exited cleanly; restart %d now" event=agent.restart_scheduled key=always incarnation=always#1 reason=clean_exit attempts=%d backoff=0s`+"\n", n, n))
 	}
 	assert.Equal(t, 2, strings.Count(c.stderr.String(), "event=agent.restart_scheduled"), c.stderr.String())
 
