@@ -123,3 +123,16 @@ func TestRestartsAreLogged(t *testing.T) {
 	}
 	assert.Equal(t, 3, strings.Count(r.stderr, "event=agent.restart_scheduled"), r.stderr)
 }
+
+// TestChainMaxCountsRestarts: --chain-max N restarts N failures after
+// healthy runs, one after the other, and the next one parks, as
+// docs/cli.md says: N+1 starts.
+func TestChainMaxCountsRestarts(t *testing.T) {
+	t.Parallel()
+	rec := recordFile(t, t.TempDir())
+	r := runCL(t, with("--key=chain", "--healthy-after=0", "--chain-max=2", "--", helper, "record="+rec, "notify=READY=1", "exit=1")...)
+	assert.Equal(t, exitParked, r.code, r.stderr)
+	assert.Len(t, lines(t, rec), 3, "starts")
+	assert.Equal(t, 2, strings.Count(r.stderr, "event=agent.restart_scheduled"), r.stderr)
+	assert.True(t, strings.HasSuffix(r.stderr, "\ncrashloop: giving up on chain: needs_human after 3 starts; last exit: exited with status 1\n"), r.stderr)
+}
