@@ -364,13 +364,16 @@ func (e *envFlag) Set(v string) error {
 // programEnv returns the program's environment: crashloop's own, then
 // --env (a later KEY replaces an earlier one), then NOTIFY_SOCKET and, with
 // --watchdog, WATCHDOG_USEC (the shim adds WATCHDOG_PID). The notify
-// variables that crashloop's own service manager gave it are not passed on.
+// variables that crashloop's own service manager gave it are not passed on,
+// nor NOTIFY_SOCKET when notifySocket is "" (there is none).
 func (s *settings) programEnv(notifySocket string) []string {
-	env := withoutEnv(withoutEnv(os.Environ(), "WATCHDOG_USEC"), "WATCHDOG_PID")
+	env := withoutEnv(withoutEnv(withoutEnv(os.Environ(), "WATCHDOG_USEC"), "WATCHDOG_PID"), "NOTIFY_SOCKET")
 	for _, kv := range s.env {
 		env = setEnv(env, kv)
 	}
-	env = setEnv(env, "NOTIFY_SOCKET="+notifySocket)
+	if notifySocket != "" {
+		env = setEnv(env, "NOTIFY_SOCKET="+notifySocket)
+	}
 	if s.watchdog > 0 {
 		env = setEnv(env, "WATCHDOG_USEC="+strconv.FormatInt(s.watchdog.Microseconds(), 10))
 	}
