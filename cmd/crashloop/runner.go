@@ -64,6 +64,12 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	ws := <-cur.group.exited
+	r.launch.takeTerminal()
+	if r.launch.term != nil && ws.Signaled() && ws.Signal() == syscall.SIGINT {
+		// Ctrl-C at the terminal went to the program's group alone, which
+		// had the terminal: crashloop stops, as a shell does.
+		r.stop(syscall.SIGINT)
+	}
 	cause := cur.dog.end()
 	r.notify.drain() // a READY=1 sent just before the exit counts for this run
 	r.mu.Lock()

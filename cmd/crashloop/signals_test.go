@@ -124,3 +124,49 @@ func TestGraceEndsInALoggedKill(t *testing.T) {
 		fmt.Sprintf(`level=WARN msg="the program's process group did not exit within --grace 50ms of SIGTERM; sent SIGKILL" key=stubborn pid=%d`, pids[0]),
 	}, untimed(c.stderr.String()))
 }
+
+// TestTheProgramGetsTheSignalStateCrashloopGot, after tini's sigconf test:
+// crashloop, started by a helper that sets signals ignored and blocked and
+// executes it, runs a program that reads its own signal state. It gets the
+// ignored signals that crashloop catches for itself (INT, HUP) ignored, and
+// what else crashloop could see. The Go runtime replaces SEGV's disposition
+// and unblocks ILL and TERM before crashloop's main runs, keeping the old
+// state to itself: those reach the program as defaults.
+func TestTheProgramGetsTheSignalStateCrashloopGot(t *testing.T) {
+	t.Parallel()
+	mask := func(sigs ...syscall.Signal) string {
+		var m uint64
+		for _, s := range sigs {
+			m |= 1 << (s - 1)
+		}
+		return fmt.Sprintf("%016x", m)
+	}
+	cases := []struct {
+		name             string
+		steps            []string
+		ignored, blocked string
+	}{
+		{"tini's sigconf", []string{"sigign=TTOU", "sigign=SEGV", "sigign=INT", "block=TTIN", "block=ILL", "block=TERM"},
+			mask(syscall.SIGTTOU, syscall.SIGINT), mask(syscall.SIGTTIN)},
+		{"nohup", []string{"sigign=HUP", "block=PIPE", "block=USR1"},
+			mask(syscall.SIGHUP), mask(syscall.SIGPIPE, syscall.SIGUSR1)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := command()
+			cmd.Path = helper
+			cmd.Args = append(append([]string{helper}, tc.steps...), "exec", binary, "--key=sigs", "--", "cat", "/proc/self/status")
+			r := runCmd(t, cmd)
+			require.Equal(t, 0, r.code, r.stderr)
+			got := map[string]string{}
+			for _, l := range strings.Split(r.stdout, "\n") {
+				if k, v, ok := strings.Cut(l, ":\t"); ok && (k == "SigIgn" || k == "SigBlk") {
+					got[k] = v
+				}
+			}
+			assert.Equal(t, map[string]string{"SigIgn": tc.ignored, "SigBlk": tc.blocked}, got)
+			assert.Empty(t, r.stderr)
+		})
+	}
+}

@@ -95,6 +95,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	defer cancel()
 	permanent, _ := parseExitCodes(s.permanentExitCodes) // checked by settings.check
 	r := &runner{key: key, argv: argv, dir: s.chdir, grace: s.grace, watchdog: s.watchdog, permanent: permanent, log: log, cancel: cancel}
+	sigs := readSigState() // before crashloop changes it
 	defer handleSignals(r)()
 	reaper := newReaper()
 	defer reaper.close()
@@ -120,7 +121,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 		return 0, err
 	}
 	defer keeper.close()
-	r.launch = &launcher{reaper: reaper, keeper: keeper, self: self, log: log, key: key}
+	r.launch = &launcher{reaper: reaper, keeper: keeper, self: self, log: log, key: key, sigs: sigs, term: foregroundTerminal()}
 	r.env = s.programEnv(notifySocket)
 	if metrics != nil {
 		defer serveMetrics(metrics, sup, &events, r, log).close()
