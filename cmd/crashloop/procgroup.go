@@ -27,12 +27,13 @@ type group struct {
 	gone     bool        // the group is empty: its id may be reused, so signal nothing
 }
 
-// signal sends sig to every process of the group, unless the group is
-// gone, and reports whether it reached a process.
-func (g *group) signal(sig syscall.Signal) bool {
+// signal sends sig to every process of the group, unless the group is gone.
+func (g *group) signal(sig syscall.Signal) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return !g.gone && syscall.Kill(-g.pgid, sig) == nil
+	if !g.gone {
+		_ = syscall.Kill(-g.pgid, sig)
+	}
 }
 
 // stop sends sig to the group and KILL once grace has passed, which it
@@ -47,7 +48,10 @@ func (g *group) stop(sig syscall.Signal, grace time.Duration) {
 	g.stopping = true
 	_ = syscall.Kill(-g.pgid, sig)
 	g.kill = time.AfterFunc(grace, func() {
-		if g.signal(syscall.SIGKILL) {
+		// Under the lock, so that the line comes before waitGone returns.
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if !g.gone && syscall.Kill(-g.pgid, syscall.SIGKILL) == nil {
 			g.log.Warn(fmt.Sprintf("the program's process group did not exit within --grace %s of SIG%s; sent SIGKILL", grace, signalName(sig)),
 				"key", g.key, "pid", g.pgid)
 		}
