@@ -11,7 +11,7 @@ import (
 // LogEvents returns an EventHandler that writes each event to l as one
 // structured line: at ERROR for parks, trips and escalations, WARN for
 // scheduled respawns and restarts and for an unreachable shared store, INFO
-// for resumes, re-arms and a recovered store. Each line carries the
+// for a restart after a clean exit (unless held), resumes, re-arms and a recovered store. Each line carries the
 // attributes event (the kind's dotted name), key, and those of reason,
 // attempts, limit, window, backoff, held, failing, total, incarnation and
 // last_error that apply. Lines are stamped with the event's time. A nil l
@@ -32,7 +32,9 @@ func logEvent(l *slog.Logger, ev Event) {
 		level = slog.LevelWarn
 		msg = fmt.Sprintf("key %q failed; respawn %d/%d %s", ev.Key, ev.Attempts, ev.Limit, when(ev))
 	case EventRestartScheduled:
-		level = slog.LevelWarn
+		if ev.Reason != restartCleanExit || ev.Held { // a clean exit is no trouble; a tripped breaker is
+			level = slog.LevelWarn
+		}
 		msg = fmt.Sprintf("key %q %s; restart %d %s", ev.Key, restartWhy(ev.Reason), ev.Attempts, when(ev))
 	case EventStartupExhausted:
 		level = slog.LevelError

@@ -178,6 +178,14 @@ var fieldFlags = map[string]struct{ flag, part string }{
 	"hourly_cap":             {"hourly-cap", ""},
 }
 
+// ruleFlags rewrites the settings that the library's rules name, in a
+// line about a flag, as the flags that set them: "--max-backoff: must be
+// >= --initial-backoff (2s)", not ">= initial_backoff".
+var ruleFlags = strings.NewReplacer(
+	"initial_backoff", "--initial-backoff",
+	`kind "exponential"`, "--backoff=exponential",
+)
+
 // explain turns the library's rejection of a setting into one line that
 // names where the user wrote it: the flag, if one set it ("--window: must
 // be > 0"); else the config file and the setting's path in it; else the
@@ -192,14 +200,14 @@ func (s *settings) explain(err error) error {
 	ff, hasFlag := fieldFlags[ce.Field]
 	switch {
 	case hasFlag && s.isSet(ff.flag):
-		return usagef("--%s: %s%s", ff.flag, ff.part, rule)
+		return usagef("--%s: %s%s", ff.flag, ff.part, ruleFlags.Replace(rule))
 	case s.config != "" && (s.inFile(ce.Field) || !hasFlag):
 		if ce.Field == "config" { // the file is not a JSON object: its value is the whole file
 			return usagef("%s: %s", s.config, rule)
 		}
 		return usagef("%s: %s: %s%s", s.config, ce.Field, rule, shortValue(ce.Value))
 	case hasFlag:
-		return usagef("--%s (default %s): %s%s", ff.flag, s.fs.Lookup(ff.flag).DefValue, ff.part, rule)
+		return usagef("--%s (default %s): %s%s", ff.flag, s.fs.Lookup(ff.flag).DefValue, ff.part, ruleFlags.Replace(rule))
 	}
 	return usagef("%s: %s", ce.Field, rule)
 }

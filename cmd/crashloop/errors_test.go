@@ -32,6 +32,7 @@ func TestBadInputIsOneLineAndExit2(t *testing.T) {
 	unknown := file("unknown.json", `{"guard": {"windw": "1s"}}`)
 	array := file("array.json", `[1, 2]`)
 	long := file("long.json", `{"budget": {"window": "`+strings.Repeat("x", 100)+`"}}`)
+	backwards := file("backwards.json", `{"budget": {"initial_backoff": "2s", "max_backoff": "1s"}}`)
 	fleet := file("fleet.json", `{"fleet": {"cooldown": "-1s"}}`)
 	badState := file("state.json", "{not json")
 	missing := filepath.Join(dir, "nope.json")
@@ -42,6 +43,17 @@ func TestBadInputIsOneLineAndExit2(t *testing.T) {
 		want string
 	}{
 		{"unknown flag", []string{"--frobnicate", "--", "true"}, "unknown flag --frobnicate (see crashloop --help)"},
+		{"unknown flag, one dash", []string{"-z", "--", "true"}, "unknown flag -z (see crashloop --help)"},
+		{"unknown flag, two dashes", []string{"--zz", "--", "true"}, "unknown flag --zz (see crashloop --help)"},
+		{"unknown flag after a value", []string{"--window", "5s", "-zz=1", "--", "true"}, "unknown flag -zz (see crashloop --help)"},
+		{"no value, one dash", []string{"-window"}, "-window needs a value"},
+		{"bad duration, one dash", []string{"-window=soon", "--", "true"}, `-window: "soon" is not a duration such as 60s or 500ms`},
+		{"empty key", []string{"--key=", "--", "true"}, "--key: must not be empty (leave --key out for a key derived from the command line)"},
+		{"blank key", []string{"--key", " \t", "--", "true"}, `--key: " \t" is blank (leave --key out for a key derived from the command line)`},
+		{"max below initial", []string{"--initial-backoff=2s", "--max-backoff=1s", "--", "true"}, "--max-backoff: must be >= --initial-backoff (2s)"},
+		{"max below the default initial", []string{"--max-backoff=100ms", "--", "true"}, "--max-backoff: must be >= --initial-backoff (500ms)"},
+		{"decorrelated needs exponential", []string{"--jitter=decorrelated", "--", "true"}, `--jitter: must be "decorrelated" only with --backoff=exponential`},
+		{"config keeps config keys", []string{"--config=" + backwards, "--", "true"}, backwards + ": budget.max_backoff: must be >= initial_backoff (2s) (got 1s)"},
 		{"missing --", []string{"sh", "-c", "exit 1"}, "missing -- before the program (usage: crashloop [flags] -- PROGRAM [ARGS...])"},
 		{"argument before --", []string{"sh", "--", "true"}, `unexpected argument "sh" before -- (usage: crashloop [flags] -- PROGRAM [ARGS...])`},
 		{"no program", []string{"--"}, "no program after -- (usage: crashloop [flags] -- PROGRAM [ARGS...])"},
@@ -83,6 +95,7 @@ func TestBadInputIsOneLineAndExit2(t *testing.T) {
 		{"resume malformed state", []string{"resume", "--state", badState, "web"}, "state file " + badState + " is malformed: invalid character 'n' looking for beginning of object key string"},
 		{"status without state", []string{"status"}, "status needs --state FILE or --redis URL"},
 		{"status unknown flag", []string{"status", "--state", badState, "--all"}, "unknown flag --all (see crashloop --help)"},
+		{"status unknown flag, one dash", []string{"status", "-state", badState, "-a"}, "unknown flag -a (see crashloop --help)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

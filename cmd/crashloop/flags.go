@@ -192,7 +192,7 @@ func parseSupervise(args []string, stdout io.Writer, out *output) (s *settings, 
 			s.printHelp(stdout)
 			return s, nil, true, nil
 		}
-		return nil, nil, false, flagError(s.fs, err)
+		return nil, nil, false, flagError(s.fs, flagArgs, err)
 	}
 	if s.version {
 		fmt.Fprintln(stdout, "crashloop", version())
@@ -216,15 +216,16 @@ func parseSupervise(args []string, stdout io.Writer, out *output) (s *settings, 
 // rejected.
 var invalidValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-([^:]+): (.*)$`)
 
-// flagError turns an error of the flag package into one line that names
-// the flag as the user writes it: "--window: "soon" is not a duration".
-func flagError(fs *flag.FlagSet, err error) error {
+// flagError turns an error of the flag package, which parsed args, into
+// one line that names the flag as the user typed it, with one dash or two:
+// "--window: "soon" is not a duration", "unknown flag -z".
+func flagError(fs *flag.FlagSet, args []string, err error) error {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-		return usagef("unknown flag --%s (see crashloop --help)", name)
+		return usagef("unknown flag %s (see crashloop --help)", typedAs(args, name))
 	}
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
-		return usagef("--%s needs a value", name)
+		return usagef("%s needs a value", typedAs(args, name))
 	}
 	m := invalidValue.FindStringSubmatch(msg)
 	if m == nil {
@@ -241,7 +242,29 @@ func flagError(fs *flag.FlagSet, err error) error {
 			reason = "is not true or false"
 		}
 	}
-	return usagef("--%s: %s %s", name, value, reason)
+	return usagef("%s: %s %s", typedAs(args, name), value, reason)
+}
+
+// typedAs returns flag name as args spell it, "-z" or "--z": the flag
+// package reports it without its dashes, and stops at the first flag in
+// error, so the first match is the one it read.
+func typedAs(args []string, name string) string {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if !strings.HasPrefix(a, "-") { // a flag's value
+			continue
+		}
+		dashes := "-"
+		if strings.HasPrefix(a, "--") {
+			dashes = "--"
+		}
+		if n, _, _ := strings.Cut(a[len(dashes):], "="); n == name {
+			return dashes + name
+		}
+	}
+	return "--" + name
 }
 
 // badValue is a flag value crashloop rejects: `--name: "value" reason`.
@@ -256,6 +279,10 @@ func (s *settings) check() error {
 		return badValue("backoff", s.backoff, "is not linear or exponential")
 	case s.jitter != "none" && s.jitter != "full" && s.jitter != "equal" && s.jitter != "decorrelated":
 		return badValue("jitter", s.jitter, "is not none, full, equal or decorrelated")
+	case s.isSet("key") && s.key == "":
+		return usagef("--key: must not be empty (leave --key out for a key derived from the command line)")
+	case s.isSet("key") && strings.TrimSpace(s.key) == "":
+		return badValue("key", s.key, "is blank (leave --key out for a key derived from the command line)")
 	case s.chainMax < 0:
 		return usagef("--chain-max: must be >= 0 (0: off)")
 	case s.restart != "on-failure" && s.restart != "always":
@@ -337,13 +364,16 @@ func (e *envFlag) Set(v string) error {
 // programEnv returns the program's environment: crashloop's own, then
 // --env (a later KEY replaces an earlier one), then NOTIFY_SOCKET and, with
 // --watchdog, WATCHDOG_USEC (the shim adds WATCHDOG_PID). The notify
-// variables that crashloop's own service manager gave it are not passed on.
+// variables that crashloop's own service manager gave it are not passed on,
+// nor NOTIFY_SOCKET when notifySocket is "" (there is none).
 func (s *settings) programEnv(notifySocket string) []string {
-	env := withoutEnv(withoutEnv(os.Environ(), "WATCHDOG_USEC"), "WATCHDOG_PID")
+	env := withoutEnv(withoutEnv(withoutEnv(os.Environ(), "WATCHDOG_USEC"), "WATCHDOG_PID"), "NOTIFY_SOCKET")
 	for _, kv := range s.env {
 		env = setEnv(env, kv)
 	}
-	env = setEnv(env, "NOTIFY_SOCKET="+notifySocket)
+	if notifySocket != "" {
+		env = setEnv(env, "NOTIFY_SOCKET="+notifySocket)
+	}
 	if s.watchdog > 0 {
 		env = setEnv(env, "WATCHDOG_USEC="+strconv.FormatInt(s.watchdog.Microseconds(), 10))
 	}

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"bytes"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -27,7 +29,7 @@ func slowNotifier(t *testing.T) (*notifier, func() []string, net.Conn) {
 		mu.Lock()
 		got = append(got, msg)
 		mu.Unlock()
-	})
+	}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(n.close)
 	conn, err := net.Dial("unixgram", n.path)
@@ -71,18 +73,26 @@ func TestDiscardDropsWhatCameBefore(t *testing.T) {
 }
 
 // TestNotifySocketPathTooLong: a $TMPDIR so long that the socket's path
-// does not fit in a unix socket address is one error that says so and what
-// to do, and leaves no folder behind.
+// does not fit in a unix socket address is passed over for the next place,
+// $XDG_RUNTIME_DIR here, with one line that says why, and no folder is
+// left behind in $TMPDIR.
 func TestNotifySocketPathTooLong(t *testing.T) {
-	tmp := filepath.Join(t.TempDir(), strings.Repeat("d", 120))
+	tmp, xdg := filepath.Join(t.TempDir(), strings.Repeat("d", 120)), t.TempDir()
 	require.NoError(t, os.Mkdir(tmp, 0o700))
 	t.Setenv("TMPDIR", tmp)
-	n, err := newNotifier(func(string) {})
-	require.Error(t, err)
-	assert.Nil(t, n)
-	msg := err.Error()
-	assert.True(t, strings.HasPrefix(msg, "notify socket "+tmp+"/crashloop-"), msg)
-	assert.True(t, strings.HasSuffix(msg, "/notify: the path is too long for a unix socket; set TMPDIR to a shorter folder"), msg)
+	t.Setenv("XDG_RUNTIME_DIR", xdg)
+	var log bytes.Buffer
+	n, err := newNotifier(func(string) {}, slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}})))
+	require.NoError(t, err)
+	defer n.close()
+	assert.Equal(t, xdg, filepath.Dir(n.dir))
+	assert.Equal(t, filepath.Join(n.dir, "notify"), n.path)
+	assert.Equal(t, `level=INFO msg="the notify socket is `+n.path+`: none could be made in `+tmp+` (the path is too long for a unix socket)" notify_socket=`+n.path+"\n", log.String())
 	left, err := os.ReadDir(tmp)
 	require.NoError(t, err)
 	assert.Empty(t, left)

@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -160,4 +161,80 @@ func TestNotifyOnlyCountsForItsRun(t *testing.T) {
 	assert.Len(t, lines(t, f), 2, "two failed starts: no run was healthy")
 	assert.NotContains(t, r.stderr, "READY=1")
 	assert.True(t, strings.HasSuffix(r.stderr, "\ncrashloop: giving up on n: respawn_budget_exhausted after 2 starts; last exit: exited with status 1\n"), r.stderr)
+}
+
+// TestStartsWhereTMPDIRCannotHoldTheSocket: when no folder can be made in
+// $TMPDIR (a read-only file system, as in a container with a read-only root
+// file system, or a path under a regular file), the notify socket goes to
+// the next place that works, $XDG_RUNTIME_DIR here, or, when /run and
+// /dev/shm are read-only too, to an abstract socket; the program starts
+// and its READY=1 is heard either way. The read-only cases bind-mount the
+// folders read-only in a mount namespace of their own, which needs root.
+func TestStartsWhereTMPDIRCannotHoldTheSocket(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		readOnly []string // "tmp": $TMPDIR; others: folders under which a read-only tmpfs goes
+		notFound bool     // $TMPDIR under a regular file
+		xdg      bool     // $XDG_RUNTIME_DIR set to a writable folder
+	}{
+		{name: "under a file", notFound: true, xdg: true},
+		{name: "read-only", readOnly: []string{"tmp"}, xdg: true},
+		{name: "nothing writable", readOnly: []string{"tmp", "/run", "/dev/shm"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			tmp, xdg, envFile := filepath.Join(dir, "tmp"), filepath.Join(dir, "xdg"), filepath.Join(dir, "env")
+			require.NoError(t, os.Mkdir(xdg, 0o700))
+			reason := "read-only file system"
+			if tc.notFound {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, "file"), nil, 0o644))
+				tmp, reason = filepath.Join(dir, "file", "tmp"), "not a directory"
+			} else {
+				require.NoError(t, os.Mkdir(tmp, 0o700))
+			}
+			args := with("--key=ro", "--", helper, "env="+envFile, "notify=READY=1", "exit=0")
+			cmd := command(args...)
+			if tc.readOnly != nil {
+				if os.Geteuid() != 0 {
+					t.Skip("read-only bind mounts in a mount namespace need root")
+				}
+				unshare, err := exec.LookPath("unshare")
+				if err != nil {
+					t.Skip("needs unshare(1)")
+				}
+				script := ""
+				for _, d := range tc.readOnly {
+					if d == "tmp" {
+						script += "mount --bind -o ro " + tmp + " " + tmp + " && "
+					} else {
+						script += "mount -t tmpfs -o ro tmpfs " + d + " && "
+					}
+				}
+				cmd.Path, cmd.Args = unshare, append([]string{"unshare", "--mount", "--propagation", "private", "sh", "-c", script + `exec "$0" "$@"`, binary}, args...)
+			}
+			cmd.Env = append(withoutEnv(cmd.Env, "XDG_RUNTIME_DIR"), "TMPDIR="+tmp)
+			if tc.xdg {
+				cmd.Env = append(cmd.Env, "XDG_RUNTIME_DIR="+xdg)
+			}
+			r := runCmd(t, cmd)
+			require.Equal(t, 0, r.code, r.stderr)
+			socket := envOf(t, envFile)["NOTIFY_SOCKET"]
+			pid := envOf(t, envFile)["PID"]
+			var because string
+			if tc.xdg {
+				assert.Equal(t, xdg, filepath.Dir(filepath.Dir(socket)), socket)
+				because = "the notify socket is " + socket + ": none could be made in " + tmp + " (" + reason + ")"
+			} else {
+				assert.Regexp(t, `^@crashloop-[A-Z2-7]{26}$`, socket)
+				because = "the notify socket is the abstract socket " + socket + ": none could be made in " + tmp + " (" + reason + "), /run (read-only file system), /dev/shm (read-only file system)"
+			}
+			assert.Equal(t, []string{
+				`level=INFO msg="` + because + `" notify_socket=` + socket,
+				`level=INFO msg="the program is ready (READY=1)" key=ro pid=` + pid,
+			}, untimed(r.stderr))
+		})
+	}
 }

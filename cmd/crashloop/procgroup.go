@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 	"syscall"
 	"time"
@@ -17,6 +18,8 @@ import (
 type group struct {
 	pgid   int
 	exited <-chan syscall.WaitStatus // the leader's wait status, once
+	log    *slog.Logger              // says when the grace period ends in KILL
+	key    string
 
 	mu       sync.Mutex
 	stopping bool        // a stop signal was sent and kill is armed
@@ -33,9 +36,9 @@ func (g *group) signal(sig syscall.Signal) {
 	}
 }
 
-// stop sends sig to the group and KILL once grace has passed. Only the
-// first stop counts: a later one neither signals again nor moves the
-// deadline (force the end with signal(SIGKILL)).
+// stop sends sig to the group and KILL once grace has passed, which it
+// logs. Only the first stop counts: a later one neither signals again nor
+// moves the deadline (force the end with signal(SIGKILL)).
 func (g *group) stop(sig syscall.Signal, grace time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -44,7 +47,15 @@ func (g *group) stop(sig syscall.Signal, grace time.Duration) {
 	}
 	g.stopping = true
 	_ = syscall.Kill(-g.pgid, sig)
-	g.kill = time.AfterFunc(grace, func() { g.signal(syscall.SIGKILL) })
+	g.kill = time.AfterFunc(grace, func() {
+		// Under the lock, so that the line comes before waitGone returns.
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if !g.gone && syscall.Kill(-g.pgid, syscall.SIGKILL) == nil {
+			g.log.Warn(fmt.Sprintf("the program's process group did not exit within --grace %s of SIG%s; sent SIGKILL", grace, signalName(sig)),
+				"key", g.key, "pid", g.pgid)
+		}
+	})
 }
 
 // waitGone returns once no process is left in the group; call it after

@@ -16,6 +16,10 @@ func leaderAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
+// abstractSockets says that unix sockets may have abstract names (a path
+// that starts with @), which need no folder.
+const abstractSockets = true
+
 // becomeSubreaper makes crashloop the parent of its orphaned descendants
 // (instead of init), so that the reaper collects the processes of a group
 // whose leader has exited, and the end of a group is seen without relying

@@ -12,6 +12,10 @@ import (
 // kills the group if crashloop dies.
 func leaderAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
+// abstractSockets says that unix sockets may have abstract names: Linux
+// only.
+const abstractSockets = false
+
 // becomeSubreaper does nothing off Linux: orphaned processes of a group go
 // to init, which reaps them.
 func becomeSubreaper() error { return nil }

@@ -152,7 +152,7 @@ func replayCmd(args []string, stdout io.Writer) error {
 			fmt.Fprint(stdout, replayHelp)
 			return nil
 		}
-		return flagError(fs, err)
+		return flagError(fs, args, err)
 	}
 	f, err := replay.ParseFormat(*format)
 	switch {

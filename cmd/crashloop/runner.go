@@ -64,6 +64,12 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	ws := <-cur.group.exited
+	r.launch.takeTerminal()
+	if r.launch.term != nil && ws.Signaled() && ws.Signal() == syscall.SIGINT {
+		// Ctrl-C at the terminal went to the program's group alone, which
+		// had the terminal: crashloop stops, as a shell does.
+		r.stop(syscall.SIGINT)
+	}
 	cause := cur.dog.end()
 	r.notify.drain() // a READY=1 sent just before the exit counts for this run
 	r.mu.Lock()
@@ -195,9 +201,9 @@ func (r *runner) forward(sig syscall.Signal) {
 	}
 }
 
-// stop ends supervision on INT or TERM. The first one stops the run under
-// way gracefully: the same signal to its group, KILL after the grace
-// period. A second one kills the group at once.
+// stop ends supervision on INT or TERM, and says so. The first one stops
+// the run under way gracefully: the same signal to its group, KILL after
+// the grace period. A second one kills the group at once.
 func (r *runner) stop(sig syscall.Signal) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -206,11 +212,16 @@ func (r *runner) stop(sig syscall.Signal) {
 		r.stopSig = sig
 		r.cancel() // under the lock: begin never sees stopSig with a live context
 	}
+	name := "SIG" + signalName(sig)
 	switch {
 	case r.cur == nil:
+		r.log.Info("got "+name+"; stopping (no program is running)", "key", r.key, "signal", name)
 	case first:
+		r.log.Info(fmt.Sprintf("got %s; stopping: %s to the program's process group, SIGKILL after --grace %s", name, name, r.grace),
+			"key", r.key, "pid", r.cur.group.pgid, "signal", name)
 		r.cur.group.stop(sig, r.grace)
 	default:
+		r.log.Info("got "+name+" again; killing the program's process group with SIGKILL", "key", r.key, "pid", r.cur.group.pgid, "signal", name)
 		r.cur.group.signal(syscall.SIGKILL)
 	}
 }

@@ -22,7 +22,7 @@ func TestSignalsAreForwardedToTheWholeGroup(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	got, rec, ready := filepath.Join(dir, "signals"), recordFile(t, dir), filepath.Join(dir, "ready")
-	c := startCL(t, with("--grace=1h", "--", helper, "signals="+got, "record="+rec, "spawn=signals="+got+"+record="+rec+"+hang", "touch="+ready, "hang")...)
+	c := startCL(t, with("--key=fwd", "--grace=1h", "--", helper, "signals="+got, "record="+rec, "spawn=signals="+got+"+record="+rec+"+hang", "touch="+ready, "hang")...)
 	require.Eventually(t, func() bool { return exists(ready) }, patience, tick, "the program to start")
 	pids, _ := records(t, rec)
 	require.Len(t, pids, 2)
@@ -41,7 +41,23 @@ func TestSignalsAreForwardedToTheWholeGroup(t *testing.T) {
 	assert.Equal(t, 128+int(syscall.SIGKILL), c.wait(t))
 	assert.Len(t, lines(t, got), 12, "each signal once to each process")
 	assert.Len(t, lines(t, rec), 2, "no restart")
-	assert.Empty(t, c.stderr.String(), "no goroutine dump, no event")
+	assert.Equal(t, []string{
+		fmt.Sprintf(`level=INFO msg="got SIGTERM; stopping: SIGTERM to the program's process group, SIGKILL after --grace 1h0m0s" key=fwd pid=%d signal=SIGTERM`, pids[0]),
+		fmt.Sprintf(`level=INFO msg="got SIGTERM again; killing the program's process group with SIGKILL" key=fwd pid=%d signal=SIGTERM`, pids[0]),
+	}, untimed(c.stderr.String()), "the stop, and no goroutine dump, no event")
+}
+
+// untimed returns the lines of text log output without their time=
+// attribute, which comes first.
+func untimed(stderr string) []string {
+	var ls []string
+	for _, l := range strings.Split(strings.TrimSuffix(stderr, "\n"), "\n") {
+		if t, rest, ok := strings.Cut(l, " "); ok && strings.HasPrefix(t, "time=") {
+			l = rest
+		}
+		ls = append(ls, l)
+	}
+	return ls
 }
 
 // TestStopReturnsTheProgramsStatus stops crashloop with TERM and INT: the
@@ -65,12 +81,15 @@ func TestStopReturnsTheProgramsStatus(t *testing.T) {
 			dir := t.TempDir()
 			rec, ready := recordFile(t, dir), filepath.Join(dir, "ready")
 			steps := append(append([]string{helper, "record=" + rec}, tc.steps...), "touch="+ready, "hang")
-			c := startCL(t, with(append([]string{"--grace=1h", "--"}, steps...)...)...)
+			c := startCL(t, with(append([]string{"--key=stop", "--grace=1h", "--"}, steps...)...)...)
 			require.Eventually(t, func() bool { return exists(ready) }, patience, tick, "the program to start")
 			c.signal(t, tc.sig)
 			assert.Equal(t, tc.code, c.wait(t), c.stderr.String())
-			assert.Len(t, lines(t, rec), 1, "no restart")
-			assert.Empty(t, c.stderr.String())
+			pids, _ := records(t, rec)
+			require.Len(t, pids, 1, "no restart")
+			name := "SIG" + signalName(tc.sig)
+			assert.Equal(t, []string{fmt.Sprintf(`level=INFO msg="got %s; stopping: %s to the program's process group, SIGKILL after --grace 1h0m0s" key=stop pid=%d signal=%s`, name, name, pids[0], name)},
+				untimed(c.stderr.String()))
 		})
 	}
 }
@@ -79,8 +98,75 @@ func TestStopReturnsTheProgramsStatus(t *testing.T) {
 // program: it exits at once, with 128+N for the signal it got.
 func TestStopDuringTheBackoff(t *testing.T) {
 	t.Parallel()
-	c := startCL(t, "--initial-backoff=1h", "--max-backoff=1h", "--window=4h", "--", helper, "exit=1")
+	c := startCL(t, "--key=backoff", "--initial-backoff=1h", "--max-backoff=1h", "--window=4h", "--", helper, "exit=1")
 	require.Eventually(t, func() bool { return strings.Contains(c.stderr.String(), "event=agent.respawn_scheduled") }, patience, tick, "the backoff")
 	c.signal(t, syscall.SIGTERM)
 	assert.Equal(t, 128+int(syscall.SIGTERM), c.wait(t), c.stderr.String())
+	l := untimed(c.stderr.String())
+	require.Len(t, l, 2, c.stderr.String())
+	assert.Equal(t, `level=INFO msg="got SIGTERM; stopping (no program is running)" key=backoff signal=SIGTERM`, l[1])
+}
+
+// TestGraceEndsInALoggedKill: a program that outlives --grace after the
+// stop signal is killed, and crashloop says so in one line.
+func TestGraceEndsInALoggedKill(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	rec, ready := recordFile(t, dir), filepath.Join(dir, "ready")
+	c := startCL(t, with("--key=stubborn", "--grace=50ms", "--", helper, "ignore=TERM", "record="+rec, "touch="+ready, "hang")...)
+	require.Eventually(t, func() bool { return exists(ready) }, patience, tick, "the program to start")
+	c.signal(t, syscall.SIGTERM)
+	assert.Equal(t, 128+int(syscall.SIGKILL), c.wait(t), c.stderr.String())
+	pids, _ := records(t, rec)
+	require.Len(t, pids, 1)
+	assert.Equal(t, []string{
+		fmt.Sprintf(`level=INFO msg="got SIGTERM; stopping: SIGTERM to the program's process group, SIGKILL after --grace 50ms" key=stubborn pid=%d signal=SIGTERM`, pids[0]),
+		fmt.Sprintf(`level=WARN msg="the program's process group did not exit within --grace 50ms of SIGTERM; sent SIGKILL" key=stubborn pid=%d`, pids[0]),
+	}, untimed(c.stderr.String()))
+}
+
+// TestTheProgramGetsTheSignalStateCrashloopGot, after tini's sigconf test:
+// crashloop, started by a helper that sets signals ignored and blocked and
+// executes it, runs a program that reads its own signal state. It gets the
+// ignored signals that crashloop catches for itself (INT, HUP) ignored, and
+// what else crashloop could see. The Go runtime replaces SEGV's disposition
+// and unblocks ILL and TERM before crashloop's main runs, keeping the old
+// state to itself: those reach the program as defaults.
+func TestTheProgramGetsTheSignalStateCrashloopGot(t *testing.T) {
+	t.Parallel()
+	mask := func(sigs ...syscall.Signal) string {
+		var m uint64
+		for _, s := range sigs {
+			m |= 1 << (s - 1)
+		}
+		return fmt.Sprintf("%016x", m)
+	}
+	cases := []struct {
+		name             string
+		steps            []string
+		ignored, blocked string
+	}{
+		{"tini's sigconf", []string{"sigign=TTOU", "sigign=SEGV", "sigign=INT", "block=TTIN", "block=ILL", "block=TERM"},
+			mask(syscall.SIGTTOU, syscall.SIGINT), mask(syscall.SIGTTIN)},
+		{"nohup", []string{"sigign=HUP", "block=PIPE", "block=USR1"},
+			mask(syscall.SIGHUP), mask(syscall.SIGPIPE, syscall.SIGUSR1)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := command()
+			cmd.Path = helper
+			cmd.Args = append(append([]string{helper}, tc.steps...), "exec", binary, "--key=sigs", "--", "cat", "/proc/self/status")
+			r := runCmd(t, cmd)
+			require.Equal(t, 0, r.code, r.stderr)
+			got := map[string]string{}
+			for _, l := range strings.Split(r.stdout, "\n") {
+				if k, v, ok := strings.Cut(l, ":\t"); ok && (k == "SigIgn" || k == "SigBlk") {
+					got[k] = v
+				}
+			}
+			assert.Equal(t, map[string]string{"SigIgn": tc.ignored, "SigBlk": tc.blocked}, got)
+			assert.Empty(t, r.stderr)
+		})
+	}
 }

@@ -62,7 +62,7 @@ func simulateCmd(args []string, stdout io.Writer) error {
 			fmt.Fprint(stdout, simulateHelp)
 			return nil
 		}
-		return flagError(fs, err)
+		return flagError(fs, args, err)
 	}
 	switch {
 	case fs.NArg() > 0:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -24,12 +25,19 @@ const shimName = "crashloop-exec"
 // about the group, so not even a program that forks at once can escape the
 // keeper; it sets WATCHDOG_PID to its own pid, which the program keeps; it
 // looks the program up with the program's PATH and in its --chdir folder;
-// and it replaces itself with the program. When the program cannot be
+// it restores the signal state crashloop started with (sigState), which
+// its own Go runtime changed; and it replaces itself with the program.
+// When crashloop runs in the foreground of a terminal, the group is given
+// the terminal before the program starts. When the program cannot be
 // executed, the shim reports why over a pipe that a successful exec closes.
 type launcher struct {
 	reaper *reaper
 	keeper *keeper
 	self   string // runs crashloop's binary
+	log    *slog.Logger
+	key    string
+	sigs   sigState  // the program's signal state
+	term   *terminal // nil: crashloop is not in the foreground of a terminal
 }
 
 // start starts argv with env in dir. It returns a *failure with status 127
@@ -48,14 +56,17 @@ func (l *launcher) start(argv, env []string, dir string) (*group, error) {
 	}
 	defer reportR.Close()
 	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: []uintptr{0, 1, 2, goR.Fd(), reportW.Fd()}, Sys: leaderAttr()}
-	pid, exited, err := l.reaper.start(l.self, append([]string{shimName}, argv...), attr)
+	pid, exited, err := l.reaper.start(l.self, append([]string{shimName, l.sigs.String()}, argv...), attr)
 	goR.Close()
 	reportW.Close()
 	if err != nil {
 		return nil, err
 	}
-	g := &group{pgid: pid, exited: exited}
+	g := &group{pgid: pid, exited: exited, log: l.log, key: l.key}
 	l.keeper.add(pid)
+	if err := l.term.give(pid); err != nil {
+		l.log.Warn("cannot give the terminal to the program's process group: "+err.Error(), "key", l.key, "pid", pid)
+	}
 	_, _ = goW.Write([]byte{1}) // fails only if the shim was killed: its exit tells
 	goW.Close()
 	report, _ := io.ReadAll(reportR) // ends when the shim execs or exits
@@ -63,6 +74,7 @@ func (l *launcher) start(argv, env []string, dir string) (*group, error) {
 		return g, nil
 	}
 	<-g.exited // the shim was alone in its group: the group has ended
+	l.takeTerminal()
 	l.keeper.remove(pid)
 	code, msg, _ := strings.Cut(string(report), " ")
 	if code == strconv.Itoa(exitNotFound) {
@@ -71,12 +83,21 @@ func (l *launcher) start(argv, env []string, dir string) (*group, error) {
 	return nil, fail(exitCannotExec, "%s", msg)
 }
 
+// takeTerminal makes crashloop's group the terminal's foreground group
+// again, once a run's program has exited.
+func (l *launcher) takeTerminal() {
+	if err := l.term.takeBack(); err != nil {
+		l.log.Warn("cannot take the terminal back from the program's process group: "+err.Error(), "key", l.key)
+	}
+}
+
 // end tells the keeper that the group has ended.
 func (l *launcher) end(g *group) { l.keeper.remove(g.pgid) }
 
-// shimMain is the shim (see launcher). Its arguments are the program's argv;
-// file 3 delivers one byte once the group is registered, file 4 takes the
-// report of a failed exec.
+// shimMain is the shim (see launcher). Its arguments are the signal state
+// to restore (sigState.String) and the program's argv; file 3 delivers one
+// byte once the group is registered, file 4 takes the report of a failed
+// exec.
 func shimMain() {
 	var b [1]byte
 	if n, _ := os.NewFile(3, "go").Read(b[:]); n != 1 {
@@ -87,14 +108,20 @@ func shimMain() {
 	if _, ok := os.LookupEnv("WATCHDOG_USEC"); ok {
 		os.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()))
 	}
-	code, msg := execute(os.Args[1:])
+	sigs, err := parseSigState(os.Args[1])
+	if err != nil {
+		fmt.Fprintf(os.NewFile(4, "report"), "%d %v", exitError, err)
+		os.Exit(exitError)
+	}
+	code, msg := execute(os.Args[2:], sigs)
 	fmt.Fprintf(os.NewFile(4, "report"), "%d %s", code, msg)
 	os.Exit(code)
 }
 
-// execute replaces the process with argv, as a shell runs a command; it
-// returns only when that fails, with the shell's status and message.
-func execute(argv []string) (int, string) {
+// execute replaces the process with argv, as a shell runs a command, with
+// the signal state sigs; it returns only when that fails, with the shell's
+// status and message.
+func execute(argv []string, sigs sigState) (int, string) {
 	path := argv[0]
 	if !strings.Contains(path, "/") {
 		found, err := exec.LookPath(path)
@@ -102,6 +129,9 @@ func execute(argv []string) (int, string) {
 			return exitNotFound, path + ": command not found"
 		}
 		path = found
+	}
+	if err := sigs.restore(); err != nil {
+		return exitError, "restore the signal state: " + err.Error()
 	}
 	err := syscall.Exec(path, argv, os.Environ())
 	if errors.Is(err, syscall.ENOENT) {

@@ -56,7 +56,7 @@ func parseStateFlags(fs *flag.FlagSet, help string, args []string, stdout io.Wri
 			fmt.Fprint(stdout, help)
 			return w, true, nil
 		}
-		return w, false, flagError(fs, err)
+		return w, false, flagError(fs, args, err)
 	}
 	switch {
 	case w.state == "" && w.redis.url == "":

@@ -95,27 +95,34 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	defer cancel()
 	permanent, _ := parseExitCodes(s.permanentExitCodes) // checked by settings.check
 	r := &runner{key: key, argv: argv, dir: s.chdir, grace: s.grace, watchdog: s.watchdog, permanent: permanent, log: log, cancel: cancel}
+	sigs := readSigState() // before crashloop changes it
 	defer handleSignals(r)()
 	reaper := newReaper()
 	defer reaper.close()
 	if err := becomeSubreaper(); err != nil {
 		log.Warn("crashloop cannot be the subreaper of the program's processes: "+err.Error(), "key", key)
 	}
-	if r.notify, err = newNotifier(r.notified); err != nil {
-		return 0, err
+	notifyDir, notifySocket := "", ""
+	if r.notify, err = newNotifier(r.notified, log); err != nil {
+		if s.watchdog > 0 {
+			return 0, fmt.Errorf("--watchdog needs the notify socket: %w", err)
+		}
+		log.Warn(err.Error()+"; the program gets no NOTIFY_SOCKET, and crashloop cannot hear READY=1 or STATUS=", "key", key)
+	} else {
+		notifyDir, notifySocket = r.notify.dir, r.notify.path
 	}
 	defer r.notify.close()
 	self, err := selfPath()
 	if err != nil {
 		return 0, err
 	}
-	keeper, err := startKeeper(reaper, self, r.notify.dir, log)
+	keeper, err := startKeeper(reaper, self, notifyDir, log)
 	if err != nil {
 		return 0, err
 	}
 	defer keeper.close()
-	r.launch = &launcher{reaper: reaper, keeper: keeper, self: self}
-	r.env = s.programEnv(r.notify.path)
+	r.launch = &launcher{reaper: reaper, keeper: keeper, self: self, log: log, key: key, sigs: sigs, term: foregroundTerminal()}
+	r.env = s.programEnv(notifySocket)
 	if metrics != nil {
 		defer serveMetrics(metrics, sup, &events, r, log).close()
 	}

@@ -112,7 +112,7 @@ func TestRestartsAreLogged(t *testing.T) {
 	c.signal(t, syscall.SIGTERM)
 	assert.Equal(t, 128+int(syscall.SIGTERM), c.wait(t), c.stderr.String())
 	for n := 1; n <= 2; n++ {
-		assert.Contains(t, c.stderr.String(), fmt.Sprintf(`level=WARN msg="key \"always\" exited cleanly; restart %d now" event=agent.restart_scheduled key=always incarnation=always#1 reason=clean_exit attempts=%d backoff=0s`+"\n", n, n))
+		assert.Contains(t, c.stderr.String(), fmt.Sprintf(`level=INFO msg="key \"always\" exited cleanly; restart %d now" event=agent.restart_scheduled key=always incarnation=always#1 reason=clean_exit attempts=%d backoff=0s`+"\n", n, n))
 	}
 	assert.Equal(t, 2, strings.Count(c.stderr.String(), "event=agent.restart_scheduled"), c.stderr.String())
 
@@ -122,4 +122,17 @@ func TestRestartsAreLogged(t *testing.T) {
 		assert.Contains(t, r.stderr, fmt.Sprintf(`level=WARN msg="key \"crash\" crashed after a healthy run; restart %d in 1ms" event=agent.restart_scheduled key=crash incarnation=crash#1 reason=crashed attempts=%d backoff=1ms last_error="%s exited with status 1"`+"\n", n, n, helper))
 	}
 	assert.Equal(t, 3, strings.Count(r.stderr, "event=agent.restart_scheduled"), r.stderr)
+}
+
+// TestChainMaxCountsRestarts: --chain-max N restarts N failures after
+// healthy runs, one after the other, and the next one parks, as
+// docs/cli.md says: N+1 starts.
+func TestChainMaxCountsRestarts(t *testing.T) {
+	t.Parallel()
+	rec := recordFile(t, t.TempDir())
+	r := runCL(t, with("--key=chain", "--healthy-after=0", "--chain-max=2", "--", helper, "record="+rec, "notify=READY=1", "exit=1")...)
+	assert.Equal(t, exitParked, r.code, r.stderr)
+	assert.Len(t, lines(t, rec), 3, "starts")
+	assert.Equal(t, 2, strings.Count(r.stderr, "event=agent.restart_scheduled"), r.stderr)
+	assert.True(t, strings.HasSuffix(r.stderr, "\ncrashloop: giving up on chain: needs_human after 3 starts; last exit: exited with status 1\n"), r.stderr)
 }

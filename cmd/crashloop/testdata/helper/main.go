@@ -11,6 +11,10 @@
 //	onterm=S1,S2   from now on, run steps S1, S2... on TERM, and survive it
 //	               (unless a step exits)
 //	ignore=SIG     ignore SIG (TERM, ABRT...), as do processes spawned later
+//	sigign=SIG     ignore SIG with rt_sigaction, even one the Go runtime
+//	               keeps for itself (SEGV, ILL...) (Linux)
+//	block=SIG      block SIG in the signal mask that exec keeps (Linux)
+//	exec           replace the helper with the rest of the arguments
 //	spawn=S1+S2    start a helper running steps S1, S2... in this process
 //	               group, and go on once it waits, hangs or exits
 //	touch=FILE     create FILE
@@ -57,7 +61,13 @@ func main() {
 		spawned = os.NewFile(3, "spawned")
 		os.Unsetenv("HELPER_SPAWNED")
 	}
-	for _, step := range os.Args[1:] {
+	for i, step := range os.Args[1:] {
+		if step == "exec" {
+			argv := os.Args[i+2:]
+			err := syscall.Exec(argv[0], argv, os.Environ())
+			fmt.Fprintf(os.Stderr, "helper: exec: %v\n", err)
+			os.Exit(99)
+		}
 		name, arg, _ := strings.Cut(step, "=")
 		if err := do(name, arg); err != nil {
 			fmt.Fprintf(os.Stderr, "helper: %s: %v\n", step, err)
@@ -125,6 +135,15 @@ func do(name, arg string) error {
 			return err
 		}
 		signal.Ignore(sig)
+	case "sigign", "block":
+		sig, err := signalNum(arg)
+		if err != nil {
+			return err
+		}
+		if name == "block" {
+			return block(sig)
+		}
+		return ignoreRaw(sig)
 	case "spawn":
 		r, w, err := os.Pipe()
 		if err != nil {

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// sigState is the signal state crashloop was started with, which the
+// program gets too, as under tini: the signals ignored and the signal mask,
+// as bit masks (bit N-1 for signal N, as /proc/PID/status shows them).
+//
+// Only part of it can be seen: before main runs, the Go runtime replaces
+// the disposition of most signals with its own handler, and unblocks on
+// every thread the signals it needs, keeping what it replaced to itself.
+// What is left to see, and what the program gets, are the ignored HUP,
+// INT, TSTP, TTIN, TTOU, CONT and signals 32 to 34, and the blocked signals
+// other than HUP, INT, QUIT, ILL, TRAP, ABRT, BUS, FPE, SEGV, TERM, STKFLT,
+// CHLD, PROF, URG, SYS and signals 32 to 34: an ignored PIPE or a blocked
+// TERM, say, reach the program as defaults.
+type sigState struct{ ignored, blocked uint64 }
+
+// readSigState returns the signal state the process started with (see
+// sigState), before crashloop changes it.
+func readSigState() sigState {
+	var st sigState
+	st.ignored, _ = statusMask("/proc/self/status", "SigIgn")
+	st.blocked, _ = statusMask("/proc/self/status", "SigBlk")
+	return st
+}
+
+// statusMask reads a signal mask, such as SigBlk, from a /proc status file.
+func statusMask(file, field string) (uint64, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), field+":"); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no %s", file, field)
+}
+
+// String encodes the state for the shim: "IGNORED,BLOCKED" in hex.
+func (st sigState) String() string { return fmt.Sprintf("%x,%x", st.ignored, st.blocked) }
+
+// parseSigState decodes String's form.
+func parseSigState(v string) (sigState, error) {
+	ign, blk, ok := strings.Cut(v, ",")
+	i, err1 := strconv.ParseUint(ign, 16, 64)
+	b, err2 := strconv.ParseUint(blk, 16, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return sigState{}, fmt.Errorf("bad signal state %q", v)
+	}
+	return sigState{ignored: i, blocked: b}, nil
+}
+
+// restore gives the calling thread, which it locks to the goroutine for
+// the exec that follows, the signal state st: the signals ignored, and the
+// mask. Signals the Go runtime will not ignore were not seen as ignored
+// (see sigState).
+func (st sigState) restore() error {
+	runtime.LockOSThread()
+	for sig := 1; sig <= 64; sig++ {
+		if st.ignored&(1<<(sig-1)) != 0 {
+			signal.Ignore(syscall.Signal(sig))
+		}
+	}
+	set := sigset(st.blocked)
+	return unix.PthreadSigmask(unix.SIG_SETMASK, &set, nil)
+}
+
+// sigset returns the signal set of mask (bit N-1 for signal N; Linux has
+// 64 signals), whatever the width of the set's words on this machine.
+func sigset(mask uint64) unix.Sigset_t {
+	var set unix.Sigset_t
+	const bits = uint(unsafe.Sizeof(set.Val[0]) * 8)
+	for n := range uint(64) {
+		if mask&(1<<n) != 0 {
+			set.Val[n/bits] |= 1 << (n % bits)
+		}
+	}
+	return set
+}
+
+// terminal is the terminal crashloop runs in the foreground of: each run's
+// process group is given it, so that an interactive program can read it,
+// and crashloop takes it back between runs.
+type terminal struct {
+	fd   int
+	pgrp int // crashloop's own process group
+}
+
+// foregroundTerminal returns crashloop's terminal when its standard input
+// is one and crashloop's process group is its foreground group; nil
+// otherwise.
+func foregroundTerminal() *terminal {
+	fg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	if err != nil || fg != unix.Getpgrp() {
+		return nil
+	}
+	return &terminal{fd: 0, pgrp: fg}
+}
+
+// give makes pgid the terminal's foreground process group. Doing so from
+// the background would stop crashloop with SIGTTOU: the signal is blocked
+// meanwhile on the calling thread, which makes the kernel allow it.
+func (t *terminal) give(pgid int) error {
+	if t == nil {
+		return nil
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var old unix.Sigset_t
+	ttou := sigset(1 << (unix.SIGTTOU - 1))
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &ttou, &old); err != nil {
+		return err
+	}
+	err := unix.IoctlSetPointerInt(t.fd, unix.TIOCSPGRP, pgid)
+	if e := unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil); err == nil {
+		err = e
+	}
+	return err
+}
+
+// takeBack makes crashloop's group the foreground group again.
+func (t *terminal) takeBack() error {
+	if t == nil {
+		return nil
+	}
+	return t.give(t.pgrp)
+}
