@@ -127,7 +127,8 @@ const helpOutro = `
 Signals: HUP, USR1, USR2, WINCH and QUIT are forwarded to the program's
 process group. The first INT or TERM stops the program the same way (SIGKILL
 after --grace) and ends crashloop with its status; a second one kills it at
-once. The program gets NOTIFY_SOCKET (systemd's notify protocol): READY=1
+once. While the program is parked under --on-park wait, INT or TERM end
+crashloop with status 0. The program gets NOTIFY_SOCKET (systemd's notify protocol): READY=1
 marks a run healthy, STATUS=... is logged, WATCHDOG=1 feeds --watchdog.
 
 Examples:
@@ -144,6 +145,8 @@ Examples:
   What is parked, and resuming it once the cause is fixed:
     crashloop status --state /data/crashloop.json
     crashloop resume --state /data/crashloop.json worker
+  A container entrypoint that stays up, scraped and probed, when it parks:
+    crashloop --on-park wait --state /data/crashloop.json --metrics-addr :9464 -- /app/worker
 `
 
 // printHelp writes --help: usage, the flags by section, signals, examples
