@@ -68,8 +68,8 @@ func (e *endpoints) resume(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "use POST", http.StatusMethodNotAllowed)
 		return
 	}
-	given, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-	if !ok || given == "" {
+	scheme, given, _ := strings.Cut(req.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || given == "" { // the scheme is case-insensitive (RFC 9110)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="crashloop"`)
 		http.Error(w, "a bearer token is required", http.StatusUnauthorized)
 		return
