@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need when it is missing
-# (redis-server for the shared-state tests, promtool for the alert rules, ip
+# (redis-server for the shared-state tests, promtool for the alert rules and
+# prometheus for the command's alert test, both in Debian's prometheus, ip
 # from iproute2 for the network namespaces of the black-hole tests,
 # rsvg-convert from librsvg2-bin to render replay's timeline), then runs the
 # tests of every module of the workspace with the race detector, then the
@@ -13,7 +14,7 @@ cd "$(dirname "$0")"
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
-command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || need+=(prometheus)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v rsvg-convert >/dev/null 2>&1 || need+=(librsvg2-bin)
 if [ "${#need[@]}" -gt 0 ]; then

@@ -17,7 +17,7 @@ import (
 
 // TestProgramThatCannotRun: a program that cannot be found exits 127, one
 // that cannot be executed 126, at once, with one line and no restart (and
-// no park mark in --state).
+// no park mark in --state, which exists from the start).
 func TestProgramThatCannotRun(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -38,7 +38,9 @@ func TestProgramThatCannotRun(t *testing.T) {
 		r := runCL(t, with("--state="+state, "--", tc.program, "arg")...)
 		assert.Equal(t, tc.code, r.code, r.stderr)
 		assert.Equal(t, "crashloop: "+tc.want+"\n", r.stderr)
-		assert.NoFileExists(t, state)
+		r = runCL(t, "status", "--state", state)
+		assert.Equal(t, 0, r.code, r.stderr)
+		assert.Equal(t, "nothing is parked in "+state+"\n", r.stdout, "no park mark")
 	}
 }
 

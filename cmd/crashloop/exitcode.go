@@ -37,6 +37,7 @@ var exitStatuses = []struct {
 	when string
 }{
 	{programsStatus, "the program ended supervision: it exited 0 (without `--restart=always`), or crashloop was stopped by INT or TERM; 128+N when signal N killed it (143 for TERM, 137 for KILL)"},
+	{0, "with `--on-park wait`, crashloop was stopped by INT or TERM while the program was parked (the park stays in `--state` or on Redis)"},
 	{exitError, "an error of crashloop itself (a state file it cannot write, a missing state file for `status` or `resume`, resume of a key that is not parked…)"},
 	{exitUsage, "bad usage, flags or configuration (a malformed config or state file)"},
 	{exitRunning, "another crashloop supervises this `--key` with this `--state` (`EX_TEMPFAIL`: try again once it has ended)"},

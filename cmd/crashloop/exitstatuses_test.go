@@ -48,6 +48,8 @@ func TestExitStatusesInHelp(t *testing.T) {
        the program ended supervision: it exited 0 (without --restart=always),
        or crashloop was stopped by INT or TERM; 128+N when signal N killed it
        (143 for TERM, 137 for KILL)
+  0    with --on-park wait, crashloop was stopped by INT or TERM while the
+       program was parked (the park stays in --state or on Redis)
   1    an error of crashloop itself (a state file it cannot write, a missing
        state file for status or resume, resume of a key that is not parked…)
   2    bad usage, flags or configuration (a malformed config or state file)

@@ -57,6 +57,8 @@ type settings struct {
 	redis       redisConfig
 	logFormat   string
 	metricsAddr string
+	onPark      string // exit or wait
+	adminToken  string // --admin-token-file
 	version     bool
 }
 
@@ -90,7 +92,9 @@ func newSettings() *settings {
 	fs.StringVar(&s.redis.prefix, "redis-prefix", "crashloop", "the deployment's `NAME` on Redis: crashloops of one deployment share it")
 	fs.DurationVar(&s.redis.timeout, "redis-timeout", redisstore.DefaultTimeout, "the longest one decision waits for Redis before deciding alone")
 	fs.StringVar(&s.logFormat, "log-format", "text", "log lines on stderr in `FORMAT`: text or json")
-	fs.StringVar(&s.metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus), /status and /healthz, read-only, on `ADDR` such as 127.0.0.1:9464; off by default")
+	fs.StringVar(&s.metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus), /status, /healthz and /readyz, read-only, on `ADDR` such as 127.0.0.1:9464; off by default")
+	fs.StringVar(&s.onPark, "on-park", "exit", "on a park, `ACTION`: exit (status 86), or wait with the program stopped, serving --metrics-addr, until a resume starts it again")
+	fs.StringVar(&s.adminToken, "admin-token-file", "", "with --on-park wait: serve POST /resume on --metrics-addr to a bearer token read from `FILE`")
 	fs.BoolVar(&s.version, "version", false, "print crashloop's version and exit")
 	return s
 }
@@ -103,7 +107,7 @@ var helpSections = []struct {
 	{"When to give up", []string{"max-respawns", "window", "initial-backoff", "max-backoff", "backoff", "jitter", "healthy-after",
 		"chain-max", "chain-gap", "guard", "hourly-cap", "restart", "permanent-exit-codes", "config"}},
 	{"The program", []string{"key", "chdir", "env", "grace", "watchdog"}},
-	{"crashloop", []string{"state", "redis", "redis-prefix", "redis-timeout", "log-format", "metrics-addr", "version"}},
+	{"crashloop", []string{"state", "redis", "redis-prefix", "redis-timeout", "log-format", "metrics-addr", "on-park", "admin-token-file", "version"}},
 }
 
 const helpIntro = `crashloop runs a program and restarts it when it fails, with a backoff
@@ -123,7 +127,8 @@ const helpOutro = `
 Signals: HUP, USR1, USR2, WINCH and QUIT are forwarded to the program's
 process group. The first INT or TERM stops the program the same way (SIGKILL
 after --grace) and ends crashloop with its status; a second one kills it at
-once. The program gets NOTIFY_SOCKET (systemd's notify protocol): READY=1
+once. While the program is parked under --on-park wait, INT or TERM end
+crashloop with status 0. The program gets NOTIFY_SOCKET (systemd's notify protocol): READY=1
 marks a run healthy, STATUS=... is logged, WATCHDOG=1 feeds --watchdog.
 
 Examples:
@@ -140,6 +145,8 @@ Examples:
   What is parked, and resuming it once the cause is fixed:
     crashloop status --state /data/crashloop.json
     crashloop resume --state /data/crashloop.json worker
+  A container entrypoint that stays up, scraped and probed, when it parks:
+    crashloop --on-park wait --state /data/crashloop.json --metrics-addr :9464 -- /app/worker
 `
 
 // printHelp writes --help: usage, the flags by section, signals, examples
@@ -295,6 +302,14 @@ func (s *settings) check() error {
 		return badValue("log-format", s.logFormat, "is not text or json")
 	case s.redis.timeout <= 0:
 		return usagef("--redis-timeout: must be > 0")
+	case s.onPark != "exit" && s.onPark != "wait":
+		return badValue("on-park", s.onPark, "is not exit or wait")
+	case s.adminToken != "" && s.onPark != "wait":
+		return usagef("--admin-token-file: only with --on-park wait (it serves the resume of a waiting crashloop)")
+	case s.adminToken != "" && s.metricsAddr == "":
+		return usagef("--admin-token-file: needs --metrics-addr, the address that serves POST /resume")
+	case s.onPark == "wait" && s.state == "" && s.redis.url == "" && s.adminToken == "":
+		return usagef("--on-park wait: needs --state, --redis or --admin-token-file, or nothing could resume the program")
 	}
 	if _, err := parseGuard(s.guard); err != nil {
 		return err

@@ -23,7 +23,10 @@
 // program's status, a second one kills it at once. The program gets
 // NOTIFY_SOCKET, systemd's notify protocol: READY=1 marks a run healthy,
 // STATUS=... is logged, and with --watchdog a program that stops sending
-// WATCHDOG=1 is stopped (ABRT, then KILL) and counted as a failure.
+// WATCHDOG=1 is stopped (ABRT, then KILL) and counted as a failure. A park
+// ends crashloop with status 86, or, with --on-park wait, leaves it up with
+// the program stopped and --metrics-addr served until a resume starts the
+// program again.
 //
 // Run crashloop --help for the flags and the exit statuses, and see
 // docs/cli.md in the repository for the full reference.

@@ -17,8 +17,9 @@ import (
 
 // metricsServer serves --metrics-addr: /metrics (the Supervisor's series
 // and its events, counted), /status (its live status, with the program's
-// last sd_notify STATUS= text) and /healthz. Read-only; it binds the address
-// it was given and nothing else.
+// last sd_notify STATUS= text), /healthz and /readyz, and with
+// --admin-token-file POST /resume. Read-only otherwise; it binds the
+// address it was given and nothing else.
 type metricsServer struct {
 	srv *http.Server
 	ln  net.Listener
@@ -43,25 +44,31 @@ func unwrapOp(err error) error {
 	return err
 }
 
-// serveMetrics serves the endpoints on ln until close.
-func serveMetrics(ln net.Listener, sup *crashloop.Supervisor, events *promcrashloop.Events, r *runner, log *slog.Logger) *metricsServer {
+// serveMetrics serves the endpoints on ln until close, and ep's own
+// (/readyz, /resume) in front of them.
+func serveMetrics(ln net.Listener, sup *crashloop.Supervisor, events *promcrashloop.Events, r *runner, log *slog.Logger, ep *endpoints) *metricsServer {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(promcrashloop.NewCollector(sup), events)
 	m := &metricsServer{ln: ln, srv: &http.Server{
 		ReadHeaderTimeout: 5 * time.Second,
-		Handler: &promcrashloop.Handler{Supervisor: sup, Gatherer: reg, Info: func() any {
-			if text := r.statusText(); text != "" {
-				return map[string]string{"program_status": text}
-			}
-			return nil
-		}},
+		Handler:           ep,
+	}}
+	ep.next = &promcrashloop.Handler{Supervisor: sup, Gatherer: reg, Info: func() any {
+		if text := r.statusText(); text != "" {
+			return map[string]string{"program_status": text}
+		}
+		return nil
 	}}
 	go func() {
 		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("the metrics server stopped: "+err.Error(), "addr", ln.Addr().String())
 		}
 	}()
-	log.Info("serving /metrics, /status and /healthz on http://"+ln.Addr().String(), "addr", ln.Addr().String())
+	paths := "/metrics, /status, /healthz and /readyz"
+	if ep.token != nil {
+		paths = "/metrics, /status, /healthz, /readyz and POST /resume"
+	}
+	log.Info("serving "+paths+" on http://"+ln.Addr().String(), "addr", ln.Addr().String())
 	return m
 }
 

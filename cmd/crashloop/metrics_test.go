@@ -63,8 +63,10 @@ func scrape(t tb, addr string) (map[string]*dto.MetricFamily, string) {
 }
 
 // value returns the value of the series of family name with labels.
-func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
-	t.Helper()
+func value(t require.TestingT, fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	fam, ok := fams[name]
 	require.True(t, ok, "no family %s", name)
 	for _, m := range fam.Metric {
@@ -83,7 +85,7 @@ func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels 
 			}
 		}
 	}
-	t.Fatalf("no series %s%v", name, labels)
+	require.Failf(t, "no series", "%s%v", name, labels)
 	return 0
 }
 
@@ -153,7 +155,10 @@ func TestMetricsOfARestart(t *testing.T) {
 		require.True(c, ok, "no crashloop_key_state")
 		require.Len(c, f.Metric, 1)
 		assert.Contains(c, f.Metric[0].String(), `value:"backoff"`)
-	}, patience, tick, "the backoff")
+		// The event is counted after the state it announces is committed:
+		// wait for the count itself, not for the state.
+		assert.Equal(c, 1.0, value(c, fams, "crashloop_events_total", map[string]string{"kind": "agent.respawn_scheduled"}))
+	}, patience, tick, "the backoff and its event")
 	assert.Equal(t, 1.0, value(t, fams, "crashloop_key_state", map[string]string{"key": "job", "state": "backoff"}))
 	assert.Equal(t, 1.0, value(t, fams, "crashloop_restarts_total", map[string]string{"key": "job"}))
 	assert.Equal(t, 1.0, value(t, fams, "crashloop_events_total", map[string]string{"kind": "agent.respawn_scheduled"}))

@@ -27,6 +27,7 @@ type runner struct {
 	dir       string   // --chdir; "" keeps crashloop's
 	grace     time.Duration
 	watchdog  time.Duration // 0: off
+	healthy   time.Duration // the Supervisor's HealthyAfter: a run this long is healthy (0: only READY=1)
 	permanent map[int]bool  // exit statuses that park at once
 	log       *slog.Logger
 	cancel    context.CancelFunc // ends supervision
@@ -47,11 +48,13 @@ type runner struct {
 // run is one run of the program.
 type run struct {
 	ctx   context.Context // the Supervisor's context for this run, for crashloop.Ready
+	start time.Time
 	group *group
 	dog   *watchdog // nil: --watchdog off
 	over  bool      // the program has exited: later notifications are ignored (runner.mu)
 
-	// Only notified uses these; the notifier calls it for one datagram at a time.
+	// Only notified writes these, under runner.mu (readyNow and statusText
+	// read them); the notifier calls it for one datagram at a time.
 	ready  bool
 	status string
 }
@@ -102,7 +105,7 @@ func (r *runner) begin(ctx context.Context) (*run, error) {
 		return nil, fmt.Errorf("start %s: %w", r.argv[0], err)
 	}
 	r.starts++
-	cur := &run{ctx: ctx, group: g}
+	cur := &run{ctx: ctx, start: time.Now(), group: g}
 	if r.watchdog > 0 {
 		cur.dog = startWatchdog(r.watchdog, func(cause string) { r.watchdogTripped(cur, cause) })
 	}
@@ -162,7 +165,9 @@ func (r *runner) notified(msg string) {
 		name, value, _ := strings.Cut(line, "=")
 		switch {
 		case name == "READY" && value == "1" && !cur.ready:
+			r.mu.Lock() // readyNow reads it for /readyz
 			cur.ready = true
+			r.mu.Unlock()
 			crashloop.Ready(cur.ctx)
 			r.log.Info("the program is ready (READY=1)", "key", r.key, "pid", cur.group.pgid)
 		case name == "STATUS":
@@ -190,6 +195,23 @@ func (r *runner) statusText() string {
 		return ""
 	}
 	return r.cur.status
+}
+
+// readyNow reports whether a run is under way and healthy: the program sent
+// READY=1, or has run for the healthy-after duration (for /readyz).
+func (r *runner) readyNow() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.cur
+	return cur != nil && !cur.over && (cur.ready || r.healthy > 0 && time.Since(cur.start) >= r.healthy)
+}
+
+// resumed starts the count of starts again, for the next park's report:
+// the program was resumed with a full budget.
+func (r *runner) resumed() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.starts, r.ended = 0, false
 }
 
 // forward passes sig on to the group of the run under way, if any.

@@ -100,6 +100,25 @@ func (s *stateStore) update(change func(*stateFile) (bool, error)) error {
 	if err != nil || !changed {
 		return err
 	}
+	return s.save(st)
+}
+
+// create writes a state file with no marks unless the file exists, so that
+// status reads a file from the start of the first crashloop that uses it.
+func (s *stateStore) create() error {
+	release, err := lockFile(s.path + ".lock")
+	if err != nil {
+		return fmt.Errorf("state file %s: %w", s.path, err)
+	}
+	defer release()
+	if _, err := s.store.Load(); !errors.Is(err, fs.ErrNotExist) {
+		return nil // there, or an error that load reports
+	}
+	return s.save(&stateFile{Version: stateVersion, Marks: map[string]mark{}})
+}
+
+// save writes st; the caller holds the lock of PATH.lock.
+func (s *stateStore) save(st *stateFile) error {
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err

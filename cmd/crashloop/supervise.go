@@ -34,6 +34,12 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	}
 	var events promcrashloop.Events
 	var metrics net.Listener
+	ep := &endpoints{log: log}
+	if s.adminToken != "" {
+		if ep.token, err = readToken(s.adminToken); err != nil {
+			return 0, err
+		}
+	}
 	if s.metricsAddr != "" {
 		if metrics, err = listenMetrics(s.metricsAddr); err != nil {
 			return 0, err
@@ -56,8 +62,10 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 		key = defaultKey(argv)
 	}
 
-	// --redis: no start of a key the replicas parked.
-	if store != nil {
+	// --redis: no start of a key the replicas parked. Under --on-park wait,
+	// Run refuses it and crashloop waits.
+	wait := s.onPark == "wait"
+	if store != nil && !wait {
 		if pe := parkedInRedis(store, key, s.redis.timeout); pe != nil {
 			last := ""
 			if pe.LastError != nil {
@@ -68,8 +76,10 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	}
 
 	// --state: one crashloop per key (unless the replicas share it on
-	// Redis: several of one key is the point there), and no start of a
-	// parked key.
+	// Redis: several of one key is the point there), a file from the start
+	// (for status), and no start of a parked key. Under --on-park wait, the
+	// Supervisor learns the park, Run refuses it and crashloop waits; with
+	// --redis, Redis decides.
 	var state *stateStore
 	if s.state != "" {
 		state = newStateStore(s.state)
@@ -80,12 +90,22 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 			}
 			defer release()
 		}
+		if err := state.create(); err != nil {
+			return 0, err
+		}
 		st, err := state.load(true)
 		if err != nil {
 			return 0, err
 		}
 		if m, ok := st.Marks[key]; ok {
-			return refuse(out, key, m, resumeCommand(s.state, key))
+			switch {
+			case !wait:
+				return refuse(out, key, m, resumeCommand(s.state, key))
+			case store == nil:
+				if err := restorePark(sup, key, m); err != nil {
+					return 0, fmt.Errorf("state file %s: the park of %s: %w", s.state, key, err)
+				}
+			}
 		}
 	}
 
@@ -94,7 +114,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	permanent, _ := parseExitCodes(s.permanentExitCodes) // checked by settings.check
-	r := &runner{key: key, argv: argv, dir: s.chdir, grace: s.grace, watchdog: s.watchdog, permanent: permanent, log: log, cancel: cancel}
+	r := &runner{key: key, argv: argv, dir: s.chdir, grace: s.grace, watchdog: s.watchdog, healthy: cfg.HealthyAfter, permanent: permanent, log: log, cancel: cancel}
 	sigs := readSigState() // before crashloop changes it
 	defer handleSignals(r)()
 	reaper := newReaper()
@@ -123,34 +143,91 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	defer keeper.close()
 	r.launch = &launcher{reaper: reaper, keeper: keeper, self: self, log: log, key: key, sigs: sigs, term: foregroundTerminal()}
 	r.env = s.programEnv(notifySocket)
+	ep.r = r
+	if wait {
+		ep.waiter = &parkWaiter{key: key, sup: sup, state: state, store: store, redis: s.redis, log: log}
+	}
 	if metrics != nil {
-		defer serveMetrics(metrics, sup, &events, r, log).close()
+		defer serveMetrics(metrics, sup, &events, r, log, ep).close()
+		if !wait {
+			log.Info("--on-park exit: a park ends crashloop and its metrics server, so no scrape will see it (--on-park wait keeps serving)", "key", key)
+		}
 	}
 
-	err = sup.Run(ctx, key, r.run)
-	var pe *crashloop.ParkedError
-	switch {
-	case r.failed != nil: // Run returns only after the run that set it
-		return 0, r.failed
-	case errors.As(err, &pe):
-		var shared *redisConfig
-		if store != nil && flush(sup, out, key) { // a park decided alone reaches the other replicas
-			shared = &s.redis
+	for {
+		ran := false // Run refuses a key parked before it, without a run
+		err = sup.Run(ctx, key, func(ctx context.Context) error { ran = true; return r.run(ctx) })
+		var pe *crashloop.ParkedError
+		switch {
+		case r.failed != nil: // Run returns only after the run that set it
+			return 0, r.failed
+		case errors.As(err, &pe) && wait:
+			flushed := true
+			if !ran { // parked before crashloop started
+				m := mark{Reason: pe.Reason, Since: pe.Since}
+				if pe.LastError != nil {
+					m.LastError = pe.LastError.Error()
+				}
+				announceRefusal(out, key, m)
+			} else {
+				if store != nil {
+					flushed = flush(sup, out, key)
+				}
+				if code, err := gaveUp(r, pe, state, nil, out, argv); err != nil {
+					return code, err
+				}
+			}
+			out.print(slog.LevelInfo, "--on-park wait: the program stays stopped until it is resumed; then it starts with a full budget: "+resumeHint(s, key, ep.token != nil), "key", key)
+			by, ok := ep.waiter.wait(ctx, flushed)
+			if !ok {
+				out.print(slog.LevelInfo, fmt.Sprintf("stopped while %s was parked; it stays parked", key), "key", key)
+				return 0, nil
+			}
+			r.resumed()
+			out.print(slog.LevelInfo, fmt.Sprintf("%s was resumed (%s): starting it with a full budget", key, by), "key", key, "by", by)
+		case errors.As(err, &pe):
+			var shared *redisConfig
+			if store != nil && flush(sup, out, key) { // a park decided alone reaches the other replicas
+				shared = &s.redis
+			}
+			return gaveUp(r, pe, state, shared, out, argv)
+		case ctx.Err() != nil:
+			return r.stoppedStatus(), nil
+		case err != nil:
+			return exitError, err
+		default:
+			return 0, nil
 		}
-		return gaveUp(r, pe, state, shared, out, argv)
-	case ctx.Err() != nil:
-		return r.stoppedStatus(), nil
-	case err != nil:
-		return exitError, err
 	}
-	return 0, nil
+}
+
+// announceRefusal says that key is parked (m), for refuse, and when
+// crashloop waits for a resume instead of exiting.
+func announceRefusal(out *output, key string, m mark) {
+	out.print(slog.LevelError, fmt.Sprintf("%s is parked since %s (%s): %s", key, m.Since.Format(time.RFC3339), m.Reason, m.LastError),
+		"key", key, "reason", m.Reason, "since", m.Since, "last_error", m.LastError)
+}
+
+// resumeHint says how to resume key: the command for --redis or --state,
+// and POST /resume with --admin-token-file.
+func resumeHint(s *settings, key string, http bool) string {
+	var ways []string
+	switch {
+	case s.redis.url != "":
+		ways = append(ways, "run "+resumeRedisCommand(s.redis, key))
+	case s.state != "":
+		ways = append(ways, "run "+resumeCommand(s.state, key))
+	}
+	if http {
+		ways = append(ways, "POST /resume on --metrics-addr with the admin token")
+	}
+	return strings.Join(ways, ", or ")
 }
 
 // refuse says that key is parked (m) and how to resume it, without
 // starting the program.
 func refuse(out *output, key string, m mark, resume string) (int, error) {
-	out.print(slog.LevelError, fmt.Sprintf("%s is parked since %s (%s): %s", key, m.Since.Format(time.RFC3339), m.Reason, m.LastError),
-		"key", key, "reason", m.Reason, "since", m.Since, "last_error", m.LastError)
+	announceRefusal(out, key, m)
 	out.print(slog.LevelInfo, "once the cause is fixed, run: "+resume, "key", key)
 	return exitParked, nil
 }

@@ -1,0 +1,215 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/redisstore"
+)
+
+// resumePoll is how often a waiting crashloop (--on-park wait) reads the
+// state file or Redis for a resume: a resume reaches it within this.
+const resumePoll = 200 * time.Millisecond
+
+// parkWaiter holds a parked program under --on-park wait: crashloop stays
+// up, with the program stopped and its endpoints served, until the program
+// is resumed, then starts it again with a full budget. A resume comes from
+// the state file (crashloop resume --state: its mark is gone), from Redis
+// (crashloop resume --redis: the shared state no longer parks the key), or
+// over HTTP (POST /resume with --admin-token-file). With --redis, Redis
+// decides, and the state file's mark is only this machine's record, cleared
+// on the resume.
+type parkWaiter struct {
+	key   string
+	sup   *crashloop.Supervisor
+	state *stateStore       // nil without --state
+	store *redisstore.Store // nil without --redis
+	redis redisConfig
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	parked  bool
+	resumed chan string // who resumed it, from resumeHTTP
+	polled  bool        // a read of the state file or Redis has failed (logged once)
+}
+
+// isParked reports whether crashloop waits for a resume (for /readyz).
+func (w *parkWaiter) isParked() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.parked
+}
+
+// wait waits until the key is resumed, and returns who resumed it ("the
+// state file", "Redis", "HTTP"), or false when ctx ends first (INT or
+// TERM): the key then stays parked. flushed is false when the park was
+// decided while Redis was unreachable and is not on Redis yet: wait writes
+// it back first, so that it is not mistaken for a resume.
+func (w *parkWaiter) wait(ctx context.Context, flushed bool) (by string, ok bool) {
+	w.mu.Lock()
+	w.parked, w.resumed, w.polled = true, make(chan string, 1), false
+	resumed := w.resumed
+	w.mu.Unlock()
+	tick := time.NewTicker(resumePoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "", false
+		case by := <-resumed:
+			return by, true
+		case <-tick.C:
+		}
+		if !flushed {
+			flushed = w.sup.Flush(ctx) == nil
+			continue
+		}
+		if by := w.poll(ctx); by != "" {
+			return by, true
+		}
+	}
+}
+
+// poll reads the state file, or Redis, for a resume, and returns who
+// resumed the key, "" if nobody has.
+func (w *parkWaiter) poll(ctx context.Context) string {
+	var by string
+	var err error
+	if w.store != nil {
+		by, err = w.pollRedis(ctx)
+	} else if w.state != nil {
+		by, err = w.pollState()
+	}
+	if err != nil {
+		w.mu.Lock()
+		first := !w.polled
+		w.polled = true
+		w.mu.Unlock()
+		if first && ctx.Err() == nil {
+			w.log.Warn("cannot read whether the program was resumed; trying again: "+err.Error(), "key", w.key)
+		}
+		return ""
+	}
+	if by == "" {
+		return ""
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.parked { // resumed over HTTP meanwhile
+		return ""
+	}
+	if w.store == nil { // the Supervisor alone knows the park: lift it, announcing agent.resumed
+		if err := w.sup.Resume(ctx, w.key); err != nil && !errors.Is(err, crashloop.ErrNotParked) {
+			return ""
+		}
+	} else if w.state != nil {
+		w.unmark()
+	}
+	w.parked = false
+	return by
+}
+
+// pollRedis reports "Redis" once the shared state no longer parks the key.
+func (w *parkWaiter) pollRedis(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.redis.timeout)
+	defer cancel()
+	pe, err := w.store.Lookup(ctx, w.key)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("--redis %s: %v", redact(w.redis.url), scrub(err, w.redis.url))
+	case pe != nil:
+		return "", nil
+	}
+	return "Redis", nil
+}
+
+// pollState reports "the state file" once the key's mark is gone from it.
+func (w *parkWaiter) pollState() (string, error) {
+	st, err := w.state.load(true)
+	if err != nil {
+		return "", err
+	}
+	if _, ok := st.Marks[w.key]; ok {
+		return "", nil
+	}
+	return "the state file", nil
+}
+
+// resumeHTTP resumes the key for POST /resume: the Supervisor's park (on
+// Redis, for every replica) and the state file's mark. It returns
+// crashloop.ErrNotParked when crashloop is not waiting on a park.
+func (w *parkWaiter) resumeHTTP(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.parked {
+		return crashloop.ErrNotParked
+	}
+	if err := w.sup.Resume(ctx, w.key); err != nil && !errors.Is(err, crashloop.ErrNotParked) {
+		return err
+	}
+	if w.state != nil {
+		w.unmark()
+	}
+	w.parked = false
+	w.resumed <- "HTTP"
+	return nil
+}
+
+// unmark removes the key's mark from the state file, if it has one. A
+// failure is logged: the program is resumed all the same.
+func (w *parkWaiter) unmark() {
+	err := w.state.update(func(st *stateFile) (bool, error) {
+		_, ok := st.Marks[w.key]
+		delete(st.Marks, w.key)
+		return ok, nil
+	})
+	if err != nil {
+		w.log.Error("resumed, but the mark stays in the state file: "+err.Error(), "key", w.key)
+	}
+}
+
+// restorePark makes sup know the park m of key, read from the state file
+// when crashloop starts with --on-park wait: its status and metrics then
+// show the key parked, and Run refuses it until it is resumed. It goes
+// through the Supervisor's snapshot, the one way in for a park.
+func restorePark(sup *crashloop.Supervisor, key string, m mark) error {
+	data, err := sup.Snapshot()
+	if err != nil {
+		return err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return err
+	}
+	since := m.Since.UTC().Format(time.RFC3339Nano)
+	park := map[string]any{"reason": m.Reason, "attempts": m.Starts, "since": since}
+	if m.LastError != "" {
+		park["last_error"] = m.LastError
+	}
+	state := crashloop.StateParked
+	if m.Reason == "needs_human" {
+		state = crashloop.StateNeedsHuman
+	}
+	budget, _ := doc["budget"].(map[string]any)
+	if budget == nil {
+		return errors.New("the snapshot has no budget")
+	}
+	budget["keys"] = map[string]any{key: map[string]any{"parked": park}}
+	key0 := map[string]any{"state": state, "since": since}
+	if m.LastError != "" {
+		key0["last_error"] = m.LastError
+	}
+	doc["keys"] = map[string]any{key: key0}
+	if data, err = json.Marshal(doc); err != nil {
+		return err
+	}
+	return sup.Restore(data)
+}
