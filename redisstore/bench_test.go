@@ -22,11 +22,10 @@ import (
 // trip under both. Each reports ns/op, the p50 and p99 of its calls, and
 // server-us: the server's own time per call (INFO commandstats), which the
 // machine's noise barely touches. Ours also report x-rate, their ns/op over
-// redis_rate's in the same run (target: at most 1.2).
+// redis_rate's in the same run.
 //
-// "budget" judges by a budget alone (no chain, no fleet breaker), which
-// the script decides in its budget step: the one window that redis_rate's
-// one key compares with. Its window is 100µs wide
+// "budget" judges by a budget alone (no chain, no fleet breaker): the one
+// window that redis_rate's one key compares with. Its window is 100µs wide
 // and never fills, so every call takes the respawn path, the longest one of
 // a budget: it prunes what aged out, records a respawn and sets the TTL; at
 // about 30µs a call the window holds a few respawns, as a default budget
@@ -34,21 +33,18 @@ import (
 // chain, fleet breaker of 40 an hour, each replica's member report) with
 // the same budget: every call also counts a restart in the fleet's hour,
 // which is emptied (untimed) every 39 calls so that the breaker never
-// trips, and holds 19 restarts on average. "server-time" reads the clock
-// with TIME in the script, as redis_rate does; "client-time" sends the
-// caller's.
+// trips, and holds 19 restarts on average. Both go through the script's
+// one judge. "server-time" reads the clock with TIME in the script, as
+// redis_rate does; "client-time" sends the caller's.
 //
-// "interleaved/budget" alternates redis_rate's call and ours (budget,
-// server-time), each going first every other time, so both see the same
-// machine at the same moment, and reports each one's p50 and p99 and
-// x-p50, the ratio of the p50s: on a shared machine it is the steadiest
-// comparison. "interleaved/floor" does the same with floorScript, the
-// least work an exact rolling window on one key can do in a script, to
-// show how much of the gap any exact window pays against a GCRA's one
-// number. "interleaved/control" pits redis_rate against itself (another
-// key): what the method reads when both sides are the same, 1 give or
-// take its noise. (Always going second costs a call 3-6% here; the
-// alternation cancels that.)
+// "interleaved/budget" and "interleaved/default" alternate redis_rate's
+// call and ours (server-time), each going first every other time, so both
+// see the same machine at the same moment, and report each one's p50 and
+// p99 and x-p50, the ratio of the p50s: on a shared machine it is the
+// steadiest comparison. "interleaved/control" pits redis_rate against
+// itself (another key): what the method reads when both sides are the
+// same, 1 give or take its noise. (Always going second costs a call 3-6%
+// here; the alternation cancels that.)
 func BenchmarkDecision(b *testing.B) {
 	s := redistest.Start(b)
 	rdb := s.Client(BoundedOptions(nil, time.Second))
@@ -129,14 +125,6 @@ func BenchmarkDecision(b *testing.B) {
 			})
 		}
 	}
-	// floor is the least an exact rolling window can do in one script on
-	// one key: read the clock, read the window, drop what aged out, append
-	// the time and write it back with a TTL, and reply; no configuration,
-	// no other key, no park. It is not a crashloop step (it keeps no
-	// deployment time, no restarts and no park); it measures what a
-	// one-key exact window costs next to redis_rate's GCRA on this machine.
-	floor := redis.NewScript(floorScript)
-	floorKeys := []string{"{floor}:window"}
 	interleave := func(name string, ours func() (time.Duration, error)) {
 		b.Run("interleaved/"+name, func(b *testing.B) {
 			theirs := timed(allow)
@@ -173,24 +161,9 @@ func BenchmarkDecision(b *testing.B) {
 		})
 	}
 	interleave("budget", judge(budgetOnly, false))
-	interleave("floor", timed(func() error { return floor.Run(ctx, rdb, floorKeys).Err() }))
+	interleave("default", judge(defaults, false))
 	interleave("control", timed(allowOn("control")))
 }
-
-// floorScript is BenchmarkDecision's floor: a one-key exact window of
-// 100µs, times in 16 digits as store.lua keeps them.
-const floorScript = `
-local tm = redis.call('TIME')
-local ts = tm[1] .. string.format('%06d', tm[2])
-local now = tonumber(ts)
-local w = redis.call('GET', KEYS[1]) or ''
-local i, n = 1, #w
-while i <= n and now - tonumber(string.sub(w, i, i + 15)) > 100 do
-  i = i + 16
-end
-w = string.sub(w, i) .. ts
-redis.call('SET', KEYS[1], w, 'PX', 60000)
-return {now, #w / 16}`
 
 // latencies runs call b.N times, each timing itself (what it does to
 // prepare is not timed), reports p50-ns, p99-ns and the server's time per
