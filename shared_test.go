@@ -344,3 +344,21 @@ func TestLocalRestartsAlone(t *testing.T) {
 	assert.Equal(t, 2, ks.LocalRestarts)
 	assert.Equal(t, 2, ks.TotalRestarts)
 }
+
+// A shared ledger's fleet status counts the members every replica
+// reported, before any park as after one.
+func TestSharedFleetCountsReports(t *testing.T) {
+	sups, _, _ := replicas(t, crashloop.DefaultSupervisorConfig(), memoryReplicas(2))
+	for i, key := range []string{"a", "b", "c"} {
+		require.Equal(t, crashloop.ActionRestart, sups[i%2].DecideAt(context.Background(), key, crashloop.RunResult{Err: errors.New("boom")}, testT0).Action)
+	}
+	for i, s := range sups {
+		fs := s.StatusAt(context.Background(), testT0).Fleet
+		assert.Equal(t, [2]int{0, 3}, [2]int{fs.FailingChannels, fs.TotalChannels}, "replica %d", i)
+	}
+	require.ErrorIs(t, sups[1].DecideAt(context.Background(), "b", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad"))}, testT0).Err, crashloop.ErrParked)
+	for i, s := range sups {
+		fs := s.StatusAt(context.Background(), testT0).Fleet
+		assert.Equal(t, [2]int{1, 3}, [2]int{fs.FailingChannels, fs.TotalChannels}, "replica %d", i)
+	}
+}

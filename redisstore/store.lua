@@ -759,7 +759,8 @@ if op == 'fleet' then
   -- opened, as the library's ledger does), with ARGV[4] the fleet TTL and
   -- ARGV[5] and ARGV[6] its rph and cooldown-ns; 'r' to read only.
   -- Returns the breaker at t as it would be after a re-arm (which it does
-  -- not make): tripped (1/0), since, failing, total, restarts in the hour,
+  -- not make): tripped (1/0), since, failing and total as the live
+  -- replicas report them, restarts in the hour,
   -- rph and cooldown-ns as last written, and the time.
   local f = fload()
   local t = at(f)
@@ -776,7 +777,19 @@ if op == 'fleet' then
   if tripped then
     flag = 1
   end
-  return {flag, f.since, f.failing, f.total, #prune(w, t, HOUR) / 16, tonumber(f.rph), f.cdns, now}
+  -- failing and total: what every live replica last reported, summed (a
+  -- park notes them in the fleet string only when it judges them)
+  local failing, total = 0, 0
+  for _, name in ipairs(redis.call('SMEMBERS', tag .. 'replicas')) do
+    local rep = redis.call('GET', tag .. 'r:' .. name)
+    if rep then
+      local a, b = string.match(rep, '^(%d+),(%d+)$')
+      if a then
+        total, failing = total + tonumber(a), failing + tonumber(b)
+      end
+    end
+  end
+  return {flag, f.since, failing, total, #prune(w, t, HOUR) / 16, tonumber(f.rph), f.cdns, now}
 end
 
 if op == 'lookup' then
