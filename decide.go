@@ -230,6 +230,7 @@ func (s *Supervisor) apply(r *record, j *Judgment, cause error, v Verdict, evs *
 		wait = s.curve.Delay(1, 0)
 	}
 	d := Decision{Action: ActionRestart, Wait: wait}
+	r.local++ // the verdict counted a restart: this Supervisor schedules it
 	if v.Held {
 		d = Decision{Action: ActionHold, Wait: max(wait, v.Wait)}
 		r.held = max(r.held, 1) // a mirror: the order is the ledger's

@@ -59,7 +59,11 @@ type Ledger interface {
 	Restore(ctx context.Context, parks []*ParkedError) (int, error)
 	// Parked returns the parks of every key, sorted by key.
 	Parked(ctx context.Context) ([]*ParkedError, error)
-	// Fleet returns the status of the fleet breaker at now.
+	// Fleet returns the status of the fleet breaker at now. Its
+	// FailingChannels and TotalChannels are the failing members and members
+	// that every live replica last reported with its Judgments, summed: the
+	// deployment's count now, not the count a park last noted (which the
+	// trip's event carries).
 	Fleet(ctx context.Context, now time.Time) (FleetStatus, error)
 }
 
@@ -382,9 +386,10 @@ func (l *MemoryLedger) Parked(context.Context) ([]*ParkedError, error) {
 	return out, nil
 }
 
-// Fleet returns the status of the fleet breaker at now. It changes
-// nothing: a breaker due to re-arm reads as re-armed, and re-arms (with its
-// event) at the next Judge or Proceed.
+// Fleet returns the status of the fleet breaker at now, with the members
+// and failing members every replica last reported. It changes nothing: a
+// breaker due to re-arm reads as re-armed, and re-arms (with its event) at
+// the next Judge or Proceed.
 func (l *MemoryLedger) Fleet(_ context.Context, now time.Time) (FleetStatus, error) {
 	st := l.st
 	t := st.at(now)
@@ -394,5 +399,7 @@ func (l *MemoryLedger) Fleet(_ context.Context, now time.Time) (FleetStatus, err
 	}
 	f := copyFleet(&st.book.f)
 	st.cfg.Fleet.rearm(&f, t)
-	return st.cfg.Fleet.status(&f, t, &st.tb), nil
+	fs := st.cfg.Fleet.status(&f, t, &st.tb)
+	fs.TotalChannels, fs.FailingChannels = st.sumReports()
+	return fs, nil
 }

@@ -23,6 +23,7 @@ type record struct {
 	incarnation string
 	lastErr     error
 	prev        time.Duration // the curve's last wait, for curves that depend on it
+	local       int           // restarts this Supervisor scheduled since the first run or the last resume (KeyStatus.LocalRestarts)
 }
 
 // record returns the record of key, creating an exited one if there is
@@ -50,7 +51,7 @@ func incarnationOf(key string, n uint64) string { return key + "#" + strconv.For
 // curve's last wait.
 func (r *record) resume() {
 	r.keyGuards.resume()
-	r.prev = 0
+	r.prev, r.local = 0, 0
 }
 
 // member reports whether a key in state st counts as a member of the fleet:

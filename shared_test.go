@@ -291,3 +291,74 @@ func TestSharedFlush(t *testing.T) {
 	require.NoError(t, sups[0].Flush(context.Background()), "written back once")
 	assert.Equal(t, 1, recs[0].count(crashloop.EventStoreRecovered))
 }
+
+// Each replica's LocalRestarts counts the restarts it scheduled itself,
+// while TotalRestarts is the deployment's count as of its last step; a
+// park carries its time in ParkedSince on every replica that knows the
+// key, and a resume sets both counts back to 0.
+func TestSharedLocalRestarts(t *testing.T) {
+	cfg := crashloop.DefaultSupervisorConfig()
+	cfg.Budget.MaxRespawns = 5
+	cfg.Budget.Window = time.Hour
+	sups, _, _ := replicas(t, cfg, memoryReplicas(2))
+	boom := errors.New("boom")
+	at := testT0
+	for i := range 5 { // replica 0 restarts k three times, replica 1 twice
+		at = testT0.Add(time.Duration(i) * time.Second)
+		d := sups[[]int{0, 1, 0, 1, 0}[i]].DecideAt(context.Background(), "k", crashloop.RunResult{Err: boom}, at)
+		require.Equal(t, crashloop.ActionRestart, d.Action, "failure %d", i+1)
+	}
+	for i, want := range []struct{ local, total int }{{3, 5}, {2, 4}} {
+		ks := sups[i].StatusAt(context.Background(), at).Keys["k"]
+		assert.Equal(t, want.local, ks.LocalRestarts, "replica %d: LocalRestarts", i)
+		assert.Equal(t, want.total, ks.TotalRestarts, "replica %d: TotalRestarts", i)
+		assert.True(t, ks.ParkedSince.IsZero(), "replica %d: ParkedSince of a key that is not parked", i)
+	}
+
+	parkAt := testT0.Add(10 * time.Second)
+	d := sups[1].DecideAt(context.Background(), "k", crashloop.RunResult{Err: boom}, parkAt)
+	require.ErrorIs(t, d.Err, crashloop.ErrParked)
+	for i, want := range []int{3, 2} {
+		ks := sups[i].StatusAt(context.Background(), parkAt).Keys["k"]
+		assert.Equal(t, want, ks.LocalRestarts, "replica %d: a park is no restart", i)
+		assert.Equal(t, crashloop.ReasonBudgetExhausted, ks.Reason, "replica %d", i)
+		assert.Equal(t, parkAt, ks.ParkedSince, "replica %d: ParkedSince", i)
+	}
+
+	require.NoError(t, sups[0].Resume(context.Background(), "k"))
+	for i := range sups {
+		ks := sups[i].StatusAt(context.Background(), parkAt).Keys["k"]
+		assert.Equal(t, 0, ks.LocalRestarts, "replica %d: after the resume", i)
+		assert.True(t, ks.ParkedSince.IsZero(), "replica %d: ParkedSince after the resume", i)
+	}
+}
+
+// Without a shared ledger, LocalRestarts is TotalRestarts.
+func TestLocalRestartsAlone(t *testing.T) {
+	s, err := crashloop.NewSupervisor(crashloop.DefaultSupervisorConfig(), crashloop.WithClock(mockAt(testT0)))
+	require.NoError(t, err)
+	for i := range 2 {
+		require.Equal(t, crashloop.ActionRestart, s.DecideAt(context.Background(), "k", crashloop.RunResult{Err: errors.New("boom")}, testT0.Add(time.Duration(i)*time.Second)).Action)
+	}
+	ks := s.StatusAt(context.Background(), testT0.Add(2*time.Second)).Keys["k"]
+	assert.Equal(t, 2, ks.LocalRestarts)
+	assert.Equal(t, 2, ks.TotalRestarts)
+}
+
+// A shared ledger's fleet status counts the members every replica
+// reported, before any park as after one.
+func TestSharedFleetCountsReports(t *testing.T) {
+	sups, _, _ := replicas(t, crashloop.DefaultSupervisorConfig(), memoryReplicas(2))
+	for i, key := range []string{"a", "b", "c"} {
+		require.Equal(t, crashloop.ActionRestart, sups[i%2].DecideAt(context.Background(), key, crashloop.RunResult{Err: errors.New("boom")}, testT0).Action)
+	}
+	for i, s := range sups {
+		fs := s.StatusAt(context.Background(), testT0).Fleet
+		assert.Equal(t, [2]int{0, 3}, [2]int{fs.FailingChannels, fs.TotalChannels}, "replica %d", i)
+	}
+	require.ErrorIs(t, sups[1].DecideAt(context.Background(), "b", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad"))}, testT0).Err, crashloop.ErrParked)
+	for i, s := range sups {
+		fs := s.StatusAt(context.Background(), testT0).Fleet
+		assert.Equal(t, [2]int{1, 3}, [2]int{fs.FailingChannels, fs.TotalChannels}, "replica %d", i)
+	}
+}

@@ -753,7 +753,8 @@ func TestSnapshotSupervisorRoundTrip(t *testing.T) {
 		assert.Equal(t, testT0.Add(30*time.Second), pe.Since)
 		ks := s.Status(context.Background()).Keys["a"]
 		assert.Equal(t, crashloop.KeyStatus{State: crashloop.StateParked, Restarts: 2, TotalRestarts: 2, LastError: "boom",
-			Reason: crashloop.ReasonBudgetExhausted, Incarnation: "a#2", Since: testT0.Add(30 * time.Second)}, ks)
+			Reason: crashloop.ReasonBudgetExhausted, Incarnation: "a#2", Since: testT0.Add(30 * time.Second),
+			LocalRestarts: 2, ParkedSince: testT0.Add(30 * time.Second)}, ks)
 	}
 
 	// A day later the budget is full again.

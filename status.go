@@ -43,6 +43,16 @@ type KeyStatus struct {
 	Reason        string    `json:"park_reason,omitempty"` // why it is parked (ParkedError.Reason); empty if not parked
 	Incarnation   string    `json:"incarnation,omitempty"` // incarnation of the latest run (WithIncarnation, or "KEY#N")
 	Since         time.Time `json:"since"`                 // time of the last state change
+	// LocalRestarts counts the restarts of the key that this Supervisor
+	// scheduled since it first ran the key or the key was last resumed.
+	// Without a shared Ledger it is TotalRestarts; with one, TotalRestarts
+	// is the deployment's count (every replica's restarts, as of this
+	// Supervisor's last step on the key) and LocalRestarts this replica's
+	// share, which is what a per-replica metric must count.
+	LocalRestarts int `json:"local_restarts"`
+	// ParkedSince is when the key was parked (ParkedError.Since), the zero
+	// time (omitted from JSON) when it is not parked.
+	ParkedSince time.Time `json:"parked_since,omitzero"`
 }
 
 // Status is shorthand for StatusAt(ctx, clock.Now()).
@@ -96,8 +106,12 @@ func (s *Supervisor) StatusAt(ctx context.Context, now time.Time) Status {
 	for key, r := range s.keys {
 		ks := KeyStatus{State: r.state, Restarts: s.cfg.Budget.count(&r.respawns, t), TotalRestarts: r.restarts,
 			CanRestart: r.park == nil && !tripped, Incarnation: r.incarnation, Since: r.since}
+		ks.LocalRestarts = r.restarts
+		if s.shared != nil {
+			ks.LocalRestarts = r.local
+		}
 		if r.park != nil {
-			ks.Reason = r.park.Reason
+			ks.Reason, ks.ParkedSince = r.park.Reason, r.park.Since
 		}
 		if r.lastErr != nil {
 			errs[key] = r.lastErr

@@ -13,11 +13,14 @@ import (
 
 var (
 	restartsDesc = prometheus.NewDesc("crashloop_restarts_total",
-		"Restarts of the key since it was first run or last resumed (KeyStatus.TotalRestarts); a resume starts it again from 0.",
+		"Restarts of the key this supervisor scheduled since it first ran the key or the key was last resumed (KeyStatus.LocalRestarts: with a shared ledger, this replica's own, so that a sum over replicas is the deployment's); a resume starts it again from 0.",
 		[]string{"key"}, nil)
 	parkedDesc = prometheus.NewDesc("crashloop_parked",
 		"1 while the key is parked (a guard gave up, or its chain needs a human), with the park reason; the series disappears when the key is resumed.",
 		[]string{"key", "reason"}, nil)
+	parkedSinceDesc = prometheus.NewDesc("crashloop_parked_since_timestamp_seconds",
+		"When the key was parked, in seconds since 1970 (ParkedError.Since); the series exists while the key is parked.",
+		[]string{"key"}, nil)
 	keyStateDesc = prometheus.NewDesc("crashloop_key_state",
 		"1 for the key's current state (running, backoff, held, parked, needs_human, exited); the key has no series for the other states.",
 		[]string{"key", "state"}, nil)
@@ -30,11 +33,11 @@ var (
 	fleetRestartsDesc = prometheus.NewDesc("crashloop_fleet_restarts_in_hour",
 		"Restarts the fleet breaker counted in its rolling hour (it trips at fleet.restarts_per_hour).",
 		nil, nil)
-	fleetFailingDesc = prometheus.NewDesc("crashloop_fleet_failing_channels",
-		"Keys failing (parked or needing a human), as last noted by the fleet breaker.",
+	fleetFailingDesc = prometheus.NewDesc("crashloop_fleet_failing_keys",
+		"Fleet members failing (parked or needing a human); with a shared ledger, every live replica's, summed.",
 		nil, nil)
-	fleetTotalDesc = prometheus.NewDesc("crashloop_fleet_total_channels",
-		"Keys in the fleet, as last noted by the fleet breaker.",
+	fleetTotalDesc = prometheus.NewDesc("crashloop_fleet_keys",
+		"Fleet members (keys running, waiting to run or parked); with a shared ledger, every live replica's, summed.",
 		nil, nil)
 )
 
@@ -52,8 +55,15 @@ var states = []crashloop.KeyState{
 //
 // Series per key (see WithMaxKeys to cap them): crashloop_restarts_total,
 // crashloop_key_state (the current state only) and, while the key is
-// parked, crashloop_parked. Unkeyed: crashloop_keys by state and, when the
-// fleet breaker is on, the crashloop_fleet_* gauges.
+// parked, crashloop_parked and crashloop_parked_since_timestamp_seconds.
+// Unkeyed: crashloop_keys by state and, when the fleet breaker is on, the
+// crashloop_fleet_* gauges.
+//
+// With a shared ledger (crashloop.NewSharedSupervisor), each replica's
+// crashloop_restarts_total counts the restarts it scheduled itself, so a
+// sum over replicas is the deployment's; the parks and the fleet gauges
+// are the shared state, which every replica exports alike: aggregate them
+// across replicas with max, never sum (docs/monitoring.md).
 //
 // A Collector is safe for concurrent use. The zero value is not usable:
 // create one with NewCollector.
@@ -91,7 +101,7 @@ func NewCollector(sup *crashloop.Supervisor, opts ...Option) *Collector {
 
 // Describe sends the descriptors of every series the Collector can export.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{restartsDesc, parkedDesc, keyStateDesc, keysDesc,
+	for _, d := range []*prometheus.Desc{restartsDesc, parkedDesc, parkedSinceDesc, keyStateDesc, keysDesc,
 		fleetTrippedDesc, fleetRestartsDesc, fleetFailingDesc, fleetTotalDesc} {
 		ch <- d
 	}
@@ -124,6 +134,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- &ks.state
 		if ks.parked.desc != nil {
 			ch <- &ks.parked
+			ch <- &ks.since
 		}
 	}
 
@@ -171,14 +182,14 @@ func bit(b bool) float64 {
 // a dozen allocations a series, to copy, sort and check labels that are
 // right by construction here.
 type keySeries struct {
-	restarts, state, parked        keyedSeries
+	restarts, state, parked, since keyedSeries
 	key, stateName, reason         string
 	keyPair, statePair, reasonPair dto.LabelPair
 	keyLabels                      [1]*dto.LabelPair
 	stateLabels, reasonLabels      [2]*dto.LabelPair
-	count                          float64
+	count, sinceSeconds            float64
 	counter                        dto.Counter
-	present                        dto.Gauge
+	present, parkedAt              dto.Gauge
 }
 
 // fill sets the series of key from its status. A key or reason that is
@@ -190,7 +201,7 @@ func (s *keySeries) fill(key string, ks crashloop.KeyStatus) {
 	s.statePair = dto.LabelPair{Name: &stateLabel, Value: &s.stateName}
 	s.keyLabels = [1]*dto.LabelPair{&s.keyPair}
 	s.stateLabels = [2]*dto.LabelPair{&s.keyPair, &s.statePair}
-	s.count = float64(ks.TotalRestarts)
+	s.count = float64(ks.LocalRestarts)
 	s.counter.Value = &s.count
 	s.present.Value = &one
 	s.restarts = keyedSeries{desc: restartsDesc, labels: s.keyLabels[:], counter: &s.counter}
@@ -200,14 +211,16 @@ func (s *keySeries) fill(key string, ks crashloop.KeyStatus) {
 		s.reasonPair = dto.LabelPair{Name: &reasonLabel, Value: &s.reason}
 		s.reasonLabels = [2]*dto.LabelPair{&s.keyPair, &s.reasonPair}
 		s.parked = keyedSeries{desc: parkedDesc, labels: s.reasonLabels[:], gauge: &s.present}
+		s.sinceSeconds = float64(ks.ParkedSince.UnixMicro()) / 1e6
+		s.parkedAt.Value = &s.sinceSeconds
+		s.since = keyedSeries{desc: parkedSinceDesc, labels: s.keyLabels[:], gauge: &s.parkedAt}
 	}
 }
 
 // Label names of the keyed series, addressable for dto.LabelPair.
 var keyLabel, stateLabel, reasonLabel = "key", "state", "reason"
 
-// keyedSeries is one series of a key: a counter, or a gauge of value 1
-// (the series is there or it is not).
+// keyedSeries is one series of a key: a counter, or a gauge.
 type keyedSeries struct {
 	desc    *prometheus.Desc
 	labels  []*dto.LabelPair // in name order, as the registry wants them
@@ -224,5 +237,6 @@ func (s *keyedSeries) Write(out *dto.Metric) error {
 	return nil
 }
 
-// one is the value of every keyed gauge, addressable for dto.Gauge.
+// one is the value of the keyed gauges that say a state by being there,
+// addressable for dto.Gauge.
 var one = 1.0

@@ -50,8 +50,8 @@ func TestCollectorFollowsSupervisor(t *testing.T) {
 			`crashloop_key_state{key="a",state="backoff"}`:           1,
 			`crashloop_fleet_breaker_tripped`:                        0,
 			`crashloop_fleet_restarts_in_hour`:                       1,
-			`crashloop_fleet_failing_channels`:                       0,
-			`crashloop_fleet_total_channels`:                         1,
+			`crashloop_fleet_failing_keys`:                           0,
+			`crashloop_fleet_keys`:                                   1,
 			`crashloop_events_total{kind="agent.respawn_scheduled"}`: 1,
 		})
 
@@ -66,10 +66,11 @@ func TestCollectorFollowsSupervisor(t *testing.T) {
 			`crashloop_restarts_total{key="a"}`:                           2,
 			`crashloop_key_state{key="a",state="parked"}`:                 1,
 			`crashloop_parked{key="a",reason="respawn_budget_exhausted"}`: 1,
+			`crashloop_parked_since_timestamp_seconds{key="a"}`:           float64(t0.Unix() + 2), // parked 2s in
 			`crashloop_fleet_breaker_tripped`:                             0,
 			`crashloop_fleet_restarts_in_hour`:                            2,
-			`crashloop_fleet_failing_channels`:                            1,
-			`crashloop_fleet_total_channels`:                              1,
+			`crashloop_fleet_failing_keys`:                                1,
+			`crashloop_fleet_keys`:                                        1,
 			`crashloop_events_total{kind="agent.respawn_scheduled"}`:      2,
 			`crashloop_events_total{kind="agent.startup_exhausted"}`:      1,
 		})
@@ -82,8 +83,8 @@ func TestCollectorFollowsSupervisor(t *testing.T) {
 			`crashloop_key_state{key="a",state="exited"}`:            1,
 			`crashloop_fleet_breaker_tripped`:                        0,
 			`crashloop_fleet_restarts_in_hour`:                       2,
-			`crashloop_fleet_failing_channels`:                       0,
-			`crashloop_fleet_total_channels`:                         0, // an exited key is no fleet member
+			`crashloop_fleet_failing_keys`:                           0,
+			`crashloop_fleet_keys`:                                   0, // an exited key is no fleet member
 			`crashloop_events_total{kind="agent.respawn_scheduled"}`: 2,
 			`crashloop_events_total{kind="agent.startup_exhausted"}`: 1,
 			`crashloop_events_total{kind="agent.resumed"}`:           1,
@@ -111,8 +112,8 @@ func TestCollectorFollowsSupervisor(t *testing.T) {
 			`crashloop_key_state{key="b",state="held"}`:              1,
 			`crashloop_fleet_breaker_tripped`:                        1,
 			`crashloop_fleet_restarts_in_hour`:                       3,
-			`crashloop_fleet_failing_channels`:                       0,
-			`crashloop_fleet_total_channels`:                         1,
+			`crashloop_fleet_failing_keys`:                           0,
+			`crashloop_fleet_keys`:                                   1,
 			`crashloop_events_total{kind="agent.respawn_scheduled"}`: 3,
 			`crashloop_events_total{kind="agent.startup_exhausted"}`: 1,
 			`crashloop_events_total{kind="agent.resumed"}`:           1,
@@ -128,8 +129,8 @@ func TestCollectorFollowsSupervisor(t *testing.T) {
 			`crashloop_key_state{key="b",state="running"}`:           1,
 			`crashloop_fleet_breaker_tripped`:                        0,
 			`crashloop_fleet_restarts_in_hour`:                       0,
-			`crashloop_fleet_failing_channels`:                       0,
-			`crashloop_fleet_total_channels`:                         1,
+			`crashloop_fleet_failing_keys`:                           0,
+			`crashloop_fleet_keys`:                                   1,
 			`crashloop_events_total{kind="agent.respawn_scheduled"}`: 3,
 			`crashloop_events_total{kind="agent.startup_exhausted"}`: 1,
 			`crashloop_events_total{kind="agent.resumed"}`:           1,
@@ -171,6 +172,7 @@ func TestCollectorMaxKeys(t *testing.T) {
 		`crashloop_restarts_total{key="z"}`:                  0,
 		`crashloop_key_state{key="z",state="parked"}`:        1,
 		`crashloop_parked{key="z",reason="permanent_error"}`: 1,
+		`crashloop_parked_since_timestamp_seconds{key="z"}`:  float64(t0.Unix()),
 	}).without("crashloop_events_total")
 	want[`crashloop_keys{state="exited"}`] = 3 // b and c too
 	if d := diff(got, want); d != "" {
@@ -202,6 +204,7 @@ func TestCollectorForget(t *testing.T) {
 		`crashloop_restarts_total{key="key-00001"}`:                  0,
 		`crashloop_key_state{key="key-00001",state="parked"}`:        1,
 		`crashloop_parked{key="key-00001",reason="permanent_error"}`: 1,
+		`crashloop_parked_since_timestamp_seconds{key="key-00001"}`:  float64(t0.Unix()),
 	}).without("crashloop_events_total")
 	if d := diff(collect(t, c), want); d != "" {
 		t.Error(d)
@@ -220,7 +223,10 @@ func TestCollectorKeyNotUTF8(t *testing.T) {
 	}
 	park(t, sup, "job-\xff")
 	got := collect(t, promcrashloop.NewCollector(sup)).only("crashloop_parked")
-	want := series{"crashloop_parked{key=\"job-\uFFFD\",reason=\"permanent_error\"}": 1}
+	want := series{
+		"crashloop_parked{key=\"job-\uFFFD\",reason=\"permanent_error\"}": 1,
+		"crashloop_parked_since_timestamp_seconds{key=\"job-\uFFFD\"}":    float64(t0.Unix()),
+	}
 	if d := diff(got, want); d != "" {
 		t.Error(d)
 	}

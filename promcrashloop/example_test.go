@@ -37,7 +37,7 @@ func Example() {
 	})
 	fmt.Println(err != nil)
 
-	printSeries(srv.URL+"/metrics", `key="importer"`, "startup_exhausted")
+	printSeries(srv.URL+"/metrics", `{key="importer",`, `restarts_total{key="importer"}`, "startup_exhausted")
 	// Output:
 	// true
 	// crashloop_events_total{kind="agent.startup_exhausted"} 1

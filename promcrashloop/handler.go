@@ -12,7 +12,9 @@ import (
 // Handler serves the read-only endpoints of a supervising program:
 //
 //   - /metrics: the series of Gatherer, in the format the scraper asks for
-//     (a series the Gatherer fails on is left out, so that one bad series
+//     (OpenMetrics when its Accept header asks for
+//     application/openmetrics-text, else Prometheus text or protobuf; a
+//     series the Gatherer fails on is left out, so that one bad series
 //     does not hide every alert);
 //   - /status: Supervisor.Status as JSON ({"keys": ..., "fleet": ...}, as
 //     crashloop.Status marshals), plus "info" when Info returns non-nil;
@@ -56,7 +58,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if g == nil {
 			g = prometheus.DefaultGatherer
 		}
-		serve = promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP
+		serve = promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true}).ServeHTTP
 	case "/status":
 		serve = h.status
 	case "/healthz":

@@ -83,10 +83,11 @@ func TestHandlerMetrics(t *testing.T) {
 		`crashloop_restarts_total{key="web"}`:                    0,
 		`crashloop_key_state{key="web",state="parked"}`:          1,
 		`crashloop_parked{key="web",reason="permanent_error"}`:   1,
+		`crashloop_parked_since_timestamp_seconds{key="web"}`:    float64(t0.Unix()),
 		`crashloop_fleet_breaker_tripped`:                        0,
 		`crashloop_fleet_restarts_in_hour`:                       0,
-		`crashloop_fleet_failing_channels`:                       1,
-		`crashloop_fleet_total_channels`:                         1, // batch exited: no fleet member
+		`crashloop_fleet_failing_keys`:                           1,
+		`crashloop_fleet_keys`:                                   1, // batch exited: no fleet member
 		`crashloop_events_total{kind="agent.startup_exhausted"}`: 1,
 	})
 	if d := diff(parse(t, strings.NewReader(body)), want); d != "" {
@@ -200,3 +201,57 @@ func parse(tb testing.TB, text io.Reader) series {
 
 // keysOf returns the sorted keys of m.
 func keysOf[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// TestHandlerOpenMetrics checks that /metrics speaks OpenMetrics to a
+// scraper that asks for it (as Prometheus does first), with the same
+// series, and the classic text format to one that does not.
+func TestHandlerOpenMetrics(t *testing.T) {
+	s := serve(t)
+	get := func(accept string) (string, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, s.srv.URL+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := s.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Get("Content-Type"), string(body)
+	}
+
+	// Prometheus 2.x's and 3.x's scrape Accept header.
+	ctype, body := get("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+	if want := "application/openmetrics-text; version=1.0.0; charset=utf-8; escaping=underscores"; ctype != want {
+		t.Errorf("OpenMetrics: Content-Type %q, want %q", ctype, want)
+	}
+	if !strings.HasSuffix(body, "\n# EOF\n") {
+		t.Errorf("OpenMetrics: the body does not end with # EOF:\n%s", body)
+	}
+	for _, line := range []string{
+		"# TYPE crashloop_restarts counter",
+		`crashloop_restarts_total{key="web"} 0.0`,
+		`crashloop_parked{key="web",reason="permanent_error"} 1.0`,
+		`crashloop_fleet_keys 1.0`,
+	} {
+		if !strings.Contains(body, "\n"+line+"\n") {
+			t.Errorf("OpenMetrics: no line %q in:\n%s", line, body)
+		}
+	}
+
+	ctype, body = get("")
+	if want := "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"; ctype != want {
+		t.Errorf("no Accept: Content-Type %q, want %q", ctype, want)
+	}
+	if strings.Contains(body, "# EOF") {
+		t.Errorf("no Accept: an OpenMetrics body:\n%s", body)
+	}
+}

@@ -617,8 +617,9 @@ if op == 'fleet' or op == 'fleet_read' then
   -- as the library's ledger does, and writes the configuration (its TTL,
   -- its fleet_per_hour and cooldown_ns); 'fleet_read' only reads. Returns
   -- the breaker at t as it would be after a re-arm (which it does not
-  -- make): tripped (1/0), since, failing, total, restarts in the hour,
-  -- fleet_per_hour and cooldown_ns as last written, and the time.
+  -- make): tripped (1/0), since, failing and total as the live replicas
+  -- report them, restarts in the hour, fleet_per_hour and cooldown_ns as
+  -- last written, and the time.
   local f = fload()
   local t = at(f)
   if op == 'fleet' then
@@ -633,7 +634,19 @@ if op == 'fleet' or op == 'fleet_read' then
   if tripped then
     flag = 1
   end
-  return {'tripped', flag, 'since', f.since, 'failing', f.failing, 'total', f.total, 'hour', #prune(w, t, HOUR) / 16,
+  -- failing and total: what every live replica last reported, summed (a
+  -- park notes them in the fleet string only when it judges them)
+  local failing, total = 0, 0
+  for _, name in ipairs(redis.call('SMEMBERS', tag .. 'replicas')) do
+    local rep = redis.call('GET', tag .. 'r:' .. name)
+    if rep then
+      local a, b = string.match(rep, '^(%d+),(%d+)$')
+      if a then
+        total, failing = total + tonumber(a), failing + tonumber(b)
+      end
+    end
+  end
+  return {'tripped', flag, 'since', f.since, 'failing', failing, 'total', total, 'hour', #prune(w, t, HOUR) / 16,
     'per_hour', tonumber(f.rph), 'cooldown_ns', tonumber(f.cdns), 'now', now}
 end
 

@@ -185,11 +185,15 @@ func TestFailingFractionSumsReplicas(t *testing.T) {
 	for _, key := range []string{"a1", "a2", "a3"} {
 		require.Equal(t, crashloop.ActionRestart, a.sup.Decide(context.Background(), key, boom).Action)
 	}
-	b.sup.Decide(context.Background(), "b1", fatal) // 1 failing of 4: A's three and b1
 	fleetState := func(r *replica) string {
 		st := r.sup.Status(context.Background()).Fleet
 		return fmt.Sprintf("tripped=%v %d/%d", st.BreakerTripped, st.FailingChannels, st.TotalChannels)
 	}
+	// Before any park the status counts what the replicas report, on
+	// every replica (it read 0/0 when only a park noted the counts).
+	require.Equal(t, "tripped=false 0/3", fleetState(a))
+	require.Equal(t, "tripped=false 0/3", fleetState(b))
+	b.sup.Decide(context.Background(), "b1", fatal) // 1 failing of 4: A's three and b1
 	require.Equal(t, "tripped=false 1/4", fleetState(a))
 
 	a.sup.Decide(context.Background(), "a1", fatal) // 2 of 4 with b1: half the fleet; A alone has 1 of 3

@@ -15,11 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metricsServer serves --metrics-addr: /metrics (the Supervisor's series
-// and its events, counted), /status (its live status, with the program's
-// last sd_notify STATUS= text), /healthz and /readyz, and with
-// --admin-token-file POST /resume. Read-only otherwise; it binds the
-// address it was given and nothing else.
+// metricsServer serves --metrics-addr: /metrics (the Supervisor's series,
+// its events, counted, and the program's last exit status), /status (its
+// live status, with the program's last sd_notify STATUS= text), /healthz
+// and /readyz, and with --admin-token-file POST /resume. Read-only
+// otherwise; it binds the address it was given and nothing else.
 type metricsServer struct {
 	srv *http.Server
 	ln  net.Listener
@@ -48,7 +48,7 @@ func unwrapOp(err error) error {
 // (/readyz, /resume) in front of them.
 func serveMetrics(ln net.Listener, sup *crashloop.Supervisor, events *promcrashloop.Events, r *runner, log *slog.Logger, ep *endpoints) *metricsServer {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(promcrashloop.NewCollector(sup), events)
+	reg.MustRegister(promcrashloop.NewCollector(sup), events, lastExit{r})
 	m := &metricsServer{ln: ln, srv: &http.Server{
 		ReadHeaderTimeout: 5 * time.Second,
 		Handler:           ep,
@@ -73,3 +73,22 @@ func serveMetrics(ln net.Listener, sup *crashloop.Supervisor, events *promcrashl
 }
 
 func (m *metricsServer) close() { _ = m.srv.Close() }
+
+var lastExitDesc = prometheus.NewDesc("crashloop_last_exit_code",
+	"How the program's last run ended: its exit status, or 128+N when signal N killed it, with the signal's name (empty when it exited by itself).",
+	[]string{"key", "signal"}, nil)
+
+// lastExit exports crashloop_last_exit_code{key,signal}: the exit status of
+// the program's last run, once a run has ended.
+type lastExit struct{ r *runner }
+
+func (l lastExit) Describe(ch chan<- *prometheus.Desc) { ch <- lastExitDesc }
+
+func (l lastExit) Collect(ch chan<- prometheus.Metric) {
+	l.r.mu.Lock()
+	ended, status, signal := l.r.ended, l.r.status, l.r.signal
+	l.r.mu.Unlock()
+	if ended {
+		ch <- prometheus.MustNewConstMetric(lastExitDesc, prometheus.GaugeValue, float64(status), l.r.key, signal)
+	}
+}

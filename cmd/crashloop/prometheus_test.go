@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,17 +50,21 @@ func testRules(t *testing.T) string {
 	return rules
 }
 
-// startPrometheus starts prometheus scraping target (host:port) every
-// second with the rules of testRules, and returns once it is ready. The
-// test's cleanup stops it. A port another process took between the pick
-// and the bind is retried on a new one.
-func startPrometheus(t *testing.T, target string) *promServer {
+// startPrometheus starts prometheus scraping targets (host:port) as job
+// crashloop every second with the rules of testRules, and returns once it
+// is ready. The test's cleanup stops it. A port another process took
+// between the pick and the bind is retried on a new one.
+func startPrometheus(t *testing.T, targets ...string) *promServer {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	require.NoError(t, err, "prometheus is missing: run ./test.sh, which installs it (Debian's package prometheus)")
 	dir := t.TempDir()
 	rules := filepath.Join(dir, "alerts.yml")
 	require.NoError(t, os.WriteFile(rules, []byte(testRules(t)), 0o644))
+	quoted := make([]string, len(targets))
+	for i, a := range targets {
+		quoted[i] = strconv.Quote(a)
+	}
 	config := filepath.Join(dir, "prometheus.yml")
 	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`global:
   scrape_interval: 1s
@@ -69,14 +75,15 @@ rule_files:
 scrape_configs:
   - job_name: crashloop
     static_configs:
-      - targets: [%q]
-`, rules, target)), 0o644))
+      - targets: [%s]
+`, rules, strings.Join(quoted, ", "))), 0o644))
 	for attempt := 1; ; attempt++ {
 		port := freePort(t)
 		out := &buffer{}
 		cmd := exec.Command(bin, "--config.file="+config, "--storage.tsdb.path="+filepath.Join(dir, fmt.Sprint("data", attempt)),
 			"--web.listen-address=127.0.0.1:"+strconv.Itoa(port), "--log.level=warn")
 		cmd.Stdout, cmd.Stderr = out, out
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		require.NoError(t, cmd.Start())
 		exited := make(chan struct{})
 		go func() {
@@ -175,4 +182,33 @@ func TestTestRules(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte(rules), 0o644))
 	out, err := exec.Command("promtool", "check", "rules", file).CombinedOutput()
 	require.NoError(t, err, string(out))
+}
+
+// query returns the value of the instant query q, as Prometheus formats
+// it, or "" when the result is empty. It expects one series at most.
+func (p *promServer) query(t tb, q string) string {
+	t.Helper()
+	var doc struct {
+		Status string
+		Data   struct {
+			Result []struct {
+				Value [2]any
+			}
+		}
+	}
+	code, body := get(t, http.MethodGet, p.url+"/api/v1/query?query="+url.QueryEscape(q))
+	require.Equal(t, http.StatusOK, code, body)
+	require.NoError(t, json.Unmarshal([]byte(body), &doc), body)
+	require.Equal(t, "success", doc.Status)
+	require.LessOrEqual(t, len(doc.Data.Result), 1, "query %s", q)
+	if len(doc.Data.Result) == 0 {
+		return ""
+	}
+	return doc.Data.Result[0].Value[1].(string)
+}
+
+// waitFor waits until the query q has the value want.
+func (p *promServer) waitFor(t *testing.T, q, want string) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Equal(c, want, p.query(c, q)) }, patience, 100*time.Millisecond, "%s == %s", q, want)
 }

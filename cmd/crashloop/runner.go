@@ -42,6 +42,7 @@ type runner struct {
 	ended   bool   // a run has ended
 	last    string // how the last run ended, e.g. "exited with status 1"
 	status  int    // the last run's exit status (128+N for signal N)
+	signal  string // the name of the signal that killed the last run, such as "KILL"; "" if it exited
 	stopped bool   // the last run ended after stopSig was received
 }
 
@@ -125,6 +126,10 @@ func (r *runner) finish(ws syscall.WaitStatus, cause string) error {
 	r.mu.Lock()
 	r.cur = nil
 	r.ended, r.last, r.status, r.stopped = true, how, code, r.stopSig != 0
+	r.signal = ""
+	if ws.Signaled() {
+		r.signal = signalName(ws.Signal())
+	}
 	r.mu.Unlock()
 	err := fmt.Errorf("%s %s", r.argv[0], how)
 	switch {

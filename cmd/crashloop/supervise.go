@@ -32,6 +32,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.fleetOf(&cfg)
 	var events promcrashloop.Events
 	var metrics net.Listener
 	ep := &endpoints{log: log}
@@ -222,6 +223,17 @@ func resumeHint(s *settings, key string, http bool) string {
 		ways = append(ways, "POST /resume on --metrics-addr with the admin token")
 	}
 	return strings.Join(ways, ", or ")
+}
+
+// fleetOf turns the fleet breaker off unless the replicas share it: one
+// crashloop supervises one key, and one key is not a fleet (its restarts
+// would trip the breaker, 40 in an hour with --restart=always or
+// --chain-max 0, and hold it for the cooldown). With --redis the deployment
+// is the fleet. A "fleet" that --config sets is kept: it was asked for.
+func (s *settings) fleetOf(cfg *crashloop.SupervisorConfig) {
+	if s.redis.url == "" && !s.inFile("fleet") {
+		cfg.Fleet = nil
+	}
 }
 
 // refuse says that key is parked (m) and how to resume it, without
