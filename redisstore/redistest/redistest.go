@@ -448,14 +448,30 @@ func (s *Server) BlackHole() {
 	s.ns.setLink(s.t, false)
 }
 
-// Heal restores the link that BlackHole cut; connections whose packets were
-// lost resume once TCP retransmits them.
+// Heal restores the link that BlackHole cut, and returns once a new
+// connection from the client's namespace reaches the server (a link set up
+// is not at once a link that carries packets); connections whose packets
+// were lost resume once TCP retransmits them. It fails the test when the
+// server is not reachable within a minute.
 func (s *Server) Heal() {
 	s.t.Helper()
 	if s.ns == nil {
 		s.t.Fatal("redistest: Heal needs a server started with InNetns")
 	}
 	s.ns.setLink(s.t, true)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		c, err := s.ns.DialContext(ctx, s.Network(), s.Addr())
+		cancel()
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redistest: the server is not reachable after Heal: %v", err)
+		}
+	}
 }
 
 // Options returns a copy of o (nil for the zero Options) with Network, Addr
