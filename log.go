@@ -32,7 +32,7 @@ func logEvent(l *slog.Logger, ev Event) {
 		level = slog.LevelWarn
 		msg = fmt.Sprintf("key %q failed; respawn %d/%d %s", ev.Key, ev.Attempts, ev.Limit, when(ev))
 	case EventRestartScheduled:
-		if ev.Reason != restartCleanExit || ev.Held { // a clean exit is no trouble; a tripped breaker is
+		if ev.Reason != ReasonCleanExit || ev.Held { // a clean exit is no trouble; a tripped breaker is
 			level = slog.LevelWarn
 		}
 		msg = fmt.Sprintf("key %q %s; restart %d %s", ev.Key, restartWhy(ev.Reason), ev.Attempts, when(ev))
@@ -47,14 +47,14 @@ func logEvent(l *slog.Logger, ev Event) {
 		msg = fmt.Sprintf("key %q resumed with a full respawn budget", ev.Key)
 	case EventChainEscalated:
 		level = slog.LevelError
-		msg = fmt.Sprintf("%q %s; marked needs-human until an operator resumes it", ev.Key, ev.Reason)
+		msg = fmt.Sprintf("%q %s; marked needs-human until an operator resumes it", ev.Key, chainReason(ev.Attempts))
 	case EventGuardTripped:
 		level = slog.LevelError
-		msg = fmt.Sprintf("key %q %s; halting auto-resume", ev.Key, ev.Reason)
+		msg = fmt.Sprintf("key %q %s; halting auto-resume", ev.Key, guardWhy(ev))
 	case EventFleetTripped:
 		level = slog.LevelError
-		msg = fmt.Sprintf("fleet crash-loop breaker TRIPPED: holding restarts (%d/%d failing, %s in the hour, reason=%s); backing off for %s",
-			ev.Failing, ev.Total, errtext.Plural(ev.Attempts, "restart"), ev.Reason, w)
+		msg = fmt.Sprintf("fleet crash-loop breaker TRIPPED: %s; holding restarts (%d/%d failing, %s in the hour); backing off for %s",
+			fleetWhy(ev), ev.Failing, ev.Total, errtext.Plural(ev.Attempts, "restart"), w)
 	case EventFleetRearmed:
 		msg = "fleet crash-loop breaker re-armed after " + w + "; held restarts proceed"
 	case EventStoreUnavailable:
@@ -103,12 +103,38 @@ func when(ev Event) string {
 // restartWhy says what made a Supervisor restart a key no budget judged.
 func restartWhy(reason string) string {
 	switch reason {
-	case restartCrashed:
+	case ReasonCrashed:
 		return "crashed after a healthy run"
-	case restartPlanned:
+	case ReasonPlanned:
 		return "asked for a restart"
-	case restartCleanExit:
+	case ReasonCleanExit:
 		return "exited cleanly"
 	}
 	return reason
+}
+
+// guardWhy says which per-key guard tripped, with its limit and window:
+// "crash-loop breaker tripped (>= 3 restarts in 60s)".
+func guardWhy(ev Event) string {
+	what := "crash-loop breaker tripped"
+	switch ev.Reason {
+	case ReasonRestartLoopGuard:
+	case ReasonHourlyCap:
+		what = "hourly restart cap reached"
+	default:
+		what = ev.Reason
+	}
+	return fmt.Sprintf("%s (>= %s in %s)", what, errtext.Plural(ev.Limit, "restart"), formatDuration(ev.Window))
+}
+
+// fleetWhy says why the fleet breaker tripped, with the numbers behind its
+// reason code: "5/10 keys failing" or "40 restarts in 1h".
+func fleetWhy(ev Event) string {
+	switch ev.Reason {
+	case ReasonFleetFailingFraction:
+		return fmt.Sprintf("%d/%d keys failing", ev.Failing, ev.Total)
+	case ReasonFleetRestartRate:
+		return errtext.Plural(ev.Attempts, "restart") + " in " + formatDuration(fleetHour)
+	}
+	return ev.Reason
 }
