@@ -452,4 +452,3 @@ func (m *modelFleet) StatusAt(now time.Time) (crashloop.FleetStatus, []crashloop
 func (m *modelFleet) Reset() {
 	m.hour, m.tripped, m.failing, m.total = nil, false, 0, 0
 }
-
