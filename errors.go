@@ -151,8 +151,10 @@ func (e *needsHumanError) Is(target error) bool { return target == ErrNeedsHuman
 
 func (e *needsHumanError) Unwrap() error { return e.cause }
 
-// chainReason is the reason of EventChainEscalated, in the words of the
-// rescue daemon that first built this guard.
+// chainReason says why a chain of n rescues needs a human, in the words of
+// the rescue daemon that first built this guard: the text of the
+// needs-human error and of the log line of EventChainEscalated (whose
+// Reason is the code ReasonNeedsHuman).
 func chainReason(n int) string {
 	return "crash-loop: gave up after " + errtext.Plural(n, "reactive rescue")
 }
