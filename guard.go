@@ -116,7 +116,7 @@ func (g *RestartLoopGuard) RecordAt(now time.Time) bool {
 	n := g.win.len()
 	trip := n >= g.cfg.MaxRestarts
 	g.mu.Unlock()
-	if trip && !was && g.o.handler != nil { // the reason is formatted: build the event only for a listener
+	if trip && !was && g.o.handler != nil { // build the event only for a listener
 		emit(g.o.handler, g.cfg.trippedEvent(g.o.name, ReasonRestartLoopGuard, now, n, nil))
 	}
 	return trip

@@ -16,8 +16,8 @@ import (
 // each line carries the attributes event (the kind's dotted name), key, and
 // those of reason (the event's reason code, such as needs_human, never a
 // sentence: a log alert can match on it), attempts, limit, window, backoff,
-// held, failing, total, incarnation and last_error that apply. Lines are stamped with the event's time. A nil l
-// means slog.Default(). The handler is safe for concurrent use if l's
+// held, failing, total, incarnation and last_error that apply. Lines are
+// stamped with the event's time. A nil l means slog.Default(). The handler is safe for concurrent use if l's
 // handler is (every slog handler of the standard library is).
 func LogEvents(l *slog.Logger) EventHandler {
 	if l == nil {
