@@ -86,7 +86,7 @@ func (c ChainConfig) rescue(s *chainState, incarnation string, reactive bool, t 
 // escalatedEvent is the EventChainEscalated of key's chain of n.
 func (c ChainConfig) escalatedEvent(key, incarnation string, now time.Time, n int, cause error) Event {
 	return Event{Kind: EventChainEscalated, Key: key, Incarnation: incarnation, Time: now,
-		Reason: chainReason(n), LastError: cause, Attempts: n, Limit: c.MaxChain, Window: c.ResetGap}
+		Reason: ReasonNeedsHuman, LastError: cause, Attempts: n, Limit: c.MaxChain, Window: c.ResetGap}
 }
 
 // ChainDetector catches the slow crash loop that passes every health check:

@@ -35,7 +35,7 @@ func TestChainEscalatesOnFourthReactiveRescue(t *testing.T) {
 	assert.EqualError(t, err, `crashloop: "seat-7" needs a human: crash-loop: gave up after 3 reactive rescues`)
 	assert.Equal(t, 3, n)
 	assert.Equal(t, []Event{{Kind: EventChainEscalated, Key: "seat-7", Incarnation: "sess-a", Time: at(30),
-		Reason: "crash-loop: gave up after 3 reactive rescues", Attempts: 3, Limit: 3, Window: 20 * time.Minute}}, rec.All())
+		Reason: "needs_human", Attempts: 3, Limit: 3, Window: 20 * time.Minute}}, rec.All())
 	assert.Equal(t, []string{"seat-7"}, d.NeedsHuman())
 	assert.True(t, d.IsNeedsHuman("seat-7"))
 
@@ -236,7 +236,7 @@ func TestChainCatchesSixteenMinuteLoop(t *testing.T) {
 	assert.Equal(t, 4, crash, "caught on the 4th crash")
 	assert.Equal(t, []int{1, 2, 3}, chains)
 	assert.Equal(t, []Event{{Kind: EventChainEscalated, Key: "seat-7", Incarnation: "sess-1", Time: coreT0.Add(48 * time.Minute),
-		Reason: "crash-loop: gave up after 3 reactive rescues", Attempts: 3, Limit: 3, Window: 20 * time.Minute}}, rec.All())
+		Reason: "needs_human", Attempts: 3, Limit: 3, Window: 20 * time.Minute}}, rec.All())
 }
 
 // A seat that dies every 31 minutes lands at most two restarts in any hour,

@@ -134,13 +134,6 @@ func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now 
 	return d
 }
 
-// Restart reasons of EventRestartScheduled.
-const (
-	restartCrashed   = "crashed"
-	restartPlanned   = "planned"
-	restartCleanExit = "clean_exit"
-)
-
 // errCleanExitEarly is the failure of a run that returned nil before it was
 // healthy while RestartOnCleanExit is set: a clean-exit loop is a crash loop.
 var errCleanExitEarly = errors.New("crashloop: exited cleanly before it was healthy")
@@ -257,11 +250,11 @@ func (s *Supervisor) apply(r *record, j *Judgment, cause error, v Verdict, evs *
 func restartReason(j *Judgment) string {
 	switch {
 	case j.Ending == EndingCrash:
-		return restartCrashed
+		return ReasonCrashed
 	case j.Cause == "":
-		return restartCleanExit // a clean exit after a healthy run, with RestartOnCleanExit
+		return ReasonCleanExit // a clean exit after a healthy run, with RestartOnCleanExit
 	}
-	return restartPlanned
+	return ReasonPlanned
 }
 
 // parked commits the park the verdict v made, with this Supervisor's own
@@ -280,9 +273,9 @@ func (s *Supervisor) parked(r *record, j *Judgment, cause error, v Verdict, evs 
 	case ReasonNeedsHuman:
 		evs.add(s.cfg.Chain.escalatedEvent(j.Key, j.Incarnation, v.Now, pe.Attempts, cause))
 	case ReasonRestartLoopGuard:
-		evs.add(s.cfg.Guard.trippedEvent(j.Key, v.Now, pe.Attempts, cause))
+		evs.add(s.cfg.Guard.trippedEvent(j.Key, ReasonRestartLoopGuard, v.Now, pe.Attempts, cause))
 	case ReasonHourlyCap:
-		evs.add(s.rules.hourly.trippedEvent(j.Key, v.Now, pe.Attempts, cause))
+		evs.add(s.rules.hourly.trippedEvent(j.Key, ReasonHourlyCap, v.Now, pe.Attempts, cause))
 	default:
 		evs.add(s.cfg.Budget.parkedEvent(&pe))
 	}

@@ -81,7 +81,7 @@ func TestDecideJudgesEachEnding(t *testing.T) {
 		"agent.restart_scheduled h planned 4",
 		"agent.startup_exhausted p permanent_error 0",
 		// w and p parked: 2 failing members of 3 (h, and c before its clean exit).
-		"fleet.breaker_tripped fleet fleet crash-loop: 2/3 keys failing 7",
+		"fleet.breaker_tripped fleet fleet_failing_fraction 7",
 	}, kinds)
 
 	st := s.StatusAt(context.Background(), at(25*time.Second))
@@ -127,7 +127,7 @@ func TestDecideHoldAndProceed(t *testing.T) {
 	assert.Equal(t, crashloop.Event{Kind: crashloop.EventRespawnScheduled, Key: "b", Time: at(time.Second), LastError: boom,
 		Attempts: 1, Limit: 3, Window: time.Minute, Backoff: 100 * time.Second, Held: true}, evs[1])
 	assert.Equal(t, crashloop.EventFleetTripped, evs[2].Kind, "announced after the restart that tripped it")
-	assert.Equal(t, "fleet crash-loop: 2 restarts in 1h", evs[2].Reason)
+	assert.Equal(t, "fleet_restart_rate", evs[2].Reason)
 	assert.True(t, evs[3].Held)
 	st := s.StatusAt(context.Background(), at(51*time.Second))
 	assert.Equal(t, crashloop.StateHeld, st.Keys["b"].State)

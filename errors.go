@@ -29,19 +29,50 @@ var (
 	ErrAlreadyRunning = errors.New("crashloop: key is already running")
 )
 
-// Reasons a key is parked, as ParkedError.Reason, KeyStatus.Reason and the
-// Reason of the event that parked it.
+// Reason codes: the stable value of Event.Reason, of the reason attribute
+// of every log line (LogEvents and the crashloop command's own lines), of
+// ParkedError.Reason and KeyStatus.Reason, and of FleetChange.Reason. A
+// code never carries numbers: they are in the event's fields (Attempts,
+// Limit, Window, Failing, Total). docs/monitoring.md has the table of which
+// event carries each code.
 const (
-	// ReasonBudgetExhausted: the respawn budget ran out.
+	// ReasonBudgetExhausted: the respawn budget ran out; a park, announced
+	// by EventStartupExhausted.
 	ReasonBudgetExhausted = "respawn_budget_exhausted"
-	// ReasonPermanent: the run returned an error marked with Permanent.
+	// ReasonPermanent: the run returned an error marked with Permanent; a
+	// park, announced by EventStartupExhausted.
 	ReasonPermanent = "permanent_error"
-	// ReasonNeedsHuman: the chain of reactive rescues reached its limit.
+	// ReasonNeedsHuman: the chain of reactive rescues reached its limit; a
+	// park, announced by EventChainEscalated.
 	ReasonNeedsHuman = "needs_human"
-	// ReasonRestartLoopGuard: the per-key fast guard tripped.
+	// ReasonRestartLoopGuard: the per-key fast guard (a RestartLoopGuard)
+	// tripped; in a Supervisor a park. Announced by EventGuardTripped.
 	ReasonRestartLoopGuard = "restart_loop_guard"
-	// ReasonHourlyCap: the per-key hourly cap tripped.
+	// ReasonHourlyCap: the per-key hourly cap tripped; a park, announced by
+	// EventGuardTripped.
 	ReasonHourlyCap = "hourly_restart_cap"
+	// ReasonWatchdog: the crashloop command stopped a run that stopped
+	// feeding systemd's watchdog (WATCHDOG=1) or asked for it
+	// (WATCHDOG=trigger). It is the reason of the command's own log line,
+	// not of an Event.
+	ReasonWatchdog = "watchdog"
+	// ReasonFleetRestartRate: the fleet breaker tripped on RestartsPerHour
+	// restarts in the rolling hour (Event.Attempts). Announced by
+	// EventFleetTripped, and by the EventFleetRearmed that ends that trip.
+	ReasonFleetRestartRate = "fleet_restart_rate"
+	// ReasonFleetFailingFraction: the fleet breaker tripped on the failing
+	// fraction of the fleet (Event.Failing of Event.Total). Announced by
+	// EventFleetTripped, and by the EventFleetRearmed that ends that trip.
+	ReasonFleetFailingFraction = "fleet_failing_fraction"
+	// ReasonCrashed: EventRestartScheduled of a run that failed after it was
+	// healthy.
+	ReasonCrashed = "crashed"
+	// ReasonPlanned: EventRestartScheduled of a run that ended with an
+	// error marked with Restart (an intentional exit).
+	ReasonPlanned = "planned"
+	// ReasonCleanExit: EventRestartScheduled of a run that returned nil
+	// after it was healthy, with RestartOnCleanExit.
+	ReasonCleanExit = "clean_exit"
 )
 
 // checkKey refuses the empty key.
@@ -120,8 +151,10 @@ func (e *needsHumanError) Is(target error) bool { return target == ErrNeedsHuman
 
 func (e *needsHumanError) Unwrap() error { return e.cause }
 
-// chainReason is the reason of EventChainEscalated, in the words of the
-// rescue daemon that first built this guard.
+// chainReason says why a chain of n rescues needs a human, in the words of
+// the rescue daemon that first built this guard: the text of the
+// needs-human error and of the log line of EventChainEscalated (whose
+// Reason is the code ReasonNeedsHuman).
 func chainReason(n int) string {
 	return "crash-loop: gave up after " + errtext.Plural(n, "reactive rescue")
 }

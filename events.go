@@ -21,32 +21,33 @@ const (
 	EventRespawnScheduled EventKind = iota + 1
 	// EventStartupExhausted ("agent.startup_exhausted"): a key is
 	// parked. From a RespawnBudget the reason is always
-	// "respawn_budget_exhausted"; a Supervisor also parks with
-	// "permanent_error".
+	// ReasonBudgetExhausted; a Supervisor also parks with ReasonPermanent.
 	EventStartupExhausted
 	// EventResumed ("agent.resumed"): an operator resumed a parked key,
-	// or cleared a key that needed a human.
+	// or cleared a key that needed a human. Its Reason is the park's.
 	EventResumed
 	// EventChainEscalated ("rescue.needs_human"): a chain of reactive
-	// rescues reached MaxChain; the key needs a human.
+	// rescues reached MaxChain; the key needs a human. Reason is
+	// ReasonNeedsHuman; Attempts the chain.
 	EventChainEscalated
 	// EventGuardTripped ("channel.crash_loop_tripped"): a RestartLoopGuard
 	// went from not tripped to tripped; in a Supervisor, its per-key guard
-	// or hourly cap parked the key.
+	// or hourly cap parked the key. Reason is ReasonRestartLoopGuard, or
+	// ReasonHourlyCap for the hourly cap; Attempts the restarts in Window.
 	EventGuardTripped
 	// EventFleetTripped ("fleet.breaker_tripped"): the fleet breaker tripped.
-	// Its Reason is "fleet crash-loop: N/M keys failing" for a trip on
-	// the failing fraction, and "fleet crash-loop: N restarts in 1h" for a
-	// trip on the restart rate.
+	// Its Reason is ReasonFleetFailingFraction for a trip on the failing
+	// fraction (Failing of Total), and ReasonFleetRestartRate for a trip on
+	// the restart rate (Attempts restarts in the rolling hour).
 	EventFleetTripped
 	// EventFleetRearmed ("fleet.breaker_rearmed"): the fleet breaker re-armed
-	// after its cooldown.
+	// after its cooldown. Its Reason is that of the trip it ends.
 	EventFleetRearmed
 	// EventRestartScheduled ("agent.restart_scheduled"): a Supervisor
-	// restarts a key that no budget judged. Reason is "crashed" (a failure
-	// after a healthy run), "planned" (Restart) or "clean_exit"
-	// (RestartOnCleanExit); Backoff is the wait; Attempts the key's total
-	// restarts.
+	// restarts a key that no budget judged. Reason is ReasonCrashed (a
+	// failure after a healthy run), ReasonPlanned (Restart) or
+	// ReasonCleanExit (RestartOnCleanExit); Backoff is the wait; Attempts
+	// the key's total restarts.
 	EventRestartScheduled
 	// EventStoreUnavailable ("store.unavailable"): the shared ledger of a
 	// Supervisor cannot be reached; it guards with its local state.
@@ -100,7 +101,7 @@ type Event struct {
 	Key         string        // the key; a guard's or fleet's WithName
 	Incarnation string        // chain events: the incarnation whose chain escalated
 	Time        time.Time     // from the injected clock (or the explicit now)
-	Reason      string        // e.g. "respawn_budget_exhausted"
+	Reason      string        // a reason code such as ReasonBudgetExhausted ("respawn_budget_exhausted"); never a sentence
 	LastError   error         // the failure that caused the change, if any
 	Attempts    int           // respawns / restarts / chain length counted
 	Limit       int           // max_respawns / max_restarts / max chain / fleet rate

@@ -92,7 +92,7 @@ func ExampleNewRespawnBudget_neverParks() {
 func ExampleChainDetector() {
 	detector, err := crashloop.NewChainDetector(crashloop.DefaultChainConfig(),
 		crashloop.WithEventHandler(crashloop.EventHandlerFunc(func(ev crashloop.Event) {
-			fmt.Printf("event %s: %s (%s)\n", ev.Kind, ev.Key, ev.Reason)
+			fmt.Printf("event %s: %s (reason=%s, chain %d)\n", ev.Kind, ev.Key, ev.Reason, ev.Attempts)
 		})),
 	)
 	if err != nil {
@@ -121,10 +121,10 @@ func ExampleChainDetector() {
 	// 09:00 rescued, chain 1
 	// 09:16 rescued, chain 2
 	// 09:32 rescued, chain 3
-	// event rescue.needs_human: seat-7 (crash-loop: gave up after 3 reactive rescues)
+	// event rescue.needs_human: seat-7 (reason=needs_human, chain 3)
 	// 09:48 gave up: crashloop: "seat-7" needs a human: crash-loop: gave up after 3 reactive rescues
 	// needs a human: [seat-7]
-	// event agent.resumed: seat-7 (needs_human)
+	// event agent.resumed: seat-7 (reason=needs_human, chain 3)
 	// new incarnation, chain 1
 }
 
@@ -136,7 +136,7 @@ func ExampleRestartLoopGuard() {
 		crashloop.WithName("telegram"),
 		crashloop.WithClock(clk),
 		crashloop.WithEventHandler(crashloop.EventHandlerFunc(func(ev crashloop.Event) {
-			fmt.Printf("event %s: %s %s\n", ev.Kind, ev.Key, ev.Reason)
+			fmt.Printf("event %s: %s reason=%s (%d restarts in %s)\n", ev.Kind, ev.Key, ev.Reason, ev.Attempts, ev.Window)
 		})),
 	)
 	if err != nil {
@@ -160,7 +160,7 @@ func ExampleRestartLoopGuard() {
 	// Output:
 	// restart 1: tripped=false
 	// restart 2: tripped=false
-	// event channel.crash_loop_tripped: telegram crash-loop breaker tripped (>= 3 restarts in 60s)
+	// event channel.crash_loop_tripped: telegram reason=restart_loop_guard (3 restarts in 1m0s)
 	// restart 3: tripped=true
 	// a minute later: tripped = false
 	// after a clean run: 0 restarts
@@ -176,7 +176,7 @@ func ExampleFleetSupervisionPolicy() {
 		crashloop.WithName("gateway"),
 		crashloop.WithClock(clk),
 		crashloop.WithEventHandler(crashloop.EventHandlerFunc(func(ev crashloop.Event) {
-			fmt.Printf("event %s: %s\n", ev.Kind, ev.Reason)
+			fmt.Printf("event %s: reason=%s (%d/%d failing)\n", ev.Kind, ev.Reason, ev.Failing, ev.Total)
 		})),
 	)
 	if err != nil {
@@ -201,10 +201,10 @@ func ExampleFleetSupervisionPolicy() {
 
 	// Output:
 	// 1 of 4 failing, tripped: false
-	// event fleet.breaker_tripped: fleet crash-loop: 2/4 keys failing
+	// event fleet.breaker_tripped: reason=fleet_failing_fraction (2/4 failing)
 	// 2 of 4 failing, tripped: true
 	// restart held: true
 	// {"breaker_tripped":true,"fleet_restarts_per_hour":40,"failing_channels":2,"total_channels":4,"restarts_in_hour":0,"rearm_at":"2026-03-01T09:02:00Z"}
-	// event fleet.breaker_rearmed: fleet crash-loop: 2/4 keys failing
+	// event fleet.breaker_rearmed: reason=fleet_failing_fraction (2/4 failing)
 	// tripped after the cooldown: false
 }

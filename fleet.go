@@ -1,7 +1,6 @@
 package crashloop
 
 import (
-	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -91,8 +90,8 @@ func (c FleetConfig) noteRestart(f *fleetState, t int64) (tripped, now bool) {
 	}
 	f.hour.prune(t, fleetHour)
 	f.hour.push(t, c.RestartsPerHour)
-	if n := f.hour.len(); n >= c.RestartsPerHour {
-		f.trip(t, fmt.Sprintf("fleet crash-loop: %d restarts in %s", n, formatDuration(fleetHour)))
+	if f.hour.len() >= c.RestartsPerHour {
+		f.trip(t, ReasonFleetRestartRate)
 		return true, true
 	}
 	return false, false
@@ -115,7 +114,7 @@ func (c FleetConfig) noteState(f *fleetState, failing, total int, t int64) (trip
 		return true, false
 	}
 	f.hour.prune(t, fleetHour)
-	f.trip(t, fmt.Sprintf("fleet crash-loop: %d/%d keys failing", failing, total))
+	f.trip(t, ReasonFleetFailingFraction)
 	return true, true
 }
 
@@ -128,7 +127,7 @@ func (f *fleetState) trip(t int64, reason string) {
 // holds the ones it made. It is a plain value, safe to copy; its zero value
 // is a change with no reason and no counts.
 type FleetChange struct {
-	Reason   string // why the breaker tripped
+	Reason   string // why the breaker tripped: ReasonFleetRestartRate or ReasonFleetFailingFraction
 	Restarts int    // restarts in the rolling hour
 	Failing  int    // failing members, as noted
 	Total    int    // members, as noted
@@ -244,7 +243,7 @@ func (p *FleetSupervisionPolicy) NoteRestart() bool { return p.NoteRestartAt(p.o
 // NoteRestartAt records a restart of any member at now into the rolling hour
 // and reports whether the breaker is tripped (tripped now, or still cooling
 // down). It trips when the hour holds RestartsPerHour restarts, publishing
-// EventFleetTripped (Reason "fleet crash-loop: N restarts in 1h"). While
+// EventFleetTripped (Reason ReasonFleetRestartRate). While
 // tripped it records nothing: held restarts must not renew the window.
 func (p *FleetSupervisionPolicy) NoteRestartAt(now time.Time) bool {
 	t, rearmed := p.lockAt(now)
@@ -264,8 +263,8 @@ func (p *FleetSupervisionPolicy) NoteFleetState(failing, total int) bool {
 
 // NoteFleetStateAt notes that failing of total members are failing (parked,
 // needing a human, out of budget) at now, and reports whether the breaker is
-// tripped. It trips (publishing EventFleetTripped with Reason "fleet
-// crash-loop: N/M keys failing"), or while tripped extends the hold to
+// tripped. It trips (publishing EventFleetTripped with Reason
+// ReasonFleetFailingFraction), or while tripped extends the hold to
 // Cooldown from now, when failing >= MinFailing and failing/total >=
 // FailingFraction. It records no restart. Negative counts are read as 0 and
 // failing is capped at total.

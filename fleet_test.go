@@ -2,7 +2,6 @@ package crashloop
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -34,8 +33,8 @@ func coreTripFleetAt(t *testing.T, p *FleetSupervisionPolicy, now time.Time) {
 	require.True(t, p.NoteRestartAt(now))
 }
 
-// coreRateReason is the reason of a trip on the default rate.
-const coreRateReason = "fleet crash-loop: 40 restarts in 1h"
+// coreRateReason is the reason of a trip on the rate.
+const coreRateReason = "fleet_restart_rate"
 
 func coreFleetEvent(kind EventKind, at time.Time, reason string, attempts, failing, total int) Event {
 	return Event{Kind: kind, Key: "fleet", Time: at, Reason: reason, Attempts: attempts,
@@ -190,7 +189,7 @@ func TestFleetFailingFraction(t *testing.T) {
 		assert.Equal(t, tc.trip, p.NoteFleetStateAt(tc.failing, tc.total, coreT0), "%d/%d, min_failing %d", tc.failing, tc.total, tc.minFailing)
 		assert.Equal(t, tc.trip, p.TrippedAt(coreT0))
 		if tc.trip {
-			assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, coreT0, fmt.Sprintf("fleet crash-loop: %d/%d keys failing", tc.failing, tc.total), 0, tc.failing, tc.total)}, rec.All())
+			assert.Equal(t, []Event{coreFleetEvent(EventFleetTripped, coreT0, "fleet_failing_fraction", 0, tc.failing, tc.total)}, rec.All())
 		} else {
 			assert.Empty(t, rec.All(), "%d/%d, min_failing %d", tc.failing, tc.total, tc.minFailing)
 		}
@@ -203,7 +202,7 @@ func TestFleetTripEventPayload(t *testing.T) {
 	p.NoteRestartAt(coreT0.Add(time.Second))
 	require.True(t, p.NoteFleetStateAt(2, 4, coreT0.Add(2*time.Second)))
 	assert.Equal(t, []Event{{Kind: EventFleetTripped, Key: "fleet", Time: coreT0.Add(2 * time.Second),
-		Reason: "fleet crash-loop: 2/4 keys failing", Attempts: 2, Limit: 40, Window: 120 * time.Second,
+		Reason: "fleet_failing_fraction", Attempts: 2, Limit: 40, Window: 120 * time.Second,
 		Failing: 2, Total: 4}}, rec.All())
 }
 
@@ -231,9 +230,9 @@ func TestFleetStateExtendsHold(t *testing.T) {
 		assert.True(t, p.TrippedAt(extendedAt.Add(120*time.Second-time.Nanosecond)))
 		assert.False(t, p.TrippedAt(extendedAt.Add(120*time.Second)))
 		assert.Equal(t, []Event{
-			coreFleetEvent(EventFleetTripped, coreT0, "fleet crash-loop: 2/4 keys failing", 0, 2, 4),
+			coreFleetEvent(EventFleetTripped, coreT0, "fleet_failing_fraction", 0, 2, 4),
 			// The re-arm says why the breaker had tripped, and the state noted last.
-			coreFleetEvent(EventFleetRearmed, extendedAt.Add(120*time.Second), "fleet crash-loop: 2/4 keys failing", 0, 3, 4),
+			coreFleetEvent(EventFleetRearmed, extendedAt.Add(120*time.Second), "fleet_failing_fraction", 0, 3, 4),
 		}, rec.All())
 	})
 
@@ -300,7 +299,7 @@ func TestFleetCooldownZero(t *testing.T) {
 	evs := rec.Take()
 	require.Len(t, evs, 2)
 	assert.Equal(t, EventFleetTripped, evs[0].Kind)
-	assert.Equal(t, Event{Kind: EventFleetRearmed, Key: "fleet", Time: coreT0, Reason: "fleet crash-loop: 2/4 keys failing",
+	assert.Equal(t, Event{Kind: EventFleetRearmed, Key: "fleet", Time: coreT0, Reason: "fleet_failing_fraction",
 		Limit: 40, Window: 0, Failing: 2, Total: 4}, evs[1])
 
 	coreTripFleetAt(t, p, coreT0.Add(time.Second))

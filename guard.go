@@ -1,7 +1,6 @@
 package crashloop
 
 import (
-	"fmt"
 	"sync"
 	"time"
 )
@@ -46,15 +45,11 @@ func (c GuardConfig) count(w *window, t int64) int {
 	return w.len()
 }
 
-// reason is the Reason of EventGuardTripped, in the words of the gateway's
-// log line: "crash-loop breaker tripped (>= 3 restarts in 60s)".
-func (c GuardConfig) reason() string {
-	return fmt.Sprintf("crash-loop breaker tripped (>= %d restarts in %s)", c.MaxRestarts, formatDuration(c.Window))
-}
-
-// trippedEvent is the EventGuardTripped of name after n restarts.
-func (c GuardConfig) trippedEvent(name string, now time.Time, n int, cause error) Event {
-	return Event{Kind: EventGuardTripped, Key: name, Time: now, Reason: c.reason(), LastError: cause,
+// trippedEvent is the EventGuardTripped of name after n restarts, with the
+// code of the guard that tripped: ReasonRestartLoopGuard or, for a
+// Supervisor's hourly cap, ReasonHourlyCap.
+func (c GuardConfig) trippedEvent(name, reason string, now time.Time, n int, cause error) Event {
+	return Event{Kind: EventGuardTripped, Key: name, Time: now, Reason: reason, LastError: cause,
 		Attempts: n, Limit: c.MaxRestarts, Window: c.Window}
 }
 
@@ -121,8 +116,8 @@ func (g *RestartLoopGuard) RecordAt(now time.Time) bool {
 	n := g.win.len()
 	trip := n >= g.cfg.MaxRestarts
 	g.mu.Unlock()
-	if trip && !was && g.o.handler != nil { // the reason is formatted: build the event only for a listener
-		emit(g.o.handler, g.cfg.trippedEvent(g.o.name, now, n, nil))
+	if trip && !was && g.o.handler != nil { // build the event only for a listener
+		emit(g.o.handler, g.cfg.trippedEvent(g.o.name, ReasonRestartLoopGuard, now, n, nil))
 	}
 	return trip
 }

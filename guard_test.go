@@ -13,7 +13,7 @@ func TestDefaultGuardConfig(t *testing.T) {
 }
 
 func coreGuardTripEvent(name string, at time.Time) Event {
-	return Event{Kind: EventGuardTripped, Key: name, Time: at, Reason: "crash-loop breaker tripped (>= 3 restarts in 60s)",
+	return Event{Kind: EventGuardTripped, Key: name, Time: at, Reason: "restart_loop_guard",
 		Attempts: 3, Limit: 3, Window: 60 * time.Second}
 }
 
@@ -176,7 +176,7 @@ func TestGuardLargeLimit(t *testing.T) {
 	assert.Equal(t, 9999, g.RestartsAt(coreT0.Add(9998*time.Millisecond)))
 	assert.True(t, g.RecordAt(coreT0.Add(9999*time.Millisecond)), "restart 10000")
 	assert.Equal(t, []Event{{Kind: EventGuardTripped, Key: "big", Time: coreT0.Add(9999 * time.Millisecond),
-		Reason: "crash-loop breaker tripped (>= 10000 restarts in 60s)", Attempts: 10000, Limit: 10000, Window: time.Minute}}, rec.All())
+		Reason: "restart_loop_guard", Attempts: 10000, Limit: 10000, Window: time.Minute}}, rec.All())
 
 	// At t0+60s+1ms the first restart (t0) is more than a minute old; the
 	// second (t0+1ms) is exactly a minute old and still counts.

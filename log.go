@@ -11,11 +11,13 @@ import (
 // LogEvents returns an EventHandler that writes each event to l as one
 // structured line: at ERROR for parks, trips and escalations, WARN for
 // scheduled respawns and restarts and for an unreachable shared store, INFO
-// for a restart after a clean exit (unless held), resumes, re-arms and a recovered store. Each line carries the
-// attributes event (the kind's dotted name), key, and those of reason,
-// attempts, limit, window, backoff, held, failing, total, incarnation and
-// last_error that apply. Lines are stamped with the event's time. A nil l
-// means slog.Default(). The handler is safe for concurrent use if l's
+// for a restart after a clean exit (unless held), resumes, re-arms and a
+// recovered store. The message is a sentence for a human, with the numbers;
+// each line carries the attributes event (the kind's dotted name), key, and
+// those of reason (the event's reason code, such as needs_human, never a
+// sentence: a log alert can match on it), attempts, limit, window, backoff,
+// held, failing, total, incarnation and last_error that apply. Lines are
+// stamped with the event's time. A nil l means slog.Default(). The handler is safe for concurrent use if l's
 // handler is (every slog handler of the standard library is).
 func LogEvents(l *slog.Logger) EventHandler {
 	if l == nil {
@@ -32,7 +34,7 @@ func logEvent(l *slog.Logger, ev Event) {
 		level = slog.LevelWarn
 		msg = fmt.Sprintf("key %q failed; respawn %d/%d %s", ev.Key, ev.Attempts, ev.Limit, when(ev))
 	case EventRestartScheduled:
-		if ev.Reason != restartCleanExit || ev.Held { // a clean exit is no trouble; a tripped breaker is
+		if ev.Reason != ReasonCleanExit || ev.Held { // a clean exit is no trouble; a tripped breaker is
 			level = slog.LevelWarn
 		}
 		msg = fmt.Sprintf("key %q %s; restart %d %s", ev.Key, restartWhy(ev.Reason), ev.Attempts, when(ev))
@@ -47,14 +49,14 @@ func logEvent(l *slog.Logger, ev Event) {
 		msg = fmt.Sprintf("key %q resumed with a full respawn budget", ev.Key)
 	case EventChainEscalated:
 		level = slog.LevelError
-		msg = fmt.Sprintf("%q %s; marked needs-human until an operator resumes it", ev.Key, ev.Reason)
+		msg = fmt.Sprintf("%q %s; marked needs-human until an operator resumes it", ev.Key, chainReason(ev.Attempts))
 	case EventGuardTripped:
 		level = slog.LevelError
-		msg = fmt.Sprintf("key %q %s; halting auto-resume", ev.Key, ev.Reason)
+		msg = fmt.Sprintf("key %q %s; halting auto-resume", ev.Key, guardWhy(ev))
 	case EventFleetTripped:
 		level = slog.LevelError
-		msg = fmt.Sprintf("fleet crash-loop breaker TRIPPED: holding restarts (%d/%d failing, %s in the hour, reason=%s); backing off for %s",
-			ev.Failing, ev.Total, errtext.Plural(ev.Attempts, "restart"), ev.Reason, w)
+		msg = fmt.Sprintf("fleet crash-loop breaker TRIPPED: %s; holding restarts (%d/%d failing, %s in the hour); backing off for %s",
+			fleetWhy(ev), ev.Failing, ev.Total, errtext.Plural(ev.Attempts, "restart"), w)
 	case EventFleetRearmed:
 		msg = "fleet crash-loop breaker re-armed after " + w + "; held restarts proceed"
 	case EventStoreUnavailable:
@@ -103,12 +105,38 @@ func when(ev Event) string {
 // restartWhy says what made a Supervisor restart a key no budget judged.
 func restartWhy(reason string) string {
 	switch reason {
-	case restartCrashed:
+	case ReasonCrashed:
 		return "crashed after a healthy run"
-	case restartPlanned:
+	case ReasonPlanned:
 		return "asked for a restart"
-	case restartCleanExit:
+	case ReasonCleanExit:
 		return "exited cleanly"
 	}
 	return reason
+}
+
+// guardWhy says which per-key guard tripped, with its limit and window:
+// "crash-loop breaker tripped (>= 3 restarts in 60s)".
+func guardWhy(ev Event) string {
+	what := "crash-loop breaker tripped"
+	switch ev.Reason {
+	case ReasonRestartLoopGuard:
+	case ReasonHourlyCap:
+		what = "hourly restart cap reached"
+	default:
+		what = ev.Reason
+	}
+	return fmt.Sprintf("%s (>= %s in %s)", what, errtext.Plural(ev.Limit, "restart"), formatDuration(ev.Window))
+}
+
+// fleetWhy says why the fleet breaker tripped, with the numbers behind its
+// reason code: "5/10 keys failing" or "40 restarts in 1h".
+func fleetWhy(ev Event) string {
+	switch ev.Reason {
+	case ReasonFleetFailingFraction:
+		return fmt.Sprintf("%d/%d keys failing", ev.Failing, ev.Total)
+	case ReasonFleetRestartRate:
+		return errtext.Plural(ev.Attempts, "restart") + " in " + formatDuration(fleetHour)
+	}
+	return ev.Reason
 }

@@ -18,7 +18,6 @@ package crashloop_test
 // event counts while now - t <= the window.
 
 import (
-	"fmt"
 	"math/big"
 	"sort"
 	"time"
@@ -270,7 +269,7 @@ func (m *modelChain) RescueAt(key, incarnation string, reactive bool, now time.T
 	if n >= m.cfg.MaxChain {
 		k.escalated, k.escChain = true, n
 		return n, true, []crashloop.Event{{Kind: crashloop.EventChainEscalated, Key: key, Incarnation: incarnation,
-			Time: now, Reason: modelChainReason(n),
+			Time: now, Reason: "needs_human",
 			Attempts: n, Limit: m.cfg.MaxChain, Window: m.cfg.ResetGap}}
 	}
 	k.rescues = append(k.rescues, modelRescue{incarnation: incarnation, reactive: reactive, t: t})
@@ -327,7 +326,7 @@ func newModelGuard(cfg crashloop.GuardConfig, name string, base time.Time) *mode
 	return &modelGuard{cfg: cfg, name: name, clk: newModelClock(base)}
 }
 
-func (m *modelGuard) RecordAt(now time.Time, reason string) (bool, []crashloop.Event) {
+func (m *modelGuard) RecordAt(now time.Time) (bool, []crashloop.Event) {
 	t := m.clk.at(now)
 	before := modelKeep(m.restarts, t, m.cfg.Window)
 	m.restarts = modelAppend(before, t, m.cfg.MaxRestarts)
@@ -339,7 +338,7 @@ func (m *modelGuard) RecordAt(now time.Time, reason string) (bool, []crashloop.E
 	if !announce {
 		return trip, nil
 	}
-	return trip, []crashloop.Event{{Kind: crashloop.EventGuardTripped, Key: m.name, Time: now, Reason: reason,
+	return trip, []crashloop.Event{{Kind: crashloop.EventGuardTripped, Key: m.name, Time: now, Reason: "restart_loop_guard",
 		Attempts: n, Limit: m.cfg.MaxRestarts, Window: m.cfg.Window}}
 }
 
@@ -406,7 +405,7 @@ func (m *modelFleet) NoteRestartAt(now time.Time) (bool, []crashloop.Event) {
 	m.hour = modelAppend(modelKeep(m.hour, t, time.Hour), t, m.cfg.RestartsPerHour)
 	if len(m.hour) >= m.cfg.RestartsPerHour {
 		m.tripped, m.since = true, t
-		m.why = fmt.Sprintf("fleet crash-loop: %d restarts in 1h", len(m.hour))
+		m.why = "fleet_restart_rate"
 		evs = append(evs, m.event(crashloop.EventFleetTripped, now, len(m.hour)))
 	}
 	return m.tripped, evs
@@ -421,7 +420,7 @@ func (m *modelFleet) NoteFleetStateAt(failing, total int, now time.Time) (bool, 
 	if failing >= m.cfg.MinFailing && float64(failing)/float64(total) >= m.cfg.FailingFraction {
 		if !m.tripped {
 			m.hour = modelKeep(m.hour, t, time.Hour)
-			m.why = fmt.Sprintf("fleet crash-loop: %d/%d keys failing", failing, total)
+			m.why = "fleet_failing_fraction"
 			evs = append(evs, m.event(crashloop.EventFleetTripped, now, len(m.hour)))
 		}
 		m.tripped, m.since = true, t // trip, or extend the hold
@@ -452,13 +451,4 @@ func (m *modelFleet) StatusAt(now time.Time) (crashloop.FleetStatus, []crashloop
 
 func (m *modelFleet) Reset() {
 	m.hour, m.tripped, m.failing, m.total = nil, false, 0, 0
-}
-
-// modelChainReason is the reason of an escalation after n rescues, in the
-// right number.
-func modelChainReason(n int) string {
-	if n == 1 {
-		return "crash-loop: gave up after 1 reactive rescue"
-	}
-	return fmt.Sprintf("crash-loop: gave up after %d reactive rescues", n)
 }

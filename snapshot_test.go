@@ -294,7 +294,7 @@ func TestSnapshotGuardRoundTrip(t *testing.T) {
 		assert.True(t, g.Record(), "the third restart in the window trips")
 	}
 	want := crashloop.Event{Kind: crashloop.EventGuardTripped, Key: "ch", Time: testT0.Add(30 * time.Second),
-		Reason: "crash-loop breaker tripped (>= 3 restarts in 60s)", Attempts: 3, Limit: 3, Window: time.Minute}
+		Reason: "restart_loop_guard", Attempts: 3, Limit: 3, Window: time.Minute}
 	assert.Equal(t, []crashloop.Event{want}, rec.Take())
 	assert.Equal(t, []crashloop.Event{want}, rec2.Take())
 
@@ -368,7 +368,7 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	assert.Equal(t, crashloop.FleetStatus{FleetRestartsPerHour: 3, FailingChannels: 1, TotalChannels: 4, RestartsInHour: 2}, st)
 	assert.True(t, restored.NoteRestart(), "the third restart in the hour trips")
 	trip := crashloop.Event{Kind: crashloop.EventFleetTripped, Key: "fleet", Time: testT0.Add(30 * time.Minute),
-		Reason: "fleet crash-loop: 3 restarts in 1h", Attempts: 3, Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}
+		Reason: "fleet_restart_rate", Attempts: 3, Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}
 	assert.Equal(t, []crashloop.Event{trip}, rec.Take())
 
 	// The trip survives a restart in the middle of its cooldown, and re-arms
@@ -378,7 +378,7 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"version": 1, "kind": "fleet_supervision_policy", "latest": "2026-03-01T12:30:00Z",
 		"restarts": ["2026-03-01T12:00:00Z", "2026-03-01T12:10:00Z", "2026-03-01T12:30:00Z"],
-		"tripped": true, "since": "2026-03-01T12:30:00Z", "reason": "fleet crash-loop: 3 restarts in 1h",
+		"tripped": true, "since": "2026-03-01T12:30:00Z", "reason": "fleet_restart_rate",
 		"failing": 1, "total": 4}`, string(tripped))
 	rec3 := newRecorder()
 	c3 := mockAt(testT0.Add(31*time.Minute + 30*time.Second))
@@ -395,7 +395,7 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	assert.Empty(t, rec3.Take())
 	assert.False(t, again.TrippedAt(rearm))
 	assert.Equal(t, []crashloop.Event{{Kind: crashloop.EventFleetRearmed, Key: "fleet", Time: rearm,
-		Reason: "fleet crash-loop: 3 restarts in 1h", Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}}, rec3.Take())
+		Reason: "fleet_restart_rate", Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}}, rec3.Take())
 	assert.Equal(t, 0, again.StatusAt(rearm).RestartsInHour, "re-armed with a clean hour")
 
 	// More than an hour later the restored hour is empty.

@@ -111,7 +111,7 @@ func TestSupervisorSlowLoopNeedsHuman(t *testing.T) {
 			restartEv(32*time.Minute+millis(500), "seat-7", inc, "crashed", died, 2, millis(500)),
 			restartEv(48*time.Minute+millis(1000), "seat-7", inc, "crashed", died, 3, millis(500)),
 			{At: end, Event: crashloop.Event{Kind: crashloop.EventChainEscalated, Key: "seat-7",
-				Incarnation: inc, Reason: "crash-loop: gave up after 3 reactive rescues", LastError: died,
+				Incarnation: inc, Reason: "needs_human", LastError: died,
 				Attempts: 3, Limit: 3, Window: 20 * time.Minute}}}, rec.events())
 
 		ks := s.Status(context.Background()).Keys["seat-7"]
@@ -262,9 +262,9 @@ func TestSupervisorPlannedRestartBreaksTheChain(t *testing.T) {
 		}
 		assert.Equal(t, []string{"agent.restart_scheduled crashed", "agent.restart_scheduled crashed",
 			"agent.restart_scheduled planned", "agent.restart_scheduled crashed", "agent.restart_scheduled crashed",
-			"agent.restart_scheduled crashed", "rescue.needs_human crash-loop: gave up after 3 reactive rescues"}, reasons)
+			"agent.restart_scheduled crashed", "rescue.needs_human needs_human"}, reasons)
 		assert.Equal(t, supEvent{At: 112*time.Minute + millis(2500), Event: crashloop.Event{Kind: crashloop.EventChainEscalated,
-			Key: "seat", Incarnation: "seat#1", Reason: "crash-loop: gave up after 3 reactive rescues", LastError: died,
+			Key: "seat", Incarnation: "seat#1", Reason: "needs_human", LastError: died,
 			Attempts: 3, Limit: 3, Window: 20 * time.Minute}}, rec.events()[6])
 	})
 }
@@ -343,7 +343,7 @@ func TestSupervisorFleetBreakerHoldsRestarts(t *testing.T) {
 			assert.Equal(t, i >= 9, ev.Held, "respawn %d", i)
 		}
 		assert.Equal(t, []supEvent{{At: tripAt, Event: crashloop.Event{Kind: crashloop.EventFleetTripped, Key: "fleet",
-			Reason: "fleet crash-loop: 10 restarts in 1h", Attempts: 10, Limit: 10, Window: 120 * time.Second, Total: 10}}},
+			Reason: "fleet_restart_rate", Attempts: 10, Limit: 10, Window: 120 * time.Second, Total: 10}}},
 			eventsOf(rec, crashloop.EventFleetTripped))
 
 		// Held time costs no budget: nobody parks while held.
@@ -621,7 +621,7 @@ func TestSupervisorGuardParksKey(t *testing.T) {
 			assert.Equal(t, crashloop.ReasonRestartLoopGuard, pe.Reason)
 			assert.Equal(t, 3, pe.Attempts, "the restarts in the guard's window")
 			assert.Equal(t, 3, rec.count(crashloop.EventRestartScheduled))
-			trip := guardEv(0, "telegram", "crash-loop breaker tripped (>= 3 restarts in 60s)", 3, 3, 60*time.Second)
+			trip := guardEv(0, "telegram", "restart_loop_guard", 3, 3, 60*time.Second)
 			trip.LastError = pe.LastError
 			assert.Equal(t, []supEvent{trip}, eventsOf(rec, crashloop.EventGuardTripped))
 			assert.True(t, crashloop.EventGuardTripped.Stops())
@@ -725,7 +725,7 @@ func TestSupervisorHourlyCapParksKey(t *testing.T) {
 		assert.Equal(t, "hourly_restart_cap", pe.Reason)
 		assert.Equal(t, crashloop.ReasonHourlyCap, pe.Reason)
 		assert.Equal(t, 10, pe.Attempts)
-		trip := guardEv(end, "bot", "crash-loop breaker tripped (>= 10 restarts in 1h)", 10, 10, time.Hour)
+		trip := guardEv(end, "bot", "hourly_restart_cap", 10, 10, time.Hour)
 		trip.LastError = flaky
 		assert.Equal(t, []supEvent{trip}, eventsOf(rec, crashloop.EventGuardTripped),
 			"one trip, no respawn (healthy runs) and no EventStartupExhausted")

@@ -92,11 +92,7 @@ func (p *pair) count(v crashloop.Verdict) {
 		p.seen["refused"]++
 	}
 	if v.Tripped != nil {
-		if strings.HasSuffix(v.Tripped.Reason, "failing") {
-			p.seen["trip fraction"]++
-		} else {
-			p.seen["trip rate"]++
-		}
+		p.seen["trip "+v.Tripped.Reason]++
 	}
 	if v.Rearmed != nil {
 		p.seen["rearm"]++

@@ -93,7 +93,7 @@ func Differential(t *testing.T, newLedger NewFunc, n int) {
 		return
 	}
 	for _, what := range []string{"park respawn_budget_exhausted", "park permanent_error", "park needs_human", "park restart_loop_guard",
-		"park hourly_restart_cap", "held", "refused", "trip rate", "trip fraction", "rearm", "proceed", "resume", "restore"} {
+		"park hourly_restart_cap", "held", "refused", "trip fleet_restart_rate", "trip fleet_failing_fraction", "rearm", "proceed", "resume", "restore"} {
 		if total[what] < 10 {
 			t.Errorf("the sequences reached %q only %d times (reached: %v)", what, total[what], total)
 		}

@@ -19,8 +19,8 @@ func verdictReply(extra ...any) []any {
 	return append([]any{"now", int64(1_000_000), "new_park", int64(1), "held", int64(0), "attempt", int64(0),
 		"restarts", int64(3), "wait_ns", int64(0),
 		"park", []any{"key", "k", "reason", "respawn_budget_exhausted", "attempts", int64(2), "since", int64(999_999), "cause", "eboom"},
-		"tripped", []any{"reason", "channel crash-loop: 2/3 channels failing", "restarts", int64(4), "failing", int64(2), "total", int64(3)},
-		"rearmed", []any{"reason", "earlier", "restarts", int64(8), "failing", int64(0), "total", int64(1)},
+		"tripped", []any{"reason", "fleet_failing_fraction", "restarts", int64(4), "failing", int64(2), "total", int64(3)},
+		"rearmed", []any{"reason", "fleet_restart_rate", "restarts", int64(8), "failing", int64(0), "total", int64(1)},
 		"report", "4,2"}, extra...)
 }
 
@@ -58,8 +58,8 @@ func TestReadVerdict(t *testing.T) {
 		Since: time.UnixMicro(999_999)}, v.Park)
 	v.Park = nil
 	require.Equal(t, crashloop.Verdict{Now: time.UnixMicro(1_000_000), NewPark: true, Restarts: 3,
-		Tripped: &crashloop.FleetChange{Reason: "channel crash-loop: 2/3 channels failing", Restarts: 4, Failing: 2, Total: 3},
-		Rearmed: &crashloop.FleetChange{Reason: "earlier", Restarts: 8, Total: 1}}, v)
+		Tripped: &crashloop.FleetChange{Reason: "fleet_failing_fraction", Restarts: 4, Failing: 2, Total: 3},
+		Rearmed: &crashloop.FleetChange{Reason: "fleet_restart_rate", Restarts: 8, Total: 1}}, v)
 
 	// The time of a client-time call is kept as given; the optional fields
 	// may be left out.

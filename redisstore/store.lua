@@ -510,7 +510,7 @@ if op == 'judge' then
             else
               f.w = prune(f.w, t, HOUR)
               f.tripped, f.since, f.sinces = true, t, f.ts
-              f.reason = string.format('fleet crash-loop: %d/%d keys failing', fl, total)
+              f.reason = 'fleet_failing_fraction'
               v.trip = change(f)
             end
           end
@@ -548,7 +548,7 @@ if op == 'judge' then
             local hn = #f.w / 16
             if hn >= rph then
               f.tripped, f.since, f.sinces = true, t, f.ts
-              f.reason = string.format('fleet crash-loop: %d restarts in 1h', hn)
+              f.reason = 'fleet_restart_rate'
               v.trip = change(f)
             end
           end

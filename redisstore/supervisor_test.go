@@ -152,7 +152,8 @@ func TestFleetBreakerFleetWide(t *testing.T) {
 	require.Equal(t, crashloop.ActionHold, d.Action, "a tripped breaker holds every replica's restarts")
 	require.Equal(t, 1, count(rs, crashloop.EventFleetTripped))
 	require.Len(t, rs[2].evs.of(crashloop.EventFleetTripped), 1, "announced by the replica whose restart tripped it")
-	require.Equal(t, "fleet crash-loop: 6 restarts in 1h", rs[2].evs.of(crashloop.EventFleetTripped)[0].Reason)
+	trip := rs[2].evs.of(crashloop.EventFleetTripped)[0]
+	require.Equal(t, []any{crashloop.ReasonFleetRestartRate, 6}, []any{trip.Reason, trip.Attempts}, "the code, and the restarts in the hour")
 
 	var wg sync.WaitGroup
 	for i, r := range rs {
@@ -199,7 +200,8 @@ func TestFailingFractionSumsReplicas(t *testing.T) {
 	a.sup.Decide(context.Background(), "a1", fatal) // 2 of 4 with b1: half the fleet; A alone has 1 of 3
 	require.Equal(t, "tripped=true 2/4", fleetState(b))
 	require.Equal(t, 1, count(rs, crashloop.EventFleetTripped))
-	require.Equal(t, "fleet crash-loop: 2/4 keys failing", a.evs.of(crashloop.EventFleetTripped)[0].Reason)
+	trip := a.evs.of(crashloop.EventFleetTripped)[0]
+	require.Equal(t, []any{crashloop.ReasonFleetFailingFraction, 2, 4}, []any{trip.Reason, trip.Failing, trip.Total}, "the code, and the fleet noted")
 
 	// While B lives, its Store keeps its report alive, idle or not: the
 	// report's time to live goes back up.

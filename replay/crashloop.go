@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/crashloopguard/crashloop"
 )
 
 // clLine is the part of a line of crashloop's JSON log that replay reads.
@@ -73,11 +75,9 @@ func (c *crashloopLog) line(b []byte, n int, out *[]Record) error {
 			lg.Action = "hold"
 		}
 		healthy = l.Event == "agent.restart_scheduled"
-	case "agent.startup_exhausted", "channel.crash_loop_tripped":
-		lg = Logged{Event: l.Event, Action: "stop", Reason: l.Reason}
-	case "rescue.needs_human":
-		lg = Logged{Event: l.Event, Action: "stop", Reason: "needs_human"}
-		healthy = true
+	case "agent.startup_exhausted", "channel.crash_loop_tripped", "rescue.needs_human":
+		lg = Logged{Event: l.Event, Action: "stop", Reason: l.Reason} // the park's reason code
+		healthy = l.Event == "rescue.needs_human"
 	case "agent.resumed":
 		if k := c.keys[l.Key]; k != nil && k.parked {
 			k.parked, k.seen = false, false
@@ -92,10 +92,10 @@ func (c *crashloopLog) line(b []byte, n int, out *[]Record) error {
 	}
 	c.begin(l.Key, l.Time, n, healthy, out)
 	code, failed := clExit(l.LastError)
-	if l.Reason == "clean_exit" {
+	if l.Reason == crashloop.ReasonCleanExit {
 		code, failed = 0, false
 	}
-	rec := Record{Time: l.Time, Key: l.Key, Event: Exit, Code: code, Failed: failed, Permanent: l.Reason == "permanent_error",
+	rec := Record{Time: l.Time, Key: l.Key, Event: Exit, Code: code, Failed: failed, Permanent: l.Reason == crashloop.ReasonPermanent,
 		Cause: l.LastError, Line: n, Logged: &lg}
 	*out = append(*out, rec)
 	k := c.keys[l.Key]

@@ -218,10 +218,11 @@ func TestCrashloopLog(t *testing.T) {
 		clLog(150*time.Second, "ERROR", `session "w" parked (permanent_error)`,
 			`,"event":"agent.startup_exhausted","key":"w","reason":"permanent_error","last_error":"crashloop: permanent failure: ./w exited with status 3"`),
 		clLog(151*time.Second, "ERROR", "giving up on w: permanent_error after 4 starts", `,"key":"w","reason":"permanent_error"`),
-		clLog(160*time.Second, "ERROR", "fleet crash-loop breaker TRIPPED", `,"event":"fleet.breaker_tripped","key":"fleet"`),
+		clLog(160*time.Second, "ERROR", "fleet crash-loop breaker TRIPPED: 2/2 keys failing; holding restarts (2/2 failing, 3 restarts in the hour); backing off for 2m",
+			`,"event":"fleet.breaker_tripped","key":"fleet","reason":"fleet_failing_fraction","attempts":3,"failing":2,"total":2`),
 		// a later crashloop, after an operator's resume: a first run, judged healthy
-		clLog(3600*time.Second, "ERROR", `"w" needs_human`,
-			`,"event":"rescue.needs_human","key":"w","reason":"3 reactive rescues","last_error":"./w exited with status 1"`),
+		clLog(3600*time.Second, "ERROR", `"w" crash-loop: gave up after 3 reactive rescues; marked needs-human until an operator resumes it`,
+			`,"event":"rescue.needs_human","key":"w","reason":"needs_human","attempts":3,"last_error":"./w exited with status 1"`),
 		clLog(3601*time.Second, "WARN", "x", `,"event":"agent.respawn_scheduled","key":"w","backoff":"soon"`),
 		`{"time":"2024-05-01T10:00:00Z","level":"INFO","msg":"cut`,
 	}

@@ -84,7 +84,7 @@ type Logged struct {
 	Event  string        // the event's dotted name, e.g. "agent.respawn_scheduled"
 	Action string        // "restart", "hold" or "stop"
 	Wait   time.Duration // the logged backoff (restart, hold)
-	Reason string        // the park's reason (stop)
+	Reason string        // the park's reason code (stop), e.g. "needs_human"
 }
 
 // Format is a history format. The zero value, FormatAuto, detects the

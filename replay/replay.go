@@ -416,7 +416,7 @@ func (p *Replayer) Finish() []Report {
 type Trip struct {
 	At     time.Time // when it tripped
 	Until  time.Time // when its cooldown ended (it re-arms then)
-	Reason string    // the trip's reason, as EventFleetTripped says it
+	Reason string    // the trip's reason code, as EventFleetTripped says it: crashloop.ReasonFleetRestartRate or crashloop.ReasonFleetFailingFraction
 }
 
 // Measures are what a candidate would have done over a history, or with
@@ -532,7 +532,7 @@ func (l *LogCheck) compare(key string, rec Record, d crashloop.Decision, ev stri
 	if ok && lg.Action != "stop" {
 		ok = d.Wait == lg.Wait
 	}
-	if ok && lg.Event == "agent.startup_exhausted" {
+	if ok && lg.Action == "stop" { // the log's reason is the park's code
 		var pe *crashloop.ParkedError
 		ok = errors.As(d.Err, &pe) && pe.Reason == lg.Reason
 	}
@@ -546,8 +546,13 @@ func (l *LogCheck) compare(key string, rec Record, d crashloop.Decision, ev stri
 		fmt.Fprintf(&b, "line %d, %s at %s: logged %s %s", rec.Line, key, rec.Time.Format(time.RFC3339Nano), lg.Event, lg.Action)
 		if lg.Action != "stop" {
 			fmt.Fprintf(&b, " %v", lg.Wait)
+		} else {
+			fmt.Fprintf(&b, " (%s)", lg.Reason)
 		}
 		fmt.Fprintf(&b, ", replayed %s %s %v", ev, d.Action, d.Wait)
+		if pe := (*crashloop.ParkedError)(nil); errors.As(d.Err, &pe) {
+			fmt.Fprintf(&b, " (%s)", pe.Reason)
+		}
 		l.First = append(l.First, b.String())
 	}
 }

@@ -49,6 +49,12 @@ func TestSVGRenders(t *testing.T) {
 	t.Parallel()
 	svg, res := fleetSVG(t, 5)
 	assert.Equal(t, 3, res.Reports[0].Totals.FleetTrips)
+	var reasons []string
+	for _, tr := range res.Reports[0].Trips {
+		reasons = append(reasons, tr.Reason)
+	}
+	assert.Equal(t, []string{crashloop.ReasonFleetFailingFraction, crashloop.ReasonFleetFailingFraction,
+		crashloop.ReasonFleetFailingFraction}, reasons, "each trip's reason is its code")
 
 	dec := xml.NewDecoder(bytes.NewReader(svg))
 	elems := map[string]int{}

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -81,6 +82,14 @@ func TestConfigFleetTurnsTheBreakerOn(t *testing.T) {
 	assert.Equal(t, 1.0, value(t, fams, "crashloop_last_exit_code", map[string]string{"key": "solo", "signal": ""}))
 	assert.Len(t, lines(t, rec), 5, "the first start and the 4 restarts before the trip")
 	assert.Equal(t, 1, strings.Count(c.stderr.String(), `"event":"fleet.breaker_tripped"`), c.stderr.String())
+	for _, line := range strings.Split(c.stderr.String(), "\n") {
+		if strings.Contains(line, `"event":"fleet.breaker_tripped"`) { // the reason is the code; the sentence is in msg
+			var got map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &got))
+			assert.Equal(t, []any{"ERROR", "fleet crash-loop breaker TRIPPED: 5 restarts in 1h; holding restarts (0/1 failing, 5 restarts in the hour); backing off for 1h",
+				"fleet_restart_rate", 5.0}, []any{got["level"], got["msg"], got["reason"], got["attempts"]}, line)
+		}
+	}
 	assert.False(t, exists(ready))
 	c.signal(t, syscall.SIGTERM)
 	c.wait(t)

@@ -195,7 +195,7 @@ func restorePark(sup *crashloop.Supervisor, key string, m mark) error {
 		park["last_error"] = m.LastError
 	}
 	state := crashloop.StateParked
-	if m.Reason == "needs_human" {
+	if m.Reason == crashloop.ReasonNeedsHuman {
 		state = crashloop.StateNeedsHuman
 	}
 	budget, _ := doc["budget"].(map[string]any)

@@ -72,6 +72,17 @@ func TestReplayReproducesItsOwnLog(t *testing.T) {
 			logged := strings.Count(r.stderr, `"event":"agent.`) + strings.Count(r.stderr, `"event":"rescue.`) +
 				strings.Count(r.stderr, `"event":"channel.`)
 			require.Equal(t, c.decisions, logged, r.stderr)
+			var stop map[string]any // the line of the event that stopped the key
+			for _, line := range strings.Split(r.stderr, "\n") {
+				var m map[string]any
+				if json.Unmarshal([]byte(line), &m) == nil && (m["event"] == "agent.startup_exhausted" ||
+					m["event"] == "rescue.needs_human" || m["event"] == "channel.crash_loop_tripped") {
+					require.Nil(t, stop, "one stop: %s", r.stderr)
+					stop = m
+				}
+			}
+			require.NotNil(t, stop, r.stderr)
+			assert.Equal(t, c.reason, stop["reason"], "the stop's reason attribute is the park's code")
 
 			rr := runCL(t, append(append([]string{"replay", "--json"}, flags...), log)...)
 			require.Equal(t, 0, rr.code, rr.stderr)

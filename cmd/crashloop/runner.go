@@ -147,7 +147,7 @@ func (r *runner) finish(ws syscall.WaitStatus, cause string) error {
 // grace period.
 func (r *runner) watchdogTripped(cur *run, cause string) {
 	r.log.Warn("watchdog: "+cause+"; stopping the program's process group with SIGABRT",
-		"key", r.key, "pid", cur.group.pgid, "reason", "watchdog")
+		"key", r.key, "pid", cur.group.pgid, "reason", crashloop.ReasonWatchdog)
 	cur.group.stop(syscall.SIGABRT, r.grace)
 }
 
