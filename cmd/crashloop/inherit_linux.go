@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
@@ -18,19 +17,26 @@ import (
 // program gets too, as under tini: the signals ignored and the signal mask,
 // as bit masks (bit N-1 for signal N, as /proc/PID/status shows them).
 //
-// Only part of it can be seen: before main runs, the Go runtime replaces
-// the disposition of most signals with its own handler, and unblocks on
-// every thread the signals it needs, keeping what it replaced to itself.
-// What is left to see, and what the program gets, are the ignored HUP,
-// INT, TSTP, TTIN, TTOU, CONT and signals 32 to 34, and the blocked signals
-// other than HUP, INT, QUIT, ILL, TRAP, ABRT, BUS, FPE, SEGV, TERM, STKFLT,
-// CHLD, PROF, URG, SYS and signals 32 to 34: an ignored PIPE or a blocked
-// TERM, say, reach the program as defaults.
+// Before main runs, the Go runtime replaces the disposition of most
+// signals with its own handler, and unblocks on every thread the signals
+// it needs, keeping what it replaced to itself; glibc's first
+// pthread_create replaces the disposition of signal 33. With cgo, a C
+// constructor reads the whole state before either (inherit_cgo_linux.go).
+// Without cgo (CGO_ENABLED=0), only what the runtime left can be seen, in
+// /proc/self/status: the ignored HUP, INT, TSTP, TTIN, TTOU, CONT and
+// signals 32 and 34, and the blocked signals other than HUP, INT, QUIT,
+// ILL, TRAP, ABRT, BUS, FPE, SEGV, TERM, STKFLT, CHLD, PROF, URG, SYS and
+// signals 32 to 34: an ignored PIPE or a blocked TERM, say, then reach the
+// program as defaults.
 type sigState struct{ ignored, blocked uint64 }
 
 // readSigState returns the signal state the process started with (see
-// sigState), before crashloop changes it.
+// sigState), before crashloop changes it: the constructor's when it ran,
+// what /proc/self/status shows otherwise.
 func readSigState() sigState {
+	if st, ok := startSigState(); ok {
+		return st
+	}
 	var st sigState
 	st.ignored, _ = statusMask("/proc/self/status", "SigIgn")
 	st.blocked, _ = statusMask("/proc/self/status", "SigBlk")
@@ -69,17 +75,37 @@ func parseSigState(v string) (sigState, error) {
 
 // restore gives the calling thread, which it locks to the goroutine for
 // the exec that follows, the signal state st: the signals ignored, and the
-// mask. Signals the Go runtime will not ignore were not seen as ignored
-// (see sigState).
+// mask, whatever the Go runtime does with those signals meanwhile.
 func (st sigState) restore() error {
 	runtime.LockOSThread()
 	for sig := 1; sig <= 64; sig++ {
 		if st.ignored&(1<<(sig-1)) != 0 {
-			signal.Ignore(syscall.Signal(sig))
+			if err := ignoreSignal(sig); err != nil {
+				return fmt.Errorf("ignore %s: %w", unix.SignalName(syscall.Signal(sig)), err)
+			}
 		}
 	}
 	set := sigset(st.blocked)
 	return unix.PthreadSigmask(unix.SIG_SETMASK, &set, nil)
+}
+
+// ignoreSignal sets sig to SIG_IGN with rt_sigaction itself: signal.Ignore
+// leaves alone the signals the Go runtime keeps for itself (SEGV, ILL,
+// 32 to 34...), and libc's sigaction its own. The runtime is not told,
+// which is of no matter to the shim, which execs next. The kernel's struct
+// sigaction starts with the handler, but on MIPS, where the flags come
+// first and there are 128 signals; the flags and the mask stay zero.
+func ignoreSignal(sig int) error {
+	var act [8]uintptr // larger than the kernel's struct on every architecture
+	handler, setsize := 0, 8
+	if strings.HasPrefix(runtime.GOARCH, "mips") {
+		handler, setsize = 1, 16
+	}
+	act[handler] = 1 // SIG_IGN
+	if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, uintptr(setsize), 0, 0); e != 0 {
+		return e
+	}
+	return nil
 }
 
 // sigset returns the signal set of mask (bit N-1 for signal N; Linux has

@@ -127,11 +127,13 @@ func TestGraceEndsInALoggedKill(t *testing.T) {
 
 // TestTheProgramGetsTheSignalStateCrashloopGot, after tini's sigconf test:
 // crashloop, started by a helper that sets signals ignored and blocked and
-// executes it, runs a program that reads its own signal state. It gets the
-// ignored signals that crashloop catches for itself (INT, HUP) ignored, and
-// what else crashloop could see. The Go runtime replaces SEGV's disposition
-// and unblocks ILL and TERM before crashloop's main runs, keeping the old
-// state to itself: those reach the program as defaults.
+// executes it, runs a program that reads its own signal state. It gets all
+// of it: the ignored signals that crashloop catches for itself (INT, HUP)
+// or the Go runtime takes over before crashloop's main runs (SEGV, PIPE)
+// ignored, the blocked signals that the runtime unblocks (ILL, TERM, QUIT)
+// blocked, and libc's own signals. Built without cgo, crashloop sees only
+// what the runtime left: those reach the program as defaults, but for INT,
+// HUP and 32 and 34 ignored.
 func TestTheProgramGetsTheSignalStateCrashloopGot(t *testing.T) {
 	t.Parallel()
 	mask := func(sigs ...syscall.Signal) string {
@@ -141,15 +143,23 @@ func TestTheProgramGetsTheSignalStateCrashloopGot(t *testing.T) {
 		}
 		return fmt.Sprintf("%016x", m)
 	}
+	type state struct{ ignored, blocked string }
 	cases := []struct {
-		name             string
-		steps            []string
-		ignored, blocked string
+		name       string
+		steps      []string
+		cgo, nocgo state
 	}{
 		{"tini's sigconf", []string{"sigign=TTOU", "sigign=SEGV", "sigign=INT", "block=TTIN", "block=ILL", "block=TERM"},
-			mask(syscall.SIGTTOU, syscall.SIGINT), mask(syscall.SIGTTIN)},
-		{"nohup", []string{"sigign=HUP", "block=PIPE", "block=USR1"},
-			mask(syscall.SIGHUP), mask(syscall.SIGPIPE, syscall.SIGUSR1)},
+			state{mask(syscall.SIGTTOU, syscall.SIGSEGV, syscall.SIGINT), mask(syscall.SIGTTIN, syscall.SIGILL, syscall.SIGTERM)},
+			state{mask(syscall.SIGTTOU, syscall.SIGINT), mask(syscall.SIGTTIN)}},
+		{"nohup, under a parent that ignores PIPE", []string{"sigign=HUP", "sigign=PIPE", "block=USR1", "block=QUIT"},
+			state{mask(syscall.SIGHUP, syscall.SIGPIPE), mask(syscall.SIGUSR1, syscall.SIGQUIT)},
+			state{mask(syscall.SIGHUP), mask(syscall.SIGUSR1)}},
+		// libc's own signals (glibc's 32 and 33, whose handler glibc installs
+		// at its first pthread_create; musl's 32 to 34), and a realtime one.
+		{"libc's and realtime signals", []string{"sigign=32", "sigign=33", "sigign=34", "sigign=40", "block=32", "block=33", "block=34", "block=40"},
+			state{mask(32, 33, 34, 40), mask(32, 33, 34, 40)},
+			state{mask(32, 34), mask(40)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,7 +175,11 @@ func TestTheProgramGetsTheSignalStateCrashloopGot(t *testing.T) {
 					got[k] = v
 				}
 			}
-			assert.Equal(t, map[string]string{"SigIgn": tc.ignored, "SigBlk": tc.blocked}, got)
+			want := tc.nocgo
+			if cgoEnabled {
+				want = tc.cgo
+			}
+			assert.Equal(t, map[string]string{"SigIgn": want.ignored, "SigBlk": want.blocked}, got)
 			assert.Empty(t, r.stderr)
 		})
 	}

@@ -23,8 +23,9 @@
 //	exit=N         exit with status N
 //	hang           sleep until killed
 //
-// As a Go program, it exits with status 2 and a goroutine dump on ABRT. It
-// is built by the tests (TestMain), not by go build ./...
+// A SIG is a name without SIG, or a number (33). As a Go program, it exits
+// with status 2 and a goroutine dump on ABRT. It is built by the tests
+// (TestMain), not by go build ./...
 package main
 
 import (
@@ -45,10 +46,13 @@ import (
 // recorded are the signals that the signals step records.
 var recorded = []os.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGTERM, syscall.SIGABRT}
 
-// signalNum returns the signal that name, such as TERM, names.
+// signalNum returns the signal that name, such as TERM or 33, names.
 func signalNum(name string) (syscall.Signal, error) {
 	if sig := unix.SignalNum("SIG" + name); sig != 0 {
 		return sig, nil
+	}
+	if n, err := strconv.Atoi(name); err == nil && n >= 1 && n <= 64 {
+		return syscall.Signal(n), nil
 	}
 	return 0, fmt.Errorf("no signal is named %s", name)
 }
