@@ -27,7 +27,36 @@ var (
 	// for a key that another run in the same Supervisor is already
 	// supervising, and by Supervisor.Forget for a running key.
 	ErrAlreadyRunning = errors.New("crashloop: key is already running")
+	// ErrChanged is matched by every *ChangedError: a shared ledger refused
+	// a step that named a version of a key older than the key's current
+	// one.
+	ErrChanged = errors.New("crashloop: key changed since the version named")
 )
+
+// ChangedError is a shared ledger's refusal of a resume, forget or
+// write-back that named a version of Key other than the key's current one:
+// something happened to the key since its caller learnt of it, and the step
+// changed nothing. It carries the key as it stands: its current Version and
+// its Park (nil when it is not parked). errors.Is(err, ErrChanged) holds,
+// and so does errors.Is(err, ErrNotParked) when the key is not parked.
+type ChangedError struct {
+	Key     string
+	Version int64
+	Park    *ParkedError
+}
+
+// Error names the key, its current version and whether it is parked.
+func (e *ChangedError) Error() string {
+	if e.Park == nil {
+		return fmt.Sprintf("crashloop: key %q changed (now at version %d, not parked)", e.Key, e.Version)
+	}
+	return fmt.Sprintf("crashloop: key %q changed (now at version %d, parked: %s)", e.Key, e.Version, e.Park.Reason)
+}
+
+// Is matches ErrChanged, and ErrNotParked for a key that is not parked.
+func (e *ChangedError) Is(target error) bool {
+	return target == ErrChanged || (target == ErrNotParked && e.Park == nil)
+}
 
 // Reasons a key is parked, as ParkedError.Reason, KeyStatus.Reason and the
 // Reason of the event that parked it.
@@ -61,6 +90,13 @@ type ParkedError struct {
 	LastError error     // the failure that parked it
 	Attempts  int       // what the deciding guard counted: respawns, reactive rescues or restarts
 	Since     time.Time // when it was parked (the clock's reading, or the explicit now)
+	// Version is, for a park a shared Ledger made, the version of the
+	// transition that made it (see Ledger): what a Resume names. It is 0
+	// for a park of a Supervisor without a shared ledger. For a park a
+	// shared Supervisor decided alone, and in the parks given to
+	// Ledger.Restore, it is the version of the key's last transition the
+	// Supervisor knew when it parked the key (0 for none).
+	Version int64
 }
 
 // Error returns a one-line description naming the key, the reason, what was

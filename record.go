@@ -23,6 +23,7 @@ type record struct {
 	incarnation string
 	lastErr     error
 	prev        time.Duration // the curve's last wait, for curves that depend on it
+	ver         int64         // with a shared ledger: the version of the key's last transition learnt
 }
 
 // record returns the record of key, creating an exited one if there is

@@ -145,7 +145,10 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 	if len(parks) == 0 && !down {
 		return nil
 	}
-	n, err := sh.l.Restore(ctx, parks)
+	stand, err := sh.l.Restore(ctx, parks)
+	if err == nil && len(stand) != len(parks) {
+		err = fmt.Errorf("the ledger's Restore told of %d keys for %d parks", len(stand), len(parks))
+	}
 	if err != nil {
 		if err := ctxdone.Err(ctx); err != nil {
 			return err // the caller's cancel, not an outage
@@ -159,9 +162,26 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 	s.mu.Lock()
 	recovered := sh.down
 	sh.down, sh.lastErr = false, nil
-	for _, pe := range parks {
-		if sh.alone[pe.Key] == pe {
-			delete(sh.alone, pe.Key)
+	n := 0
+	for i, pe := range parks {
+		if stand[i].Written {
+			n++
+		}
+		if sh.alone[pe.Key] != pe {
+			continue // decided again, or resumed, meanwhile
+		}
+		delete(sh.alone, pe.Key)
+		r, ch := s.keys[pe.Key], stand[i].LedgerChange
+		switch {
+		case r == nil:
+		case stand[i].Written && r.park == pe && ch.Version > r.ver:
+			// written back: the park stands with its new version, and keeps
+			// the error values this Supervisor made it with
+			w := *pe
+			w.Version = ch.Version
+			r.park, r.ver = &w, ch.Version
+		default:
+			s.adopt(r, ch, now) // something happened to the key since: the ledger's state wins
 		}
 	}
 	s.mu.Unlock()
@@ -223,7 +243,15 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 	}
 	var evs events
 	s.mu.Lock()
-	d := s.apply(s.record(key, now), &j, cause, v, &evs)
+	rec := s.record(key, now)
+	d := s.apply(rec, &j, cause, v, &evs)
+	if v.Park != nil {
+		if v.Park.Version >= rec.ver {
+			rec.ver = v.Park.Version
+		} else {
+			s.unpark(rec, v.Now) // resumed since, as this Supervisor learnt first
+		}
+	}
 	s.mu.Unlock()
 	emitAll(s.o.handler, evs.list())
 	return d, true
@@ -244,7 +272,12 @@ func (s *Supervisor) proceedShared(ctx context.Context, key string, now time.Tim
 	s.mu.Lock()
 	d := Decision{Action: ActionRestart}
 	if r := s.keys[key]; r != nil {
-		r.mirror(v.Park)
+		if v.Park == nil || v.Park.Version >= r.ver {
+			r.mirror(v.Park)
+			if v.Park != nil {
+				r.ver = v.Park.Version
+			}
+		}
 		d = s.proceeded(r, v)
 	}
 	if v.Rearmed != nil {
@@ -263,7 +296,7 @@ func (s *Supervisor) lookupShared(ctx context.Context, key string, now time.Time
 	if !use {
 		return nil, err
 	}
-	pe, err := s.shared.l.Lookup(ctx, key)
+	ch, err := s.shared.l.Lookup(ctx, key)
 	if err != nil {
 		if err := ctxdone.Err(ctx); err != nil {
 			return nil, err
@@ -273,18 +306,15 @@ func (s *Supervisor) lookupShared(ctx context.Context, key string, now time.Time
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if pe != nil {
-		r := s.record(key, now)
-		if r.park == nil {
-			r.park = pe
-			s.setState(r, stateOf(pe), now)
-		}
-		return r.park, nil
+	r := s.keys[key]
+	if r == nil && ch.Park == nil {
+		return nil, nil
 	}
-	if r := s.keys[key]; r != nil && r.park != nil && s.shared.alone[key] == nil {
-		s.unpark(r, now) // resumed by another Supervisor, whose notice was lost
+	if r == nil {
+		r = s.record(key, now)
 	}
-	return nil, nil
+	s.adopt(r, ch, now) // a change whose notice was lost or is late; an older answer changes nothing
+	return r.park, nil
 }
 
 // unpark lifts the park of r that another Supervisor resumed (the one that
@@ -310,17 +340,30 @@ func (s *Supervisor) learn(ch LedgerChange) {
 	now := s.o.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.keys[ch.Key]
-	if r == nil {
-		return
+	if r := s.keys[ch.Key]; r != nil {
+		s.adopt(r, ch, now)
 	}
+}
+
+// adopt takes ch, the key of r as the ledger told of it, into r if it is
+// newer than the version r knows: a change told late, or twice, or out of
+// order (an older version) changes nothing. A park decided alone gives way
+// to a newer change: something happened to the key since. It reports
+// whether r changed. s.mu must be held.
+func (s *Supervisor) adopt(r *record, ch LedgerChange, now time.Time) bool {
+	if ch.Version <= r.ver {
+		return false
+	}
+	r.ver = ch.Version
+	delete(s.shared.alone, ch.Key)
 	switch {
-	case ch.Park != nil && r.park == nil:
+	case ch.Park != nil:
 		r.park = ch.Park
 		if !r.running {
 			s.setState(r, stateOf(ch.Park), now)
 		}
-	case ch.Park == nil && r.park != nil:
+	case r.park != nil:
 		s.unpark(r, now)
 	}
+	return true
 }

@@ -166,17 +166,22 @@ func decodeNotice(msg string) (ch crashloop.LedgerChange, origin string, ok bool
 	}
 	switch kind {
 	case 'R':
-		return ch, origin, rest == ""
+		v, err := strconv.ParseInt(rest, 10, 64)
+		ch.Version = v
+		return ch, origin, err == nil && v > 0
 	case 'P':
 		pe, ok := decodePark(ch.Key, rest)
-		ch.Park = pe
+		if ok {
+			ch.Park, ch.Version = pe, pe.Version
+		}
 		return ch, origin, ok
 	}
 	return ch, "", false
 }
 
 // decodePark reads the park part of a notice: since (16 digits), attempts,
-// a comma, the reason as a field, and the stored cause.
+// a comma, the version, a comma, the reason as a field, and the stored
+// cause.
 func decodePark(key, s string) (*crashloop.ParkedError, bool) {
 	if len(s) < 16 {
 		return nil, false
@@ -193,25 +198,34 @@ func decodePark(key, s string) (*crashloop.ParkedError, bool) {
 	if err != nil {
 		return nil, false
 	}
+	version, rest, ok := strings.Cut(rest, ",")
+	if !ok {
+		return nil, false
+	}
+	v, err := strconv.ParseInt(version, 10, 64)
+	if err != nil || v < 0 {
+		return nil, false
+	}
 	reason, cause, ok := field(rest)
 	if !ok || reason == "" || (cause != "" && cause[0] != 'e') {
 		return nil, false
 	}
 	return &crashloop.ParkedError{Key: key, Reason: reason, Attempts: n, Since: time.UnixMicro(since),
-		LastError: decodeCause(cause, reason)}, true
+		LastError: decodeCause(cause, reason), Version: v}, true
 }
 
 // encodePark writes pe as the script keeps a park (see pdec in store.lua):
 // since in 16 digits (clamped to the years 1970 to 2286), attempts, a
-// comma, the reason as a field, and the stored cause (only the text of the
-// LastError).
+// comma, the version, a comma, the reason as a field, and the stored cause
+// (only the text of the LastError).
 func encodePark(pe *crashloop.ParkedError) string {
 	var cause string
 	if pe.LastError != nil {
 		cause = encodeCause(pe.LastError.Error(), true)
 	}
 	since := min(max(pe.Since.UnixMicro(), 0), maxMicros-1)
-	return micros16(since) + strconv.Itoa(pe.Attempts) + "," + strconv.Itoa(len(pe.Reason)) + ":" + pe.Reason + cause
+	return micros16(since) + strconv.Itoa(pe.Attempts) + "," + strconv.FormatInt(max(pe.Version, 0), 10) + "," +
+		strconv.Itoa(len(pe.Reason)) + ":" + pe.Reason + cause
 }
 
 // The replies of the script are name/value pairs in a flat array (see
@@ -335,16 +349,16 @@ func (f *fields) str(name string) string {
 	return s
 }
 
-// readPark reads a park object (key, reason, attempts, since, cause). key
-// is the key it must be the park of, or "" for any.
+// readPark reads a park object (key, reason, attempts, since, cause,
+// version). key is the key it must be the park of, or "" for any.
 func readPark(v any, key string) (*crashloop.ParkedError, error) {
-	o, err := readObject(v, "key", "reason", "attempts", "since", "cause")
+	o, err := readObject(v, "key", "reason", "attempts", "since", "cause", "version")
 	if err != nil {
 		return nil, err
 	}
 	f := fields{o: o}
 	pe := &crashloop.ParkedError{Key: f.str("key"), Reason: f.str("reason"), Attempts: int(f.int("attempts")),
-		Since: time.UnixMicro(f.int("since"))}
+		Since: time.UnixMicro(f.int("since")), Version: f.int("version")}
 	cause := f.str("cause")
 	switch {
 	case f.err != nil:
@@ -386,21 +400,36 @@ func readChangeField(o object, name string) (*crashloop.FleetChange, error) {
 	return c, nil
 }
 
-// readParkReply reads the reply of lookup, resume and forget on key: its
-// park, or nothing.
-func readParkReply(v any, key string) (*crashloop.ParkedError, error) {
-	o, err := readObject(v, "park")
+// readStands reads a key as it stands in a reply on key: its version and,
+// if any, its park. flag, when not "", names a 0/1 field that comes first
+// (applied, written), which it returns.
+func readStands(v any, key, flag string) (crashloop.LedgerChange, bool, error) {
+	known := []string{"version", "park"}
+	if flag != "" {
+		known = append(known, flag)
+	}
+	o, err := readObject(v, known...)
 	if err != nil {
-		return nil, err
+		return crashloop.LedgerChange{}, false, err
+	}
+	f := fields{o: o}
+	ch := crashloop.LedgerChange{Key: key, Version: f.int("version")}
+	var set bool
+	if flag != "" {
+		set = f.flag(flag)
+	}
+	if f.err != nil {
+		return crashloop.LedgerChange{}, false, f.err
+	}
+	if ch.Version < 0 {
+		return crashloop.LedgerChange{}, false, fmt.Errorf("version %d", ch.Version)
 	}
 	if p, ok := o["park"]; ok {
-		pe, err := readPark(p, key)
-		if err != nil {
-			return nil, fmt.Errorf("field \"park\": %w", err)
+		if ch.Park, err = readPark(p, key); err != nil {
+			return crashloop.LedgerChange{}, false, fmt.Errorf("field \"park\": %w", err)
 		}
-		return pe, nil
 	}
-	return nil, nil
+	return ch, set, nil
 }
 
 // readVerdict reads the verdict of a judge (with the report it wrote, if
@@ -486,14 +515,25 @@ func readParked(v any) ([]*crashloop.ParkedError, error) {
 	return out, nil
 }
 
-// readCount reads the reply of restore: how many parks it wrote, at most
-// max.
-func readCount(v any, most int) (int, error) {
-	n, ok := v.(int64)
-	if !ok || n < 0 || n > int64(most) {
-		return 0, fmt.Errorf("%s, want a count from 0 to %d", shape(v), most)
+// readRestored reads the reply of restore of parks: for each, whether it
+// was written and its key as it stands.
+func readRestored(v any, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != len(parks) {
+		return nil, fmt.Errorf("%s, want an array of %d", shape(v), len(parks))
 	}
-	return int(n), nil
+	out := make([]crashloop.Restored, len(parks))
+	for i, o := range arr {
+		ch, written, err := readStands(o, parks[i].Key, "written")
+		if err != nil {
+			return nil, fmt.Errorf("park %d: %w", i, err)
+		}
+		if written && ch.Park == nil {
+			return nil, fmt.Errorf("park %d: written, but not parked", i)
+		}
+		out[i] = crashloop.Restored{LedgerChange: ch, Written: written}
+	}
+	return out, nil
 }
 
 // errNotOpen is the error of Judge and Proceed on a Store that was not
