@@ -1,0 +1,289 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/stretchr/testify/require"
+)
+
+// The shared-state protocol against real servers, one test per fault it
+// answers (docs/redis.md, Versions).
+
+// parkedOn waits until every replica of rs holds exactly keys as parked.
+func parkedOn(t *testing.T, rs []*replica, keys ...string) {
+	t.Helper()
+	if keys == nil {
+		keys = []string{}
+	}
+	for i, r := range rs {
+		require.Eventually(t, func() bool {
+			got := r.sup.Parked()
+			if got == nil {
+				got = []string{}
+			}
+			return equalStrings(got, keys)
+		}, watchdog, 100*time.Microsecond, "replica %d: parked %v, want %v", i, r.sup.Parked(), keys)
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+var errBadConfig = crashloop.Permanent(errors.New("bad config"))
+
+// A Resume that gave up on a paused server (it returned
+// ErrStoreUnavailable) is applied when the server continues: it clears the
+// park it named, and every replica, the one whose call gave up included,
+// learns it from its notice. The same resume delivered once more later (a
+// retransmit after a partition heals: the very same request) names that
+// old park and cannot clear the key's newer park.
+func TestLateResumeClearsOnlyThePark(t *testing.T) {
+	s := redistest.Start(t)
+	rs := fleet(t, 2, crashloop.DefaultSupervisorConfig(), false, onServer(t, s, Options{Timeout: 300 * time.Millisecond}))
+	reconciled(t, rs[0].store, rs[1].store)
+	ctx := context.Background()
+	require.Equal(t, crashloop.ActionRestart, rs[1].sup.Decide(ctx, "k", crashloop.RunResult{Err: errors.New("flaky")}).Action)
+	rs[0].sup.Decide(ctx, "k", crashloop.RunResult{Err: errBadConfig})
+	parkedOn(t, rs, "k")
+	first, err := rs[1].store.Lookup(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), first.Version)
+
+	s.Pause()
+	err = rs[1].sup.Resume(ctx, "k")
+	require.ErrorIs(t, err, crashloop.ErrStoreUnavailable)
+	require.Equal(t, []string{"k"}, rs[1].sup.Parked(), "a resume that failed changed nothing here")
+	s.Continue()
+	parkedOn(t, rs) // the server applied it: every replica learns it
+	ch, err := rs[0].store.Lookup(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, crashloop.LedgerChange{Key: "k", Version: 2}, ch)
+
+	// The key crash-loops again and is parked anew.
+	v, err := rs[0].store.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingPermanent, Incarnation: "k#2",
+		Cause: "bad config again", Now: time.Now()})
+	require.NoError(t, err)
+	require.True(t, v.NewPark)
+	require.Equal(t, int64(3), v.Park.Version)
+	parkedOn(t, rs, "k")
+
+	// The dead resume, delivered again: the same request, naming park 1.
+	_, _, err = rs[1].store.Resume(ctx, "k", first.Park.Version, time.Now())
+	require.ErrorIs(t, err, crashloop.ErrChanged)
+	var ce *crashloop.ChangedError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, int64(3), ce.Version)
+	require.Equal(t, int64(3), ce.Park.Version)
+	ch, err = rs[0].store.Lookup(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, int64(3), ch.Version, "the new park stands")
+	require.Equal(t, "bad config again", ch.Park.LastError.Error())
+	require.Equal(t, []string{"k"}, rs[0].sup.Parked())
+	require.Equal(t, []string{"k"}, rs[1].sup.Parked())
+	d := rs[1].sup.Decide(ctx, "k", crashloop.RunResult{Err: errors.New("flaky")})
+	require.Equal(t, crashloop.ActionStop, d.Action, "no fresh budget for the crash loop")
+	require.ErrorIs(t, d.Err, crashloop.ErrParked)
+}
+
+// cutLedger is a Store a test can cut off from its server: while cut,
+// every call fails before it is sent and no notice reaches its Supervisor,
+// as for a replica on the far side of a partition.
+type cutLedger struct {
+	*Store
+	cut atomic.Bool
+}
+
+var errCut = errors.New("cut off (test)")
+
+func (c *cutLedger) Open(cfg crashloop.SupervisorConfig, notify func(crashloop.LedgerChange)) error {
+	return c.Store.Open(cfg, func(ch crashloop.LedgerChange) {
+		if !c.cut.Load() {
+			notify(ch)
+		}
+	})
+}
+
+func (c *cutLedger) fail() error {
+	if c.cut.Load() {
+		return errCut
+	}
+	return nil
+}
+
+func (c *cutLedger) Lookup(ctx context.Context, key string) (crashloop.LedgerChange, error) {
+	if err := c.fail(); err != nil {
+		return crashloop.LedgerChange{}, err
+	}
+	return c.Store.Lookup(ctx, key)
+}
+
+func (c *cutLedger) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+	if err := c.fail(); err != nil {
+		return crashloop.Verdict{}, err
+	}
+	return c.Store.Judge(ctx, j)
+}
+
+func (c *cutLedger) Proceed(ctx context.Context, key string, now time.Time) (crashloop.Verdict, error) {
+	if err := c.fail(); err != nil {
+		return crashloop.Verdict{}, err
+	}
+	return c.Store.Proceed(ctx, key, now)
+}
+
+func (c *cutLedger) Resume(ctx context.Context, key string, version int64, now time.Time) (*crashloop.ParkedError, int64, error) {
+	if err := c.fail(); err != nil {
+		return nil, 0, err
+	}
+	return c.Store.Resume(ctx, key, version, now)
+}
+
+func (c *cutLedger) Forget(ctx context.Context, key string, version int64) (int64, error) {
+	if err := c.fail(); err != nil {
+		return 0, err
+	}
+	return c.Store.Forget(ctx, key, version)
+}
+
+func (c *cutLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
+	if err := c.fail(); err != nil {
+		return nil, err
+	}
+	return c.Store.Restore(ctx, parks)
+}
+
+func (c *cutLedger) Parked(ctx context.Context) ([]*crashloop.ParkedError, error) {
+	if err := c.fail(); err != nil {
+		return nil, err
+	}
+	return c.Store.Parked(ctx)
+}
+
+func (c *cutLedger) Fleet(ctx context.Context, now time.Time) (crashloop.FleetStatus, error) {
+	if err := c.fail(); err != nil {
+		return crashloop.FleetStatus{}, err
+	}
+	return c.Store.Fleet(ctx, now)
+}
+
+// A replica cut off parks a key alone; meanwhile another replica parks it
+// and the operator resumes it there. When the first heals, its write-back
+// names the version it knew when it parked alone: the key changed since,
+// so the park is not written, and the replica adopts the resume. (Before,
+// the write-back re-parked the resumed key.)
+func TestWriteBackDoesNotUndoALaterResume(t *testing.T) {
+	s := redistest.Start(t)
+	newStore := onServer(t, s, Options{})
+	cut := &cutLedger{Store: newStore(0)}
+	t.Cleanup(func() { _ = cut.Close() })
+	evs0 := &events{}
+	sup0, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), cut, crashloop.WithEventHandler(evs0))
+	require.NoError(t, err)
+	rs := fleet(t, 1, crashloop.DefaultSupervisorConfig(), false, func(int) *Store { return newStore(1) })
+	reconciled(t, cut.Store, rs[0].store)
+	ctx := context.Background()
+
+	cut.cut.Store(true)
+	d := sup0.Decide(ctx, "k", crashloop.RunResult{Err: errBadConfig})
+	require.ErrorIs(t, d.Err, crashloop.ErrParked)
+	require.Len(t, evs0.of(crashloop.EventStoreUnavailable), 1)
+	require.Equal(t, []string{"k"}, sup0.Parked(), "parked alone")
+
+	rs[0].sup.Decide(ctx, "k", crashloop.RunResult{Err: errBadConfig})
+	require.Equal(t, []string{"k"}, rs[0].sup.Parked())
+	require.NoError(t, rs[0].sup.Resume(ctx, "k"))
+	require.Len(t, rs[0].evs.of(crashloop.EventResumed), 1)
+
+	cut.cut.Store(false)
+	require.NoError(t, sup0.Flush(ctx))
+	rec := evs0.of(crashloop.EventStoreRecovered)
+	require.Len(t, rec, 1)
+	require.Equal(t, 0, rec[0].Attempts, "no park written back")
+	ch, err := rs[0].store.Lookup(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, crashloop.LedgerChange{Key: "k", Version: 2}, ch, "the resume stands")
+	require.Empty(t, sup0.Parked(), "the replica that parked alone adopts the resume")
+	require.Empty(t, rs[0].sup.Parked())
+	require.Equal(t, crashloop.ActionRestart, rs[0].sup.Decide(ctx, "k", crashloop.RunResult{Err: errors.New("flaky")}).Action)
+}
+
+// A park decided alone over a key that did not change meanwhile is written
+// back with the next version, and every replica refuses the key.
+func TestWriteBackOfAnUnchangedKey(t *testing.T) {
+	s := redistest.Start(t)
+	newStore := onServer(t, s, Options{})
+	cut := &cutLedger{Store: newStore(0)}
+	t.Cleanup(func() { _ = cut.Close() })
+	evs0 := &events{}
+	sup0, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), cut, crashloop.WithEventHandler(evs0))
+	require.NoError(t, err)
+	rs := fleet(t, 1, crashloop.DefaultSupervisorConfig(), false, func(int) *Store { return newStore(1) })
+	reconciled(t, cut.Store, rs[0].store)
+	ctx := context.Background()
+	require.Equal(t, crashloop.ActionRestart, rs[0].sup.Decide(ctx, "k", crashloop.RunResult{Err: errors.New("flaky")}).Action)
+
+	cut.cut.Store(true)
+	sup0.Decide(ctx, "k", crashloop.RunResult{Err: errBadConfig})
+	cut.cut.Store(false)
+	require.NoError(t, sup0.Flush(ctx))
+	rec := evs0.of(crashloop.EventStoreRecovered)
+	require.Len(t, rec, 1)
+	require.Equal(t, 1, rec[0].Attempts)
+	ch, err := rs[0].store.Lookup(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), ch.Version)
+	require.Equal(t, int64(1), ch.Park.Version)
+	require.Equal(t, crashloop.ReasonPermanent, ch.Park.Reason)
+	parkedOn(t, []*replica{rs[0], {sup: sup0}}, "k")
+	// the writer resumes it by the version written back
+	require.NoError(t, sup0.Resume(ctx, "k"))
+	parkedOn(t, []*replica{rs[0], {sup: sup0}})
+}
+
+// A notice heard late, after a newer change of its key, changes nothing:
+// here a stale park notice (version 1) published after the key's resume
+// (version 2) does not re-park the key in a replica's mirror.
+func TestStaleNoticeIgnored(t *testing.T) {
+	s := redistest.Start(t)
+	o := Options{Prefix: newPrefix()}
+	rs := fleet(t, 2, crashloop.DefaultSupervisorConfig(), false, onServer(t, s, o))
+	reconciled(t, rs[0].store, rs[1].store)
+	ctx := context.Background()
+	for _, r := range rs {
+		for _, key := range []string{"k", "marker"} { // both replicas know both keys
+			require.Equal(t, crashloop.ActionRestart, r.sup.Decide(ctx, key, crashloop.RunResult{Err: errors.New("flaky")}).Action)
+		}
+	}
+	rs[0].sup.Decide(ctx, "k", crashloop.RunResult{Err: errBadConfig})
+	parkedOn(t, rs, "k")
+	require.NoError(t, rs[0].sup.Resume(ctx, "k"))
+	parkedOn(t, rs)
+
+	// The park's notice again, as a late copy of it would arrive.
+	admin := s.Client(nil)
+	stale := "P" + "5:stale" + "1:k" + micros16(time.Now().UnixMicro()) + "0,1," + "15:permanent_error" + "ebad config"
+	ch, _, ok := decodeNotice(stale)
+	require.True(t, ok)
+	require.Equal(t, int64(1), ch.Version)
+	require.NoError(t, admin.SPublish(ctx, rs[0].store.keys.events(), stale).Err())
+	// then a newer change of another key: heard after the stale notice
+	rs[0].sup.Decide(ctx, "marker", crashloop.RunResult{Err: errBadConfig})
+	parkedOn(t, rs, "marker")
+	require.Equal(t, crashloop.StateExited, rs[1].sup.Status(ctx).Keys["k"].State)
+	require.Equal(t, crashloop.ActionRestart, rs[1].sup.Decide(ctx, "k", crashloop.RunResult{Err: errors.New("flaky")}).Action)
+}
