@@ -74,6 +74,12 @@ type Ledger interface {
 	Restore(ctx context.Context, parks []*ParkedError) ([]Restored, error)
 	// Parked returns the parks of every key, sorted by key.
 	Parked(ctx context.Context) ([]*ParkedError, error)
+	// Claim reports whether this caller is the first to claim the
+	// transition of the given version: of every caller, on every replica,
+	// exactly one wins each version (a write-back's park is claimed by the
+	// Restore that wrote it). The winner announces the transition, so each
+	// is announced once, by whichever replica learns it first and claims.
+	Claim(ctx context.Context, version int64) (bool, error)
 	// Fleet returns the status of the fleet breaker at now.
 	Fleet(ctx context.Context, now time.Time) (FleetStatus, error)
 }
@@ -86,6 +92,9 @@ type LedgerChange struct {
 	Key     string
 	Version int64        // the key's version: its last transition's, 0 for none
 	Park    *ParkedError // the key's park; nil: it was resumed or forgotten
+	// Forgotten tells a forget of a parked key from a resume, where the
+	// ledger knows (a notice does; a lookup does not).
+	Forgotten bool
 }
 
 // Restored is what Ledger.Restore did with one park: whether it wrote it,
@@ -206,12 +215,14 @@ type memoryState struct {
 	next     atomic.Int64
 	seq      int64            // the last version given
 	ver      map[string]int64 // each key's version: its last transition's
+	claims   map[int64]bool   // the versions claimed
 }
 
 // NewMemoryLedger returns an empty MemoryLedger, reading time from the
 // Judgment of each call.
 func NewMemoryLedger() *MemoryLedger {
-	st := &memoryState{keys: map[string]*keyGuards{}, reports: map[string][2]int{}, ver: map[string]int64{}}
+	st := &memoryState{keys: map[string]*keyGuards{}, reports: map[string][2]int{}, ver: map[string]int64{},
+		claims: map[int64]bool{}}
 	return st.replica()
 }
 
@@ -399,7 +410,7 @@ func (l *MemoryLedger) Forget(_ context.Context, key string, version int64) (int
 	v := st.bump(key)
 	st.mu.Unlock()
 	if g != nil && g.park != nil {
-		st.tell(l, LedgerChange{Key: key, Version: v})
+		st.tell(l, LedgerChange{Key: key, Version: v, Forgotten: true})
 	}
 	return v, nil
 }
@@ -423,6 +434,7 @@ func (l *MemoryLedger) Restore(_ context.Context, parks []*ParkedError) ([]Resto
 		}
 		w := *pe
 		w.Version = st.bump(pe.Key)
+		st.claims[w.Version] = true // its writer announced it when it parked the key alone
 		g.park = &w
 		ch := LedgerChange{Key: pe.Key, Version: w.Version, Park: &w}
 		told = append(told, ch)
@@ -433,6 +445,17 @@ func (l *MemoryLedger) Restore(_ context.Context, parks []*ParkedError) ([]Resto
 		st.tell(l, ch)
 	}
 	return out, nil
+}
+
+// Claim reports whether this caller is the first to claim version.
+func (l *MemoryLedger) Claim(_ context.Context, version int64) (bool, error) {
+	l.st.mu.Lock()
+	defer l.st.mu.Unlock()
+	if l.st.claims[version] {
+		return false, nil
+	}
+	l.st.claims[version] = true
+	return true, nil
 }
 
 // Parked returns the parks of every key, sorted by key.

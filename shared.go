@@ -13,6 +13,17 @@ import (
 // before it asks the ledger again.
 const sharedRetry = time.Second
 
+// claimGrace is how long a Supervisor that learns a transition it did not
+// see made (from a notice, a lookup, a refusal) waits before it claims it,
+// to announce it: the Supervisor whose step made it claims at once when
+// its reply arrives, and announces it with its own error values. A claim
+// that cannot be sent is tried again every sharedRetry, claimTries times
+// in all.
+const (
+	claimGrace = time.Second
+	claimTries = 60
+)
+
 // shared is the state of a Supervisor's use of a shared Ledger; the
 // Supervisor's lock guards it.
 type shared struct {
@@ -253,8 +264,52 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 		}
 	}
 	s.mu.Unlock()
-	emitAll(s.o.handler, evs.list())
+	var park []Event
+	for _, ev := range evs.list() {
+		if v.NewPark && ev.Key == key && isParkEvent(ev.Kind) {
+			park = append(park, ev) // announced by the replica that claims it
+			continue
+		}
+		emit(s.o.handler, ev)
+	}
+	if park != nil {
+		s.claim(ctx, v.Park.Version, park)
+	}
 	return d, true
+}
+
+// isParkEvent reports whether k is the kind of an event that announces a
+// park.
+func isParkEvent(k EventKind) bool {
+	return k == EventStartupExhausted || k == EventChainEscalated || k == EventGuardTripped
+}
+
+// claim claims the transition of version v on the ledger at once, and
+// announces it with evs if this Supervisor wins; a claim that could not be
+// sent is tried again later.
+func (s *Supervisor) claim(ctx context.Context, v int64, evs []Event) {
+	won, err := s.shared.l.Claim(ctx, v)
+	if err != nil {
+		s.claimLater(v, evs, sharedRetry, 1)
+		return
+	}
+	if won {
+		emitAll(s.o.handler, evs)
+	}
+}
+
+// claimLater claims the transition of version v after a wait, and
+// announces it with evs if this Supervisor wins.
+func (s *Supervisor) claimLater(v int64, evs []Event, after time.Duration, try int) {
+	time.AfterFunc(after, func() {
+		won, err := s.shared.l.Claim(context.Background(), v)
+		switch {
+		case err != nil && try < claimTries:
+			s.claimLater(v, evs, sharedRetry, try+1)
+		case err == nil && won:
+			emitAll(s.o.handler, evs)
+		}
+	})
 }
 
 // proceedShared is ProceedAt through the ledger; like decideShared, it
@@ -355,14 +410,26 @@ func (s *Supervisor) adopt(r *record, ch LedgerChange, now time.Time) bool {
 		return false
 	}
 	r.ver = ch.Version
+	alone := s.shared.alone[ch.Key] != nil
 	delete(s.shared.alone, ch.Key)
 	switch {
+	case ch.Park != nil && alone:
+		// this Supervisor announced a park of the key when it decided it
+		// alone: it claims this one at once, to announce it no more
+		r.park = ch.Park
+		s.claimLater(ch.Version, nil, 0, 1)
 	case ch.Park != nil:
 		r.park = ch.Park
 		if !r.running {
 			s.setState(r, stateOf(ch.Park), now)
 		}
+		// a park this Supervisor did not see made: announced by whoever
+		// claims it first, its maker at once
+		s.claimLater(ch.Version, []Event{s.parkEvent(ch.Park, r.incarnation, now, ch.Park.LastError)}, claimGrace, 1)
 	case r.park != nil:
+		if !ch.Forgotten {
+			s.claimLater(ch.Version, []Event{s.cfg.Budget.resumedEvent(r.park, now)}, claimGrace, 1)
+		}
 		s.unpark(r, now)
 	}
 	return true

@@ -479,6 +479,13 @@ func (s *Supervisor) Resume(ctx context.Context, key string) error {
 // a full budget and a fresh chain, and publishes EventResumed. It returns
 // an error matching ErrNotParked if key is neither.
 //
+// With a shared Ledger it resumes the park this Supervisor mirrors (or, if
+// it mirrors none, the one the ledger reports): if the key was parked
+// again or resumed since, it changes nothing and returns the ledger's
+// *ChangedError (matching ErrChanged, or ErrNotParked). EventResumed is
+// then published by the replica that claims the resume first (this one,
+// unless its claim cannot reach the ledger).
+//
 // ctx bounds the wait on a shared Ledger together with the ledger's own
 // timeout. If ctx is already done, or ends while ResumeAt waits on the
 // ledger, ResumeAt returns at once with ctx's error (errors.Is(err,
@@ -492,6 +499,7 @@ func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) er
 		return err
 	}
 	var cleared *ParkedError
+	var resumed int64 // the resume's version, with a shared ledger
 	if s.shared != nil {
 		if use, err := s.useShared(ctx, now); err != nil {
 			return err
@@ -516,7 +524,7 @@ func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) er
 			s.lost(err, now)
 			return s.unavailable("resume", key)
 		}
-		cleared = pe
+		cleared, resumed = pe, v
 		s.mu.Lock()
 		if r := s.keys[key]; r != nil {
 			r.ver = max(r.ver, v)
@@ -545,6 +553,11 @@ func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) er
 		delete(s.shared.alone, key)
 	}
 	s.mu.Unlock()
+	if s.shared != nil {
+		// announced by whoever claims the resume first: this Supervisor at once
+		s.claim(ctx, resumed, []Event{s.cfg.Budget.resumedEvent(pe, now)})
+		return nil
+	}
 	// The store hears of the resume even if a handler panics.
 	emit(s.o.handler, s.cfg.Budget.resumedEvent(pe, now))
 	s.save(now, true)

@@ -78,6 +78,11 @@ func (p *pair) judge(i int, j crashloop.Judgment) crashloop.Verdict {
 	want, werr := p.want[i].Judge(ctx, j)
 	p.step(fmt.Sprintf("r%d Judge(%s)", i, describe(j)), verdict(got), verdict(want), gerr, werr)
 	p.count(want)
+	if want.NewPark && len(p.want) > 1 {
+		// a new park is claimed once, by the first replica to claim it
+		p.claim((i+1)%len(p.want), want.Park.Version, true)
+		p.claim(i, want.Park.Version, false)
+	}
 	return got
 }
 
@@ -152,6 +157,23 @@ func (p *pair) resume(i int, key string, now time.Time) {
 		if named == v+1 && werr == nil {
 			p.fail("r%d Resume(%q, %d): the reference resumed a park of version %d", i, key, named, v)
 		}
+		if werr == nil {
+			// the resume is claimed once: by the first replica to claim it
+			p.claim(i, wv, true)
+			p.claim((i+1)%len(p.want), wv, false)
+		}
+	}
+}
+
+// claim runs Claim of version on replica i of both, which must answer won.
+func (p *pair) claim(i int, version int64, won bool) {
+	p.t.Helper()
+	ctx := context.Background()
+	got, gerr := p.got[i].Claim(ctx, version)
+	want, werr := p.want[i].Claim(ctx, version)
+	p.step(fmt.Sprintf("r%d Claim(%d)", i, version), fmt.Sprint(got), fmt.Sprint(want), gerr, werr)
+	if want != won {
+		p.fail("r%d Claim(%d): the reference answered %v", i, version, want)
 	}
 }
 
@@ -178,12 +200,13 @@ func (p *pair) restore(i int, pes []*crashloop.ParkedError) {
 	ctx := context.Background()
 	got, gerr := p.got[i].Restore(ctx, pes)
 	want, werr := p.want[i].Restore(ctx, pes)
+	p.step(fmt.Sprintf("r%d Restore(%s)", i, parks(pes)), restored(got), restored(want), gerr, werr)
 	for _, r := range want {
 		if r.Written {
 			p.seen["restore"]++
+			p.claim(i, r.Version, false) // claimed by the step that wrote it
 		}
 	}
-	p.step(fmt.Sprintf("r%d Restore(%s)", i, parks(pes)), restored(got), restored(want), gerr, werr)
 }
 
 // stands writes a key as it stands: its version and its park.

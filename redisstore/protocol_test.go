@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,10 +47,55 @@ func equalStrings(a, b []string) bool {
 
 var errBadConfig = crashloop.Permanent(errors.New("bad config"))
 
+// allOf returns the events of kind of every replica of rs.
+func allOf(rs []*replica, kind crashloop.EventKind) []crashloop.Event {
+	var out []crashloop.Event
+	for _, r := range rs {
+		out = append(out, r.evs.of(kind)...)
+	}
+	return out
+}
+
+// counts returns how many events of kind each replica of rs announced.
+func counts(rs []*replica, kind crashloop.EventKind) []int {
+	out := make([]int, len(rs))
+	for i, r := range rs {
+		out[i] = len(r.evs.of(kind))
+	}
+	return out
+}
+
+// announced waits until the transition whose claim is claimKey has been
+// claimed by one replica of rs, and asserts that since base (counts
+// before the transition) that replica announced kind once and every other
+// none: the claim is taken once, by its winner.
+func announced(t *testing.T, rs []*replica, kind crashloop.EventKind, claimKey string, s *redistest.Server, base []int) {
+	t.Helper()
+	admin := s.Client(nil)
+	var winner string
+	require.Eventually(t, func() bool {
+		w, err := admin.Get(context.Background(), claimKey).Result()
+		winner = w
+		n := 0
+		for i, c := range counts(rs, kind) {
+			n += c - base[i]
+		}
+		return err == nil && n > 0
+	}, watchdog, time.Millisecond, "%s claimed and announced", claimKey)
+	for i, r := range rs {
+		want := base[i]
+		if r.store.o.Replica == winner {
+			want++
+		}
+		require.Len(t, r.evs.of(kind), want, "replica %d (%s won %s)", i, winner, claimKey)
+	}
+}
+
 // A Resume that gave up on a paused server (it returned
 // ErrStoreUnavailable) is applied when the server continues: it clears the
-// park it named, and every replica, the one whose call gave up included,
-// learns it from its notice. The same resume delivered once more later (a
+// park it named, every replica, the one whose call gave up included,
+// learns it from its notice, and exactly one of them announces it (the
+// first to claim it). The same resume delivered once more later (a
 // retransmit after a partition heals: the very same request) names that
 // old park and cannot clear the key's newer park.
 func TestLateResumeClearsOnlyThePark(t *testing.T) {
@@ -64,6 +110,7 @@ func TestLateResumeClearsOnlyThePark(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), first.Version)
 
+	base := counts(rs, crashloop.EventResumed)
 	s.Pause()
 	err = rs[1].sup.Resume(ctx, "k")
 	require.ErrorIs(t, err, crashloop.ErrStoreUnavailable)
@@ -73,14 +120,21 @@ func TestLateResumeClearsOnlyThePark(t *testing.T) {
 	ch, err := rs[0].store.Lookup(ctx, "k")
 	require.NoError(t, err)
 	require.Equal(t, crashloop.LedgerChange{Key: "k", Version: 2}, ch)
+	require.Equal(t, []int{0, 0}, base)
+	announced(t, rs, crashloop.EventResumed, rs[0].store.keys.claim(2), s, base)
+	ev := allOf(rs, crashloop.EventResumed)[0]
+	require.Equal(t, "k", ev.Key)
+	require.Equal(t, crashloop.ReasonPermanent, ev.Reason)
 
 	// The key crash-loops again and is parked anew.
+	base = counts(rs, crashloop.EventStartupExhausted)
 	v, err := rs[0].store.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingPermanent, Incarnation: "k#2",
 		Cause: "bad config again", Now: time.Now()})
 	require.NoError(t, err)
 	require.True(t, v.NewPark)
 	require.Equal(t, int64(3), v.Park.Version)
 	parkedOn(t, rs, "k")
+	announced(t, rs, crashloop.EventStartupExhausted, rs[0].store.keys.claim(3), s, base) // learnt from its notice: no reply of a Supervisor made it
 
 	// The dead resume, delivered again: the same request, naming park 1.
 	_, _, err = rs[1].store.Resume(ctx, "k", first.Park.Version, time.Now())
@@ -219,6 +273,15 @@ func TestWriteBackDoesNotUndoALaterResume(t *testing.T) {
 	require.Equal(t, crashloop.LedgerChange{Key: "k", Version: 2}, ch, "the resume stands")
 	require.Empty(t, sup0.Parked(), "the replica that parked alone adopts the resume")
 	require.Empty(t, rs[0].sup.Parked())
+	// the resume was claimed at once by the replica that made it, which
+	// announced it; the one that adopted it claims it later, and loses
+	won, err := cut.Claim(ctx, 2)
+	require.NoError(t, err)
+	require.False(t, won)
+	claimedBy, err := s.Client(nil).Get(ctx, rs[0].store.keys.claim(2)).Result()
+	require.NoError(t, err)
+	require.Equal(t, "replica-1", claimedBy)
+	require.Empty(t, evs0.of(crashloop.EventResumed))
 	require.Equal(t, crashloop.ActionRestart, rs[0].sup.Decide(ctx, "k", crashloop.RunResult{Err: errors.New("flaky")}).Action)
 }
 
@@ -286,4 +349,44 @@ func TestStaleNoticeIgnored(t *testing.T) {
 	parkedOn(t, rs, "marker")
 	require.Equal(t, crashloop.StateExited, rs[1].sup.Status(ctx).Keys["k"].State)
 	require.Equal(t, crashloop.ActionRestart, rs[1].sup.Decide(ctx, "k", crashloop.RunResult{Err: errors.New("flaky")}).Action)
+}
+
+// A park made by a step whose reply was lost (the reply held back past the
+// Store's timeout: the Supervisor decided alone, and its own guards
+// restarted the key) is learnt by every replica from its notice and
+// announced by exactly one, the first to claim it.
+func TestParkWithALostReplyIsAnnouncedOnce(t *testing.T) {
+	s := redistest.Start(t)
+	proxy := redistest.NewSlowProxy(t, s, 0)
+	prefix := newPrefix()
+	cfg := crashloop.DefaultSupervisorConfig()
+	rs := fleet(t, 2, cfg, false, func(i int) *Store {
+		c := testClient(t, s)
+		if i == 0 {
+			c = proxy.Client(BoundedOptions(nil, time.Second))
+		}
+		return New(c, Options{Prefix: prefix, Replica: fmt.Sprintf("replica-%d", i), Timeout: 300 * time.Millisecond})
+	})
+	reconciled(t, rs[0].store, rs[1].store)
+	ctx := context.Background()
+	require.Equal(t, crashloop.ActionRestart, rs[0].sup.Decide(ctx, "k", crashloop.RunResult{Err: errors.New("flaky")}).Action)
+	for range cfg.Budget.MaxRespawns - 1 {
+		require.Equal(t, crashloop.ActionRestart, rs[1].sup.Decide(ctx, "k", crashloop.RunResult{Err: errors.New("flaky")}).Action)
+	}
+	proxy.SetDelay(time.Second) // the next replies come after the Store gave up
+	d := rs[0].sup.Decide(ctx, "k", crashloop.RunResult{Err: errors.New("flaky")})
+	proxy.SetDelay(0)
+	require.Equal(t, crashloop.ActionRestart, d.Action, "decided alone, with its own budget")
+	require.Len(t, rs[0].evs.of(crashloop.EventStoreUnavailable), 1)
+
+	parkedOn(t, rs, "k") // the server parked it: every replica learns it
+	ch, err := rs[1].store.Lookup(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), ch.Version)
+	require.Equal(t, crashloop.ReasonBudgetExhausted, ch.Park.Reason)
+	announced(t, rs, crashloop.EventStartupExhausted, rs[1].store.keys.claim(1), s, []int{0, 0})
+	ev := allOf(rs, crashloop.EventStartupExhausted)[0]
+	require.Equal(t, "k", ev.Key)
+	require.Equal(t, cfg.Budget.MaxRespawns, ev.Attempts)
+	require.EqualError(t, ev.LastError, "flaky")
 }

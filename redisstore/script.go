@@ -55,6 +55,9 @@ func (k keyspace) held() string                 { return k.tag + "held" }
 func (k keyspace) report(replica string) string { return k.tag + "r:" + replica }
 func (k keyspace) replicas() string             { return k.tag + "replicas" }
 func (k keyspace) events() string               { return k.tag + "events" }
+func (k keyspace) claim(version int64) string {
+	return k.tag + "claim:" + strconv.FormatInt(version, 10)
+}
 
 // maxMicros bounds the times the script keeps: 16 decimal digits of
 // microseconds since the Unix epoch, up to the year 2286.
@@ -165,9 +168,9 @@ func decodeNotice(msg string) (ch crashloop.LedgerChange, origin string, ok bool
 		return ch, "", false
 	}
 	switch kind {
-	case 'R':
+	case 'R', 'F':
 		v, err := strconv.ParseInt(rest, 10, 64)
-		ch.Version = v
+		ch.Version, ch.Forgotten = v, kind == 'F'
 		return ch, origin, err == nil && v > 0
 	case 'P':
 		pe, ok := decodePark(ch.Key, rest)

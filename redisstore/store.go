@@ -407,7 +407,7 @@ func (s *Store) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]
 	keys := make([]string, 0, 1+len(parks))
 	keys = append(keys, s.keys.parked())
 	args := make([]any, 0, 2+2*len(parks))
-	args = append(args, "origin", s.origin)
+	args = append(args, "origin", s.origin, "replica", s.o.Replica)
 	for _, pe := range parks {
 		keys = append(keys, s.keys.record(pe.Key))
 		args = append(args, "park", encodePark(pe))
@@ -424,6 +424,30 @@ func (s *Store) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]
 		s.believe(r.Key, r.Park != nil)
 	}
 	return out, nil
+}
+
+// Claim reports whether this replica is the first to claim the transition
+// of the given version, to announce it: of every replica, exactly one wins
+// each version (a park Restore wrote is claimed by it). A claim is kept a
+// day.
+func (s *Store) Claim(ctx context.Context, version int64) (bool, error) {
+	if s.err != nil {
+		return false, s.err
+	}
+	res, err := s.run(ctx, "claim", []string{s.keys.claim(version)}, "version", version, "replica", s.o.Replica)
+	if err != nil {
+		return false, err
+	}
+	o, err := readObject(res, "won")
+	if err != nil {
+		return false, badReply("claim", err)
+	}
+	f := fields{o: o}
+	won := f.flag("won")
+	if f.err != nil {
+		return false, badReply("claim", f.err)
+	}
+	return won, nil
 }
 
 // Parked returns the parks of every key of the deployment, sorted by key.

@@ -25,6 +25,8 @@
 --   {p}:replicas   set     the replicas that report
 --   {p}:seq        string  the last version given to a transition (see bump)
 --   {p}:ver        hash    each key's version: its last transition's
+--   {p}:claim:V    string  the replica that claimed transition V, to
+--                          announce it (a day)
 --   {p}:events     sharded pub/sub channel: parks and resumes (see notice)
 --
 -- Numbers: Lua numbers are doubles, exact for integers below 2^53. Times are
@@ -53,6 +55,7 @@ local op = ARGV[1]
 local K1 = KEYS[1]
 local tag = string.match(K1 or '', '^{[^}]*}:')
 local HOUR = 3600000000 -- the fleet's rolling hour, in microseconds
+local CLAIM_TTL = 86400 -- how long a claim is kept, in seconds: a day
 
 -- The arguments of each operation, by name: 'n' a number, 'd' digits (an
 -- integer kept as its text, for TTLs and nanoseconds), 's' a string, 't'
@@ -70,7 +73,7 @@ local OPS = {
   judge = {now = 't'}, proceed = {now = 't'},
   fleet = {now = 't', fleet_ttl_ms = 'd', fleet_per_hour = 'n', cooldown_ns = 'd'}, fleet_read = {now = 't'},
   lookup = {}, parked = {}, resume = {origin = 's', version = 'd'}, forget = {origin = 's', version = 'd'},
-  restore = {origin = 's', park = 'l'},
+  restore = {origin = 's', replica = 's', park = 'l'}, claim = {version = 'd', replica = 's'},
   report = {report = 's', replica = 's', ttl_ms = 'd'}}
 for name, kind in pairs(CONFIG) do
   OPS.judge[name], OPS.proceed[name] = kind, kind
@@ -284,16 +287,17 @@ end
 -- notice publishes a park (p) or a resume or forget (p false, at version
 -- v) of key on the deployment's channel, with the origin of the change:
 -- 'P' or 'R', the origin and the key as fields, then for a park the park
--- (see pdec, with its version), else the version. It is sharded pub/sub
+-- (see pdec, with its version), else the version ('F' instead of 'R' for
+-- the forget of a parked key). It is sharded pub/sub
 -- (SPUBLISH): the channel hashes to the slot of the keys, so on Redis
 -- Cluster it stays on the node that holds them. Only the step that makes a
 -- change announces it: each is published once.
-local function notice(origin, key, p, v)
+local function notice(origin, key, p, v, kind)
   local msg
   if p then
     msg = 'P' .. field(origin) .. field(key) .. penc(p)
   else
-    msg = 'R' .. field(origin) .. field(key) .. v
+    msg = (kind or 'R') .. field(origin) .. field(key) .. v
   end
   redis.call('SPUBLISH', tag .. 'events', msg)
 end
@@ -697,7 +701,11 @@ if op == 'resume' or op == 'forget' then
   local out = {'applied', 1, 'version', tonumber(v)}
   if r.p then
     redis.call('SREM', KEYS[2], key)
-    notice(A.origin, key, false, v)
+    local kind = 'R'
+    if op == 'forget' then
+      kind = 'F'
+    end
+    notice(A.origin, key, false, v, kind)
     out[5], out[6] = 'park', parkObject(key, r.p)
   end
   return out
@@ -722,6 +730,8 @@ if op == 'restore' then
     local written = 0
     if not r.p and version(key) == tonumber(p.version) then
       p.version = bump(key)
+      -- its writer announced it when it parked the key alone: claimed
+      redis.call('SET', tag .. 'claim:' .. p.version, A.replica, 'EX', CLAIM_TTL)
       r.p = p
       rsave(rk, r, 'keep')
       redis.call('SADD', K1, key)
@@ -734,6 +744,15 @@ if op == 'restore' then
     out[#out + 1] = o
   end
   return out
+end
+
+if op == 'claim' then
+  -- KEYS: the claim of the version. The first replica to claim a
+  -- transition announces it: replies won 1 to it, 0 to every other.
+  if redis.call('SET', K1, A.replica, 'NX', 'EX', CLAIM_TTL) then
+    return {'won', 1}
+  end
+  return {'won', 0}
 end
 
 if op == 'parked' then
