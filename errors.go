@@ -31,7 +31,25 @@ var (
 	// a step that named a version of a key older than the key's current
 	// one.
 	ErrChanged = errors.New("crashloop: key changed since the version named")
+	// ErrStateLost is matched by every *StateLostError: a shared ledger
+	// found that its server lost its state.
+	ErrStateLost = errors.New("crashloop: shared store lost its state")
 )
+
+// StateLostError is a shared ledger's refusal of a call because its server
+// lost the state the ledger knew (a failover that lost writes, a flush, a
+// restart without persistence): the call changed nothing. Announce is set
+// for exactly one replica of a deployment for each loss: the one that
+// announces EventStoreStateLost. errors.Is(err, ErrStateLost) holds.
+type StateLostError struct {
+	Announce bool
+}
+
+// Error says that the state was lost.
+func (e *StateLostError) Error() string { return ErrStateLost.Error() }
+
+// Is matches ErrStateLost.
+func (e *StateLostError) Is(target error) bool { return target == ErrStateLost }
 
 // ChangedError is a shared ledger's refusal of a resume, forget or
 // write-back that named a version of Key other than the key's current one:

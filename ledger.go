@@ -31,8 +31,11 @@ var ErrStoreUnavailable = errors.New("crashloop: shared store unavailable")
 // ctx must also return as soon as ctx ends, with an error: the Supervisor
 // passes its caller's ctx, and tells a caller's cancel (ctx ended: the call
 // ends with ctx's error, and the ledger is not held to have failed) from a
-// failure of the ledger by ctx, whatever the error. A Ledger is used by one
-// Supervisor and must be safe for concurrent use.
+// failure of the ledger by ctx, whatever the error. A ledger that finds its
+// server lost its state returns a *StateLostError from the call that found
+// it, having changed nothing: the Supervisor then writes back the parks it
+// knows (Restore, naming version 0) and makes the call again. A Ledger is
+// used by one Supervisor and must be safe for concurrent use.
 type Ledger interface {
 	// Open binds the ledger to the configuration of the Supervisor that
 	// uses it, before any other call. notify, when the ledger can learn of

@@ -2,6 +2,7 @@ package crashloop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -32,6 +33,7 @@ type shared struct {
 	retryAt time.Time // when to ask the ledger again
 	lastErr error
 	alone   map[string]*ParkedError // parks decided alone, to write back
+	quiet   bool                    // down for a state loss only: no store.recovered
 }
 
 // NewSharedSupervisor returns a Supervisor whose guards keep their state in
@@ -145,6 +147,12 @@ func (s *Supervisor) Flush(ctx context.Context) error {
 // had failed. When ctx ends first it returns ctx's error and records no
 // failure of the ledger.
 func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
+	return s.writeBackTry(ctx, now, true)
+}
+
+// writeBackTry is writeBack; again allows one more try when the ledger
+// reports a loss of its state.
+func (s *Supervisor) writeBackTry(ctx context.Context, now time.Time, again bool) error {
 	s.mu.Lock()
 	sh := s.shared
 	parks := make([]*ParkedError, 0, len(sh.alone))
@@ -157,6 +165,11 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	stand, err := sh.l.Restore(ctx, parks)
+	var sl *StateLostError
+	if errors.As(err, &sl) && again {
+		s.stateLost(sl, now) // every park it knows, to write back now
+		return s.writeBackTry(ctx, now, false)
+	}
 	if err == nil && len(stand) != len(parks) {
 		err = fmt.Errorf("the ledger's Restore told of %d keys for %d parks", len(stand), len(parks))
 	}
@@ -171,8 +184,8 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("%w: writing back %s decided alone: %v", ErrStoreUnavailable, errtext.Plural(len(parks), "park"), err)
 	}
 	s.mu.Lock()
-	recovered := sh.down
-	sh.down, sh.lastErr = false, nil
+	recovered := sh.down && !sh.quiet
+	sh.down, sh.lastErr, sh.quiet = false, nil, false
 	n := 0
 	for i, pe := range parks {
 		if stand[i].Written {
@@ -211,13 +224,59 @@ func orBackground(ctx context.Context) context.Context {
 	return ctx
 }
 
+// stateLost takes the ledger's report that its server lost its state: every
+// park this Supervisor knows (and no resume it learnt has superseded) is
+// to be written back at once, as decided alone on a key with no version,
+// and the versions it knows restart. It announces the loss if the ledger
+// says this replica is the one to.
+func (s *Supervisor) stateLost(sl *StateLostError, now time.Time) {
+	s.mu.Lock()
+	sh := s.shared
+	sh.lastErr = sl
+	for key, r := range s.keys {
+		r.ver = 0
+		if r.park != nil {
+			w := *r.park
+			w.Version = 0
+			r.park = &w
+			sh.alone[key] = &w
+		}
+	}
+	if !sh.down {
+		sh.down, sh.quiet = true, true
+	}
+	sh.retryAt = now // the next call writes them back
+	s.mu.Unlock()
+	if sl.Announce {
+		emit(s.o.handler, Event{Kind: EventStoreStateLost, Key: "store", Time: now})
+	}
+}
+
+// reloaded reports, for err from a call of the ledger, whether the ledger
+// lost its state and this Supervisor wrote back the parks it knows: the
+// call is then made again, on the state written back, rather than decided
+// alone.
+func (s *Supervisor) reloaded(ctx context.Context, err error, now time.Time) bool {
+	var sl *StateLostError
+	if !errors.As(err, &sl) {
+		return false
+	}
+	s.stateLost(sl, now)
+	return s.writeBack(ctx, now) == nil
+}
+
 // lost records a failed call of the ledger at now, and announces the first
 // of a run of failures.
 func (s *Supervisor) lost(err error, now time.Time) {
+	var sl *StateLostError
+	if errors.As(err, &sl) {
+		s.stateLost(sl, now)
+		return
+	}
 	s.mu.Lock()
 	sh := s.shared
-	first := !sh.down
-	sh.down, sh.retryAt, sh.lastErr = true, now.Add(sharedRetry), err
+	first := !sh.down || sh.quiet
+	sh.down, sh.retryAt, sh.lastErr, sh.quiet = true, now.Add(sharedRetry), err, false
 	s.mu.Unlock()
 	if first {
 		emit(s.o.handler, Event{Kind: EventStoreUnavailable, Key: "store", Time: now, LastError: err})
@@ -245,6 +304,9 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 	j, cause := s.judgment(r, key, res, now)
 	s.mu.Unlock()
 	v, err := s.shared.l.Judge(ctx, j)
+	if s.reloaded(ctx, err, now) {
+		v, err = s.shared.l.Judge(ctx, j) // on the state written back
+	}
 	if err != nil {
 		if err := ctxdone.Err(ctx); err != nil {
 			return Decision{Action: ActionStop, Err: err}, true
@@ -352,6 +414,9 @@ func (s *Supervisor) lookupShared(ctx context.Context, key string, now time.Time
 		return nil, err
 	}
 	ch, err := s.shared.l.Lookup(ctx, key)
+	if s.reloaded(ctx, err, now) {
+		ch, err = s.shared.l.Lookup(ctx, key) // on the state written back
+	}
 	if err != nil {
 		if err := ctxdone.Err(ctx); err != nil {
 			return nil, err

@@ -390,3 +390,42 @@ func TestParkWithALostReplyIsAnnouncedOnce(t *testing.T) {
 	require.Equal(t, cfg.Budget.MaxRespawns, ev.Attempts)
 	require.EqualError(t, ev.LastError, "flaky")
 }
+
+// The server loses its state (FLUSHALL): the next call of each replica
+// finds it (the deployment's epoch is gone or another), exactly one
+// replica announces store.state_lost, and each writes back the parks it
+// knows. The park stays: a replica that never knew it refuses the key
+// rather than restart it with a full budget. (Before, every replica
+// dropped the park silently and another restarted the key.)
+func TestParksSurviveALossOfState(t *testing.T) {
+	s := redistest.Start(t)
+	rs := fleet(t, 3, crashloop.DefaultSupervisorConfig(), false, onServer(t, s, Options{}))
+	reconciled(t, rs[0].store, rs[1].store, rs[2].store)
+	ctx := context.Background()
+	flaky := crashloop.RunResult{Err: errors.New("flaky")}
+	require.Equal(t, crashloop.ActionRestart, rs[1].sup.Decide(ctx, "k", flaky).Action)
+	rs[0].sup.Decide(ctx, "k", crashloop.RunResult{Err: errBadConfig})
+	parkedOn(t, rs[:2], "k")
+
+	require.NoError(t, s.Client(nil).FlushAll(ctx).Err())
+	require.Equal(t, crashloop.ActionRestart, rs[1].sup.Decide(ctx, "other", flaky).Action)
+	require.Len(t, rs[1].evs.of(crashloop.EventStoreStateLost), 1, "the first to find the loss announces it")
+	require.Empty(t, rs[1].evs.of(crashloop.EventStoreUnavailable), "a loss of state is no outage")
+	op := New(testClient(t, s), Options{Prefix: rs[0].store.o.Prefix}) // an operator's, new: it knows no epoch
+	ch, err := op.Lookup(ctx, "k")
+	require.NoError(t, err)
+	require.NotNil(t, ch.Park, "written back")
+	require.Equal(t, crashloop.ReasonPermanent, ch.Park.Reason)
+	require.Equal(t, int64(1), ch.Version)
+
+	d := rs[2].sup.Decide(ctx, "k", flaky)
+	require.Equal(t, crashloop.ActionStop, d.Action, "no fresh budget for the parked key")
+	require.ErrorIs(t, d.Err, crashloop.ErrParked)
+	require.Equal(t, crashloop.ActionRestart, rs[0].sup.Decide(ctx, "other", flaky).Action)
+	for i, r := range rs {
+		require.Equal(t, []string{"k"}, r.sup.Parked(), "replica %d", i)
+		require.Empty(t, r.evs.of(crashloop.EventStoreRecovered), "replica %d", i)
+	}
+	require.Equal(t, 1, count(rs, crashloop.EventStoreStateLost))
+	require.Equal(t, 1, count(rs, crashloop.EventStartupExhausted), "the park written back is not announced again")
+}

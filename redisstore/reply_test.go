@@ -157,6 +157,8 @@ func TestWrongShapedReplies(t *testing.T) {
 func TestStoreRefusesWrongShapedReplies(t *testing.T) {
 	s := redistest.Start(t)
 	st := replicasOn(t, s, 1, Options{ClientTime: true})[0]
+	_, err := st.Parked(context.Background()) // learns the deployment's epoch with the real script
+	require.NoError(t, err)
 	st.script = redis.NewScript(`return {'surprise', 1}`)
 	require.NoError(t, st.Open(ledgertest.Config(), nil))
 	ctx := context.Background()
@@ -166,7 +168,7 @@ func TestStoreRefusesWrongShapedReplies(t *testing.T) {
 		require.ErrorIs(t, err, errBadReply)
 		require.EqualError(t, err, "redisstore: "+op+": reply of the wrong shape: "+want)
 	}
-	_, err := st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingCrash, Incarnation: "i", Now: now})
+	_, err = st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingCrash, Incarnation: "i", Now: now})
 	check("judge", `unknown field "surprise"`, err)
 	_, err = st.Proceed(ctx, "k", now)
 	check("proceed", `unknown field "surprise"`, err)
@@ -201,7 +203,7 @@ func TestScriptRefusesWrongArguments(t *testing.T) {
 		{[]any{"jugde"}, "crashloop: unknown operation jugde"},
 		{[]any{"lookup", "now"}, "crashloop: lookup: arguments are name/value pairs after the operation, got 1 values"},
 		{[]any{"lookup", "now", ""}, "crashloop: lookup: unknown argument now"},
-		{[]any{"resume", "origin", "a"}, "crashloop: resume: missing argument version"},
+		{[]any{"resume", "origin", "a", "epoch", "", "fresh", "f"}, "crashloop: resume: missing argument version"},
 		{[]any{"resume", "origin", "a", "version", "-1"}, "crashloop: resume: argument version: -1 is not a whole number"},
 		{[]any{"resume", "origin", "a", "origin", "b"}, "crashloop: resume: argument origin given twice"},
 		{[]any{"fleet_read", "now", "123"}, "crashloop: fleet_read: argument now: 123 is not a time ('' or 16 digits)"},

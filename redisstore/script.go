@@ -58,6 +58,8 @@ func (k keyspace) events() string               { return k.tag + "events" }
 func (k keyspace) claim(version int64) string {
 	return k.tag + "claim:" + strconv.FormatInt(version, 10)
 }
+func (k keyspace) claimLost(epoch string) string { return k.tag + "claim:lost:" + epoch }
+func (k keyspace) epoch() string                 { return k.tag + "epoch" }
 
 // maxMicros bounds the times the script keeps: 16 decimal digits of
 // microseconds since the Unix epoch, up to the year 2286.
@@ -544,13 +546,82 @@ func readRestored(v any, parks []*crashloop.ParkedError) ([]crashloop.Restored, 
 var errNotOpen = errors.New("redisstore: Judge and Proceed need Open first (a Supervisor opens its ledger)")
 
 // run calls the script for op on keys with args (after op itself: name/value
-// pairs) under the Store's timeout and returns its reply, or ctx's error as
-// soon as ctx ends (see eval). A nil reply, which no step gives, is
-// returned as nil for the readers to refuse.
+// pairs) and the deployment's epoch under the Store's timeout and returns
+// its reply, or ctx's error as soon as ctx ends (see eval). A nil reply,
+// which no step gives, is returned as nil for the readers to refuse. A step
+// that finds the server lost its state returns a
+// *crashloop.StateLostError.
 func (s *Store) run(ctx context.Context, op string, keys []string, args ...any) (any, error) {
-	res, err := s.eval(ctx, keys, append([]any{op}, args...))
+	epoch, err := s.knownEpoch(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	full := make([]any, 0, 5+len(args))
+	full = append(append(append(full, op), args...), "epoch", epoch, "fresh", s.fresh)
+	res, err := s.eval(ctx, keys, full)
+	if cur, ok := stateLost(err); ok {
+		return nil, fmt.Errorf("redisstore: %s: %w", op, s.lostState(ctx, epoch, cur))
+	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	return res, nil
+}
+
+// stateLost reads the deployment's new epoch from the error of a step that
+// found its server lost its state.
+func stateLost(err error) (string, bool) {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return "", false
+	}
+	return strings.CutPrefix(re.Error(), "crashloop: state_lost ")
+}
+
+// knownEpoch returns the deployment's epoch as this Store knows it,
+// learning it (making it, for a new deployment) at its first call.
+func (s *Store) knownEpoch(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	e := s.epoch
+	s.mu.Unlock()
+	if e != "" {
+		return e, nil
+	}
+	res, err := s.eval(ctx, []string{s.keys.epoch()}, []any{"epoch", "fresh", s.fresh})
+	if err != nil {
+		return "", fmt.Errorf("epoch: %w", err)
+	}
+	o, err := readObject(res, "epoch")
+	if err != nil {
+		return "", badReply("epoch", err)
+	}
+	f := fields{o: o}
+	if e = f.str("epoch"); f.err != nil || e == "" {
+		return "", badReply("epoch", firstErr(f.err, errors.New("an empty epoch")))
+	}
+	s.mu.Lock()
+	if s.epoch == "" {
+		s.epoch = e
+	}
+	e = s.epoch
+	s.mu.Unlock()
+	return e, nil
+}
+
+// lostState adopts the epoch cur of a deployment whose server lost the
+// state of epoch old, and returns the error of the step that found it:
+// exactly one replica of the deployment (the first to claim the loss) is
+// told to announce it.
+func (s *Store) lostState(ctx context.Context, old, cur string) error {
+	s.mu.Lock()
+	adopted := s.epoch == old
+	if adopted {
+		s.epoch = cur
+	}
+	s.mu.Unlock()
+	announce := false
+	if adopted {
+		announce, _ = s.claim(ctx, s.keys.claimLost(cur))
+	}
+	return &crashloop.StateLostError{Announce: announce}
 }

@@ -92,6 +92,8 @@ type Store struct {
 	closed bool
 	notify func(crashloop.LedgerChange)
 	known  map[string]struct{} // keys this Store told its Supervisor are parked
+	epoch  string              // the deployment's epoch, once learnt
+	fresh  string              // the epoch this Store makes for a deployment that has none
 	ps     *redis.PubSub       // the notice subscription, while there is one
 
 	reconciled atomic.Int64 // reconciles done, one after each (re)subscription: the tests wait for them
@@ -120,7 +122,7 @@ func New(client redis.UniversalClient, o Options) *Store {
 	}
 	ks, err := newKeyspace(o.Prefix)
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Store{rdb: client, script: script, o: o, keys: ks, err: err, origin: randomSuffix(8),
+	return &Store{rdb: client, script: script, o: o, keys: ks, err: err, origin: randomSuffix(8), fresh: randomSuffix(16),
 		known: map[string]struct{}{}, ctx: ctx, cancel: cancel}
 }
 
@@ -434,7 +436,13 @@ func (s *Store) Claim(ctx context.Context, version int64) (bool, error) {
 	if s.err != nil {
 		return false, s.err
 	}
-	res, err := s.run(ctx, "claim", []string{s.keys.claim(version)}, "version", version, "replica", s.o.Replica)
+	return s.claim(ctx, s.keys.claim(version))
+}
+
+// claim sets the claim key to this replica if no replica has, and reports
+// whether it did.
+func (s *Store) claim(ctx context.Context, key string) (bool, error) {
+	res, err := s.run(ctx, "claim", []string{key}, "version", 0, "replica", s.o.Replica)
 	if err != nil {
 		return false, err
 	}

@@ -23,6 +23,7 @@
 --                          the order they were held in
 --   {p}:r:REPLICA  string  a replica's report of its members, "members,failing"
 --   {p}:replicas   set     the replicas that report
+--   {p}:epoch      string  the deployment's epoch (see the state check)
 --   {p}:seq        string  the last version given to a transition (see bump)
 --   {p}:ver        hash    each key's version: its last transition's
 --   {p}:claim:V    string  the replica that claimed transition V, to
@@ -81,6 +82,12 @@ end
 for name, kind in pairs(JUDGMENT) do
   OPS.judge[name] = kind
 end
+-- Every operation but epoch names the deployment's epoch its Store knows,
+-- and a fresh one for a deployment that has none (see the state check).
+for _, spec in pairs(OPS) do
+  spec.epoch, spec.fresh = 's', 's'
+end
+OPS.epoch = {fresh = 's'}
 
 -- decode reads the arguments of spec from ARGV into a table by name, or
 -- returns nil and what is wrong with them.
@@ -131,6 +138,31 @@ end
 local A, bad = decode(OPS[op])
 if not A then
   return redis.error_reply('crashloop: ' .. op .. ': ' .. bad)
+end
+
+-- The state check. {p}:epoch names the deployment's state: written once,
+-- by the first Store that finds none, and never expiring. A step whose
+-- epoch is not the deployment's (a server that lost its state: a flush, a
+-- restart without persistence, a failover that lost writes) does nothing
+-- and fails with 'crashloop: state_lost EPOCH' (the current epoch, made
+-- now if there is none): its Store adopts the epoch and its Supervisor
+-- writes back the parks it knows. epoch returns the epoch, making it.
+do
+  local ek = tag .. 'epoch'
+  local cur = redis.call('GET', ek)
+  if not cur then
+    redis.call('SET', ek, A.fresh)
+    cur = A.fresh
+    if op ~= 'epoch' then
+      return redis.error_reply('crashloop: state_lost ' .. cur)
+    end
+  end
+  if op == 'epoch' then
+    return {'epoch', cur}
+  end
+  if cur ~= A.epoch then
+    return redis.error_reply('crashloop: state_lost ' .. cur)
+  end
 end
 
 local now, nows

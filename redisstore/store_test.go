@@ -218,7 +218,8 @@ func TestKeysAndExpiry(t *testing.T) {
 	j := crashloop.Judgment{Key: "a", Ending: crashloop.EndingFailedStart, Incarnation: "a#1", Cause: "boom", Now: ledgertest.T0, Members: 1}
 	_, err := st.Judge(ctx, j)
 	require.NoError(t, err)
-	require.Equal(t, []string{"{deploy}:fleet", "{deploy}:k:a", "{deploy}:r:replica-0", "{deploy}:replicas"}, keys())
+	require.Equal(t, []string{"{deploy}:epoch", "{deploy}:fleet", "{deploy}:k:a", "{deploy}:r:replica-0", "{deploy}:replicas"}, keys())
+	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:epoch"), "the epoch never expires")
 	within("{deploy}:k:a", time.Hour+ttlGrace)
 	within("{deploy}:fleet", time.Hour+cfg.Fleet.Cooldown+ttlGrace)
 	within("{deploy}:r:replica-0", 30*time.Second)
@@ -229,7 +230,7 @@ func TestKeysAndExpiry(t *testing.T) {
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:parked"))
 	_, _, err = st.Resume(ctx, "a", 1, ledgertest.T0)
 	require.NoError(t, err)
-	require.Equal(t, []string{"{deploy}:fleet", "{deploy}:r:replica-0", "{deploy}:replicas", "{deploy}:seq", "{deploy}:ver"},
+	require.Equal(t, []string{"{deploy}:epoch", "{deploy}:fleet", "{deploy}:r:replica-0", "{deploy}:replicas", "{deploy}:seq", "{deploy}:ver"},
 		keys(), "a resume drops the record, and keeps the key's version")
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:seq"), "versions never expire")
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:ver"))
