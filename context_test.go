@@ -78,9 +78,9 @@ func (l *ctxLedger) enter(ctx context.Context, method string) error {
 	return nil
 }
 
-func (l *ctxLedger) Lookup(ctx context.Context, key string) (*crashloop.ParkedError, error) {
+func (l *ctxLedger) Lookup(ctx context.Context, key string) (crashloop.LedgerChange, error) {
 	if err := l.enter(ctx, "Lookup"); err != nil {
-		return nil, err
+		return crashloop.LedgerChange{}, err
 	}
 	return l.Ledger.Lookup(ctx, key)
 }
@@ -99,23 +99,23 @@ func (l *ctxLedger) Proceed(ctx context.Context, key string, now time.Time) (cra
 	return l.Ledger.Proceed(ctx, key, now)
 }
 
-func (l *ctxLedger) Resume(ctx context.Context, key string, now time.Time) (*crashloop.ParkedError, error) {
+func (l *ctxLedger) Resume(ctx context.Context, key string, version int64, now time.Time) (*crashloop.ParkedError, int64, error) {
 	if err := l.enter(ctx, "Resume"); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return l.Ledger.Resume(ctx, key, now)
+	return l.Ledger.Resume(ctx, key, version, now)
 }
 
-func (l *ctxLedger) Forget(ctx context.Context, key string) error {
+func (l *ctxLedger) Forget(ctx context.Context, key string, version int64) (int64, error) {
 	if err := l.enter(ctx, "Forget"); err != nil {
-		return err
+		return 0, err
 	}
-	return l.Ledger.Forget(ctx, key)
+	return l.Ledger.Forget(ctx, key, version)
 }
 
-func (l *ctxLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) (int, error) {
+func (l *ctxLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
 	if err := l.enter(ctx, "Restore"); err != nil {
-		return 0, err
+		return nil, err
 	}
 	return l.Ledger.Restore(ctx, parks)
 }
@@ -411,7 +411,8 @@ func TestNilContextIsBackground(t *testing.T) {
 	require.Equal(t, crashloop.StateBackoff, st.Keys["k"].State)
 	require.Equal(t, 1, st.Fleet.RestartsInHour)
 	require.NoError(t, f.s.Flush(none))
+	// a Resume of a key this Supervisor holds unparked asks the ledger for the park it would name
 	require.ErrorIs(t, f.s.Resume(none, "k"), crashloop.ErrNotParked)
 	require.NoError(t, f.s.Forget(none, "k"))
-	require.Equal(t, []ledgerCall{{"Judge", nil}, {"Proceed", nil}, {"Fleet", nil}, {"Resume", nil}, {"Forget", nil}}, f.l.seen())
+	require.Equal(t, []ledgerCall{{"Judge", nil}, {"Proceed", nil}, {"Fleet", nil}, {"Lookup", nil}, {"Forget", nil}}, f.l.seen())
 }

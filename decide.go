@@ -126,6 +126,7 @@ func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now 
 	v := s.rules.judge(&rec.keyGuards, &s.book, &j, t, now)
 	d := s.apply(rec, &j, cause, v, &evs)
 	if v.NewPark && s.shared != nil {
+		rec.park.Version = rec.ver     // the version it was decided on: the write-back names it
 		s.shared.alone[key] = rec.park // decided alone: written back when the ledger answers
 	}
 	s.mu.Unlock()
@@ -269,20 +270,25 @@ func (s *Supervisor) parked(r *record, j *Judgment, cause error, v Verdict, evs 
 	r.park, r.lastErr = &pe, pe.LastError
 	r.held = 0
 	s.setState(r, stateOf(&pe), v.Now)
-	switch pe.Reason {
-	case ReasonNeedsHuman:
-		evs.add(s.cfg.Chain.escalatedEvent(j.Key, j.Incarnation, v.Now, pe.Attempts, cause))
-	case ReasonRestartLoopGuard:
-		evs.add(s.cfg.Guard.trippedEvent(j.Key, ReasonRestartLoopGuard, v.Now, pe.Attempts, cause))
-	case ReasonHourlyCap:
-		evs.add(s.rules.hourly.trippedEvent(j.Key, ReasonHourlyCap, v.Now, pe.Attempts, cause))
-	default:
-		evs.add(s.cfg.Budget.parkedEvent(&pe))
-	}
+	evs.add(s.parkEvent(&pe, j.Incarnation, v.Now, cause))
 	if v.Tripped != nil {
 		evs.add(s.cfg.Fleet.event(EventFleetTripped, s.fleetName, v.Now, v.Tripped))
 	}
 	return Decision{Action: ActionStop, Err: &pe}
+}
+
+// parkEvent is the event that announces pe, made at now by a run of
+// incarnation that failed with cause.
+func (s *Supervisor) parkEvent(pe *ParkedError, incarnation string, now time.Time, cause error) Event {
+	switch {
+	case pe.Reason == ReasonNeedsHuman && s.cfg.Chain != nil:
+		return s.cfg.Chain.escalatedEvent(pe.Key, incarnation, now, pe.Attempts, cause)
+	case pe.Reason == ReasonRestartLoopGuard && s.cfg.Guard != nil:
+		return s.cfg.Guard.trippedEvent(pe.Key, ReasonRestartLoopGuard, now, pe.Attempts, cause)
+	case pe.Reason == ReasonHourlyCap:
+		return s.rules.hourly.trippedEvent(pe.Key, ReasonHourlyCap, now, pe.Attempts, cause)
+	}
+	return s.cfg.Budget.parkedEvent(pe)
 }
 
 // stateOf is the state of a key parked with pe.

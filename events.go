@@ -55,6 +55,11 @@ const (
 	// EventStoreRecovered ("store.recovered"): the shared ledger is back;
 	// the decisions made alone meanwhile were written back.
 	EventStoreRecovered
+	// EventStoreStateLost ("store.state_lost"): the shared ledger lost its
+	// state (a failover that lost writes, a flush, a restart without
+	// persistence); the parks the Supervisor knew are written back. One
+	// replica of a deployment announces it.
+	EventStoreStateLost
 )
 
 var eventKindNames = [...]string{
@@ -68,6 +73,7 @@ var eventKindNames = [...]string{
 	EventRestartScheduled: "agent.restart_scheduled",
 	EventStoreUnavailable: "store.unavailable",
 	EventStoreRecovered:   "store.recovered",
+	EventStoreStateLost:   "store.state_lost",
 }
 
 // String returns the dotted name of k, such as "agent.startup_exhausted".

@@ -23,8 +23,9 @@ func TestEventKindString(t *testing.T) {
 		EventRestartScheduled: "agent.restart_scheduled",
 		EventStoreUnavailable: "store.unavailable",
 		EventStoreRecovered:   "store.recovered",
+		EventStoreStateLost:   "store.state_lost",
 		0:                     "EventKind(0)",
-		11:                    "EventKind(11)",
+		12:                    "EventKind(12)",
 		-1:                    "EventKind(-1)",
 		math.MaxInt:           "EventKind(9223372036854775807)",
 		math.MinInt:           "EventKind(-9223372036854775808)",
@@ -34,9 +35,9 @@ func TestEventKindString(t *testing.T) {
 	}
 	// The kinds are numbered from 1, in the order of the contract; new
 	// kinds come after the old ones, so no value changes meaning.
-	assert.Equal(t, []EventKind{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, []EventKind{EventRespawnScheduled, EventStartupExhausted, EventResumed,
+	assert.Equal(t, []EventKind{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, []EventKind{EventRespawnScheduled, EventStartupExhausted, EventResumed,
 		EventChainEscalated, EventGuardTripped, EventFleetTripped, EventFleetRearmed,
-		EventRestartScheduled, EventStoreUnavailable, EventStoreRecovered})
+		EventRestartScheduled, EventStoreUnavailable, EventStoreRecovered, EventStoreStateLost})
 }
 
 // One question tells whether an event stopped a key, whatever guard

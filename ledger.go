@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -32,33 +31,58 @@ var ErrStoreUnavailable = errors.New("crashloop: shared store unavailable")
 // ctx must also return as soon as ctx ends, with an error: the Supervisor
 // passes its caller's ctx, and tells a caller's cancel (ctx ended: the call
 // ends with ctx's error, and the ledger is not held to have failed) from a
-// failure of the ledger by ctx, whatever the error. A Ledger is used by one
-// Supervisor and must be safe for concurrent use.
+// failure of the ledger by ctx, whatever the error. A ledger that finds its
+// server lost its state returns a *StateLostError from the call that found
+// it, having changed nothing: the Supervisor then writes back the parks it
+// knows (Restore, naming version 0) and makes the call again. A Ledger is
+// used by one Supervisor and must be safe for concurrent use.
 type Ledger interface {
 	// Open binds the ledger to the configuration of the Supervisor that
 	// uses it, before any other call. notify, when the ledger can learn of
 	// the changes other Supervisors make, is called with each park or
-	// resume of a key (from any goroutine; it does not block).
+	// resume of a key (from any goroutine; it does not block). It may also
+	// be called with changes this Supervisor made, and with changes told
+	// before: a Supervisor takes only a change whose Version is newer than
+	// the one it knows for the key.
 	Open(cfg SupervisorConfig, notify func(LedgerChange)) error
-	// Lookup returns the park of key, or nil if it is not parked.
-	Lookup(ctx context.Context, key string) (*ParkedError, error)
-	// Judge decides j and commits the decision: see Verdict.
+	// Lookup returns key as it stands: its Version and its Park (nil when
+	// it is not parked).
+	Lookup(ctx context.Context, key string) (LedgerChange, error)
+	// Judge decides j and commits the decision: see Verdict. A park it
+	// makes takes the next version.
 	Judge(ctx context.Context, j Judgment) (Verdict, error)
 	// Proceed asks at now whether the held restart of key may go.
 	Proceed(ctx context.Context, key string, now time.Time) (Verdict, error)
-	// Resume clears the park of key and everything its guards counted, and
-	// returns the park it cleared, or an error matching ErrNotParked.
-	Resume(ctx context.Context, key string, now time.Time) (*ParkedError, error)
-	// Forget drops every trace of key.
-	Forget(ctx context.Context, key string) error
+	// Resume clears the park of key whose Version is version, and
+	// everything its guards counted, and returns the park it cleared and
+	// the resume's own version. Any other park, and a key that is not
+	// parked, it leaves as they are and returns a *ChangedError with the
+	// key as it stands (matching ErrNotParked when it is not parked): a
+	// resume names the park it clears, so that a resume delivered late
+	// never clears a newer park.
+	Resume(ctx context.Context, key string, version int64, now time.Time) (*ParkedError, int64, error)
+	// Forget drops every trace of key if the key's version is version
+	// (0 for a key with no transition), and returns the version of the
+	// forget; else it changes nothing and returns a *ChangedError.
+	Forget(ctx context.Context, key string, version int64) (int64, error)
 	// Restore writes back parks a Supervisor decided alone while the ledger
-	// could not be reached; a key parked meanwhile keeps its park. It
-	// returns how many it wrote. A Supervisor also calls it with no parks
-	// to learn whether the ledger answers again: it must reach the ledger
-	// all the same.
-	Restore(ctx context.Context, parks []*ParkedError) (int, error)
+	// could not be reached: each park is written, with the next version,
+	// only if its key's version is still the park's Version (the version
+	// the Supervisor knew when it parked the key), so a write-back never
+	// re-parks a key resumed or parked since (nor over a park that
+	// stands). It returns, for each park in order, whether it wrote it and
+	// its key as it stands after the step. A Supervisor also calls it with
+	// no parks to learn whether the ledger answers again: it must reach the
+	// ledger all the same.
+	Restore(ctx context.Context, parks []*ParkedError) ([]Restored, error)
 	// Parked returns the parks of every key, sorted by key.
 	Parked(ctx context.Context) ([]*ParkedError, error)
+	// Claim reports whether this caller is the first to claim the
+	// transition of the given version: of every caller, on every replica,
+	// exactly one wins each version (a write-back's park is claimed by the
+	// Restore that wrote it). The winner announces the transition, so each
+	// is announced once, by whichever replica learns it first and claims.
+	Claim(ctx context.Context, version int64) (bool, error)
 	// Fleet returns the status of the fleet breaker at now. Its
 	// FailingChannels and TotalChannels are the failing members and members
 	// that every live replica last reported with its Judgments, summed: the
@@ -67,11 +91,26 @@ type Ledger interface {
 	Fleet(ctx context.Context, now time.Time) (FleetStatus, error)
 }
 
-// LedgerChange is a park or a resume of a key by another Supervisor, as a
-// Ledger tells of it. It is a plain value.
+// LedgerChange is a transition of a key (a park, a resume, a forget), or
+// the key as it stands, as a Ledger tells of it. Every transition of a key
+// takes the next Version of the ledger, so of two changes of a key the one
+// with the higher Version is the newer. It is a plain value.
 type LedgerChange struct {
-	Key  string
-	Park *ParkedError // the key's park; nil: it was resumed or forgotten
+	Key     string
+	Version int64        // the key's version: its last transition's, 0 for none
+	Park    *ParkedError // the key's park; nil: it was resumed or forgotten
+	// Forgotten tells a forget of a parked key from a resume, where the
+	// ledger knows (a notice does; a lookup does not).
+	Forgotten bool
+}
+
+// Restored is what Ledger.Restore did with one park: whether it wrote it,
+// and its key as it stands after the step (the park written, with its new
+// Version, or the state that kept it from being written). It is a plain
+// value.
+type Restored struct {
+	LedgerChange
+	Written bool
 }
 
 // Ending is how a run ended, as a Supervisor's judgment tells them apart.
@@ -181,12 +220,16 @@ type memoryState struct {
 	reports  map[string][2]int // members and failing members per replica, as its last step left them
 	replicas []*MemoryLedger
 	next     atomic.Int64
+	seq      int64            // the last version given
+	ver      map[string]int64 // each key's version: its last transition's
+	claims   map[int64]bool   // the versions claimed
 }
 
 // NewMemoryLedger returns an empty MemoryLedger, reading time from the
 // Judgment of each call.
 func NewMemoryLedger() *MemoryLedger {
-	st := &memoryState{keys: map[string]*keyGuards{}, reports: map[string][2]int{}}
+	st := &memoryState{keys: map[string]*keyGuards{}, reports: map[string][2]int{}, ver: map[string]int64{},
+		claims: map[int64]bool{}}
 	return st.replica()
 }
 
@@ -248,14 +291,34 @@ func (st *memoryState) tell(from *MemoryLedger, ch LedgerChange) {
 	}
 }
 
-// Lookup returns the park of key.
-func (l *MemoryLedger) Lookup(_ context.Context, key string) (*ParkedError, error) {
+// bump gives key the next version and returns it. st.mu must be held.
+func (st *memoryState) bump(key string) int64 {
+	st.seq++
+	st.ver[key] = st.seq
+	return st.seq
+}
+
+// stands returns key as it stands. st.mu must be held.
+func (st *memoryState) stands(key string) LedgerChange {
+	ch := LedgerChange{Key: key, Version: st.ver[key]}
+	if g := st.keys[key]; g != nil {
+		ch.Park = g.park
+	}
+	return ch
+}
+
+// changed is the refusal of a step on key that named another version.
+// st.mu must be held.
+func (st *memoryState) changed(key string) error {
+	ch := st.stands(key)
+	return &ChangedError{Key: key, Version: ch.Version, Park: ch.Park}
+}
+
+// Lookup returns key as it stands.
+func (l *MemoryLedger) Lookup(_ context.Context, key string) (LedgerChange, error) {
 	l.st.mu.Lock()
 	defer l.st.mu.Unlock()
-	if g := l.st.keys[key]; g != nil {
-		return g.park, nil
-	}
-	return nil, nil
+	return l.st.stands(key), nil
 }
 
 // Judge decides j at j.Now.
@@ -275,9 +338,12 @@ func (l *MemoryLedger) Judge(_ context.Context, j Judgment) (Verdict, error) {
 	v := st.rules.judge(g, &st.book, &j, t, j.Now)
 	st.reports[l.replica] = reportAfter(own, j.Ending, v)
 	v.Rearmed = rearmed
+	if v.NewPark {
+		g.park.Version = st.bump(j.Key)
+	}
 	st.mu.Unlock()
 	if v.NewPark {
-		st.tell(l, LedgerChange{Key: j.Key, Park: v.Park})
+		st.tell(l, LedgerChange{Key: j.Key, Version: v.Park.Version, Park: v.Park})
 	}
 	return v, nil
 }
@@ -319,57 +385,84 @@ func (l *MemoryLedger) Proceed(_ context.Context, key string, now time.Time) (Ve
 	return v, nil
 }
 
-// Resume clears the park of key.
-func (l *MemoryLedger) Resume(_ context.Context, key string, now time.Time) (*ParkedError, error) {
+// Resume clears the park of key whose Version is version.
+func (l *MemoryLedger) Resume(_ context.Context, key string, version int64, _ time.Time) (*ParkedError, int64, error) {
 	st := l.st
 	st.mu.Lock()
 	g := st.keys[key]
-	if g == nil || g.park == nil {
+	if g == nil || g.park == nil || g.park.Version != version {
+		err := st.changed(key)
 		st.mu.Unlock()
-		return nil, fmt.Errorf("%w: %q", ErrNotParked, key)
+		return nil, 0, err
 	}
 	pe := g.park
 	g.resume()
+	v := st.bump(key)
 	st.mu.Unlock()
-	st.tell(l, LedgerChange{Key: key})
-	return pe, nil
+	st.tell(l, LedgerChange{Key: key, Version: v})
+	return pe, v, nil
 }
 
-// Forget drops key.
-func (l *MemoryLedger) Forget(_ context.Context, key string) error {
-	l.st.mu.Lock()
-	g := l.st.keys[key]
-	delete(l.st.keys, key)
-	l.st.mu.Unlock()
-	if g != nil && g.park != nil {
-		l.st.tell(l, LedgerChange{Key: key})
-	}
-	return nil
-}
-
-// Restore writes back parks decided alone.
-func (l *MemoryLedger) Restore(_ context.Context, parks []*ParkedError) (int, error) {
+// Forget drops key if its version is version.
+func (l *MemoryLedger) Forget(_ context.Context, key string, version int64) (int64, error) {
 	st := l.st
-	n := 0
+	st.mu.Lock()
+	if st.ver[key] != version {
+		err := st.changed(key)
+		st.mu.Unlock()
+		return 0, err
+	}
+	g := st.keys[key]
+	delete(st.keys, key)
+	v := st.bump(key)
+	st.mu.Unlock()
+	if g != nil && g.park != nil {
+		st.tell(l, LedgerChange{Key: key, Version: v, Forgotten: true})
+	}
+	return v, nil
+}
+
+// Restore writes back parks decided alone, each only if its key's version
+// is still the park's.
+func (l *MemoryLedger) Restore(_ context.Context, parks []*ParkedError) ([]Restored, error) {
+	st := l.st
 	var told []LedgerChange
+	out := make([]Restored, 0, len(parks))
 	st.mu.Lock()
 	for _, pe := range parks {
 		g := st.keys[pe.Key]
+		if st.ver[pe.Key] != pe.Version || (g != nil && g.park != nil) {
+			out = append(out, Restored{LedgerChange: st.stands(pe.Key)})
+			continue
+		}
 		if g == nil {
 			g = &keyGuards{}
 			st.keys[pe.Key] = g
 		}
-		if g.park == nil {
-			g.park = pe
-			n++
-			told = append(told, LedgerChange{Key: pe.Key, Park: pe})
-		}
+		w := *pe
+		w.Version = st.bump(pe.Key)
+		st.claims[w.Version] = true // its writer announced it when it parked the key alone
+		g.park = &w
+		ch := LedgerChange{Key: pe.Key, Version: w.Version, Park: &w}
+		told = append(told, ch)
+		out = append(out, Restored{LedgerChange: ch, Written: true})
 	}
 	st.mu.Unlock()
 	for _, ch := range told {
 		st.tell(l, ch)
 	}
-	return n, nil
+	return out, nil
+}
+
+// Claim reports whether this caller is the first to claim version.
+func (l *MemoryLedger) Claim(_ context.Context, version int64) (bool, error) {
+	l.st.mu.Lock()
+	defer l.st.mu.Unlock()
+	if l.st.claims[version] {
+		return false, nil
+	}
+	l.st.claims[version] = true
+	return true, nil
 }
 
 // Parked returns the parks of every key, sorted by key.

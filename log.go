@@ -64,6 +64,9 @@ func logEvent(l *slog.Logger, ev Event) {
 		msg = "shared store unavailable; guarding with this process's own state until it is back"
 	case EventStoreRecovered:
 		msg = fmt.Sprintf("shared store recovered; %s made alone written back", errtext.Plural(ev.Attempts, "decision"))
+	case EventStoreStateLost:
+		level = slog.LevelError
+		msg = "shared store lost its state; writing back the parks this process knows"
 	}
 	if !l.Enabled(context.Background(), level) {
 		return

@@ -129,6 +129,9 @@ func TestLogEventsEachKind(t *testing.T) {
 		{"store recovered", crashloop.Event{Kind: crashloop.EventStoreRecovered, Key: "redis", Time: t0, Attempts: 1},
 			map[string]any{"level": "INFO", "msg": "shared store recovered; 1 decision made alone written back",
 				"event": "store.recovered", "key": "redis", "attempts": 1.0}},
+		{"store state lost", crashloop.Event{Kind: crashloop.EventStoreStateLost, Key: "store", Time: t0},
+			map[string]any{"level": "ERROR", "msg": "shared store lost its state; writing back the parks this process knows",
+				"event": "store.state_lost", "key": "store"}},
 		{"unknown kind", crashloop.Event{Kind: crashloop.EventKind(99), Key: "k", Time: t0},
 			map[string]any{"level": "INFO", "msg": "EventKind(99)", "event": "EventKind(99)", "key": "k"}},
 	} {

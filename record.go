@@ -24,6 +24,7 @@ type record struct {
 	lastErr     error
 	prev        time.Duration // the curve's last wait, for curves that depend on it
 	local       int           // restarts this Supervisor scheduled since the first run or the last resume (KeyStatus.LocalRestarts)
+	ver         int64         // with a shared ledger: the version of the key's last transition learnt
 }
 
 // record returns the record of key, creating an exited one if there is

@@ -2,6 +2,7 @@ package crashloop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +14,17 @@ import (
 // before it asks the ledger again.
 const sharedRetry = time.Second
 
+// claimGrace is how long a Supervisor that learns a transition it did not
+// see made (from a notice, a lookup, a refusal) waits before it claims it,
+// to announce it: the Supervisor whose step made it claims at once when
+// its reply arrives, and announces it with its own error values. A claim
+// that cannot be sent is tried again every sharedRetry, claimTries times
+// in all.
+const (
+	claimGrace = time.Second
+	claimTries = 60
+)
+
 // shared is the state of a Supervisor's use of a shared Ledger; the
 // Supervisor's lock guards it.
 type shared struct {
@@ -21,6 +33,7 @@ type shared struct {
 	retryAt time.Time // when to ask the ledger again
 	lastErr error
 	alone   map[string]*ParkedError // parks decided alone, to write back
+	quiet   bool                    // down for a state loss only: no store.recovered
 }
 
 // NewSharedSupervisor returns a Supervisor whose guards keep their state in
@@ -134,6 +147,12 @@ func (s *Supervisor) Flush(ctx context.Context) error {
 // had failed. When ctx ends first it returns ctx's error and records no
 // failure of the ledger.
 func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
+	return s.writeBackTry(ctx, now, true)
+}
+
+// writeBackTry is writeBack; again allows one more try when the ledger
+// reports a loss of its state.
+func (s *Supervisor) writeBackTry(ctx context.Context, now time.Time, again bool) error {
 	s.mu.Lock()
 	sh := s.shared
 	parks := make([]*ParkedError, 0, len(sh.alone))
@@ -145,7 +164,15 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 	if len(parks) == 0 && !down {
 		return nil
 	}
-	n, err := sh.l.Restore(ctx, parks)
+	stand, err := sh.l.Restore(ctx, parks)
+	var sl *StateLostError
+	if errors.As(err, &sl) && again {
+		s.stateLost(sl, now) // every park it knows, to write back now
+		return s.writeBackTry(ctx, now, false)
+	}
+	if err == nil && len(stand) != len(parks) {
+		err = fmt.Errorf("the ledger's Restore told of %d keys for %d parks", len(stand), len(parks))
+	}
 	if err != nil {
 		if err := ctxdone.Err(ctx); err != nil {
 			return err // the caller's cancel, not an outage
@@ -157,11 +184,28 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("%w: writing back %s decided alone: %v", ErrStoreUnavailable, errtext.Plural(len(parks), "park"), err)
 	}
 	s.mu.Lock()
-	recovered := sh.down
-	sh.down, sh.lastErr = false, nil
-	for _, pe := range parks {
-		if sh.alone[pe.Key] == pe {
-			delete(sh.alone, pe.Key)
+	recovered := sh.down && !sh.quiet
+	sh.down, sh.lastErr, sh.quiet = false, nil, false
+	n := 0
+	for i, pe := range parks {
+		if stand[i].Written {
+			n++
+		}
+		if sh.alone[pe.Key] != pe {
+			continue // decided again, or resumed, meanwhile
+		}
+		delete(sh.alone, pe.Key)
+		r, ch := s.keys[pe.Key], stand[i].LedgerChange
+		switch {
+		case r == nil:
+		case stand[i].Written && r.park == pe && ch.Version > r.ver:
+			// written back: the park stands with its new version, and keeps
+			// the error values this Supervisor made it with
+			w := *pe
+			w.Version = ch.Version
+			r.park, r.ver = &w, ch.Version
+		default:
+			s.adopt(r, ch, now) // something happened to the key since: the ledger's state wins
 		}
 	}
 	s.mu.Unlock()
@@ -180,13 +224,59 @@ func orBackground(ctx context.Context) context.Context {
 	return ctx
 }
 
+// stateLost takes the ledger's report that its server lost its state: every
+// park this Supervisor knows (and no resume it learnt has superseded) is
+// to be written back at once, as decided alone on a key with no version,
+// and the versions it knows restart. It announces the loss if the ledger
+// says this replica is the one to.
+func (s *Supervisor) stateLost(sl *StateLostError, now time.Time) {
+	s.mu.Lock()
+	sh := s.shared
+	sh.lastErr = sl
+	for key, r := range s.keys {
+		r.ver = 0
+		if r.park != nil {
+			w := *r.park
+			w.Version = 0
+			r.park = &w
+			sh.alone[key] = &w
+		}
+	}
+	if !sh.down {
+		sh.down, sh.quiet = true, true
+	}
+	sh.retryAt = now // the next call writes them back
+	s.mu.Unlock()
+	if sl.Announce {
+		emit(s.o.handler, Event{Kind: EventStoreStateLost, Key: "store", Time: now})
+	}
+}
+
+// reloaded reports, for err from a call of the ledger, whether the ledger
+// lost its state and this Supervisor wrote back the parks it knows: the
+// call is then made again, on the state written back, rather than decided
+// alone.
+func (s *Supervisor) reloaded(ctx context.Context, err error, now time.Time) bool {
+	var sl *StateLostError
+	if !errors.As(err, &sl) {
+		return false
+	}
+	s.stateLost(sl, now)
+	return s.writeBack(ctx, now) == nil
+}
+
 // lost records a failed call of the ledger at now, and announces the first
 // of a run of failures.
 func (s *Supervisor) lost(err error, now time.Time) {
+	var sl *StateLostError
+	if errors.As(err, &sl) {
+		s.stateLost(sl, now)
+		return
+	}
 	s.mu.Lock()
 	sh := s.shared
-	first := !sh.down
-	sh.down, sh.retryAt, sh.lastErr = true, now.Add(sharedRetry), err
+	first := !sh.down || sh.quiet
+	sh.down, sh.retryAt, sh.lastErr, sh.quiet = true, now.Add(sharedRetry), err, false
 	s.mu.Unlock()
 	if first {
 		emit(s.o.handler, Event{Kind: EventStoreUnavailable, Key: "store", Time: now, LastError: err})
@@ -214,6 +304,9 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 	j, cause := s.judgment(r, key, res, now)
 	s.mu.Unlock()
 	v, err := s.shared.l.Judge(ctx, j)
+	if s.reloaded(ctx, err, now) {
+		v, err = s.shared.l.Judge(ctx, j) // on the state written back
+	}
 	if err != nil {
 		if err := ctxdone.Err(ctx); err != nil {
 			return Decision{Action: ActionStop, Err: err}, true
@@ -223,10 +316,62 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 	}
 	var evs events
 	s.mu.Lock()
-	d := s.apply(s.record(key, now), &j, cause, v, &evs)
+	rec := s.record(key, now)
+	d := s.apply(rec, &j, cause, v, &evs)
+	if v.Park != nil {
+		if v.Park.Version >= rec.ver {
+			rec.ver = v.Park.Version
+		} else {
+			s.unpark(rec, v.Now) // resumed since, as this Supervisor learnt first
+		}
+	}
 	s.mu.Unlock()
-	emitAll(s.o.handler, evs.list())
+	var park []Event
+	for _, ev := range evs.list() {
+		if v.NewPark && ev.Key == key && isParkEvent(ev.Kind) {
+			park = append(park, ev) // announced by the replica that claims it
+			continue
+		}
+		emit(s.o.handler, ev)
+	}
+	if park != nil {
+		s.claim(ctx, v.Park.Version, park)
+	}
 	return d, true
+}
+
+// isParkEvent reports whether k is the kind of an event that announces a
+// park.
+func isParkEvent(k EventKind) bool {
+	return k == EventStartupExhausted || k == EventChainEscalated || k == EventGuardTripped
+}
+
+// claim claims the transition of version v on the ledger at once, and
+// announces it with evs if this Supervisor wins; a claim that could not be
+// sent is tried again later.
+func (s *Supervisor) claim(ctx context.Context, v int64, evs []Event) {
+	won, err := s.shared.l.Claim(ctx, v)
+	if err != nil {
+		s.claimLater(v, evs, sharedRetry, 1)
+		return
+	}
+	if won {
+		emitAll(s.o.handler, evs)
+	}
+}
+
+// claimLater claims the transition of version v after a wait, and
+// announces it with evs if this Supervisor wins.
+func (s *Supervisor) claimLater(v int64, evs []Event, after time.Duration, try int) {
+	time.AfterFunc(after, func() {
+		won, err := s.shared.l.Claim(context.Background(), v)
+		switch {
+		case err != nil && try < claimTries:
+			s.claimLater(v, evs, sharedRetry, try+1)
+		case err == nil && won:
+			emitAll(s.o.handler, evs)
+		}
+	})
 }
 
 // proceedShared is ProceedAt through the ledger; like decideShared, it
@@ -244,7 +389,12 @@ func (s *Supervisor) proceedShared(ctx context.Context, key string, now time.Tim
 	s.mu.Lock()
 	d := Decision{Action: ActionRestart}
 	if r := s.keys[key]; r != nil {
-		r.mirror(v.Park)
+		if v.Park == nil || v.Park.Version >= r.ver {
+			r.mirror(v.Park)
+			if v.Park != nil {
+				r.ver = v.Park.Version
+			}
+		}
 		d = s.proceeded(r, v)
 	}
 	if v.Rearmed != nil {
@@ -263,7 +413,10 @@ func (s *Supervisor) lookupShared(ctx context.Context, key string, now time.Time
 	if !use {
 		return nil, err
 	}
-	pe, err := s.shared.l.Lookup(ctx, key)
+	ch, err := s.shared.l.Lookup(ctx, key)
+	if s.reloaded(ctx, err, now) {
+		ch, err = s.shared.l.Lookup(ctx, key) // on the state written back
+	}
 	if err != nil {
 		if err := ctxdone.Err(ctx); err != nil {
 			return nil, err
@@ -273,18 +426,15 @@ func (s *Supervisor) lookupShared(ctx context.Context, key string, now time.Time
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if pe != nil {
-		r := s.record(key, now)
-		if r.park == nil {
-			r.park = pe
-			s.setState(r, stateOf(pe), now)
-		}
-		return r.park, nil
+	r := s.keys[key]
+	if r == nil && ch.Park == nil {
+		return nil, nil
 	}
-	if r := s.keys[key]; r != nil && r.park != nil && s.shared.alone[key] == nil {
-		s.unpark(r, now) // resumed by another Supervisor, whose notice was lost
+	if r == nil {
+		r = s.record(key, now)
 	}
-	return nil, nil
+	s.adopt(r, ch, now) // a change whose notice was lost or is late; an older answer changes nothing
+	return r.park, nil
 }
 
 // unpark lifts the park of r that another Supervisor resumed (the one that
@@ -310,17 +460,42 @@ func (s *Supervisor) learn(ch LedgerChange) {
 	now := s.o.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.keys[ch.Key]
-	if r == nil {
-		return
+	if r := s.keys[ch.Key]; r != nil {
+		s.adopt(r, ch, now)
 	}
+}
+
+// adopt takes ch, the key of r as the ledger told of it, into r if it is
+// newer than the version r knows: a change told late, or twice, or out of
+// order (an older version) changes nothing. A park decided alone gives way
+// to a newer change: something happened to the key since. It reports
+// whether r changed. s.mu must be held.
+func (s *Supervisor) adopt(r *record, ch LedgerChange, now time.Time) bool {
+	if ch.Version <= r.ver {
+		return false
+	}
+	r.ver = ch.Version
+	alone := s.shared.alone[ch.Key] != nil
+	delete(s.shared.alone, ch.Key)
 	switch {
-	case ch.Park != nil && r.park == nil:
+	case ch.Park != nil && alone:
+		// this Supervisor announced a park of the key when it decided it
+		// alone: it claims this one at once, to announce it no more
+		r.park = ch.Park
+		s.claimLater(ch.Version, nil, 0, 1)
+	case ch.Park != nil:
 		r.park = ch.Park
 		if !r.running {
 			s.setState(r, stateOf(ch.Park), now)
 		}
-	case ch.Park == nil && r.park != nil:
+		// a park this Supervisor did not see made: announced by whoever
+		// claims it first, its maker at once
+		s.claimLater(ch.Version, []Event{s.parkEvent(ch.Park, r.incarnation, now, ch.Park.LastError)}, claimGrace, 1)
+	case r.park != nil:
+		if !ch.Forgotten {
+			s.claimLater(ch.Version, []Event{s.cfg.Budget.resumedEvent(r.park, now)}, claimGrace, 1)
+		}
 		s.unpark(r, now)
 	}
+	return true
 }

@@ -151,9 +151,9 @@ func (f *flakyLedger) fail() error {
 	return nil
 }
 
-func (f *flakyLedger) Lookup(ctx context.Context, key string) (*crashloop.ParkedError, error) {
+func (f *flakyLedger) Lookup(ctx context.Context, key string) (crashloop.LedgerChange, error) {
 	if err := f.fail(); err != nil {
-		return nil, err
+		return crashloop.LedgerChange{}, err
 	}
 	return f.Ledger.Lookup(ctx, key)
 }
@@ -172,23 +172,23 @@ func (f *flakyLedger) Proceed(ctx context.Context, key string, now time.Time) (c
 	return f.Ledger.Proceed(ctx, key, now)
 }
 
-func (f *flakyLedger) Resume(ctx context.Context, key string, now time.Time) (*crashloop.ParkedError, error) {
+func (f *flakyLedger) Resume(ctx context.Context, key string, version int64, now time.Time) (*crashloop.ParkedError, int64, error) {
 	if err := f.fail(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return f.Ledger.Resume(ctx, key, now)
+	return f.Ledger.Resume(ctx, key, version, now)
 }
 
-func (f *flakyLedger) Forget(ctx context.Context, key string) error {
-	if err := f.fail(); err != nil {
-		return err
-	}
-	return f.Ledger.Forget(ctx, key)
-}
-
-func (f *flakyLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) (int, error) {
+func (f *flakyLedger) Forget(ctx context.Context, key string, version int64) (int64, error) {
 	if err := f.fail(); err != nil {
 		return 0, err
+	}
+	return f.Ledger.Forget(ctx, key, version)
+}
+
+func (f *flakyLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
+	if err := f.fail(); err != nil {
+		return nil, err
 	}
 	return f.Ledger.Restore(ctx, parks)
 }

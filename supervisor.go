@@ -479,6 +479,13 @@ func (s *Supervisor) Resume(ctx context.Context, key string) error {
 // a full budget and a fresh chain, and publishes EventResumed. It returns
 // an error matching ErrNotParked if key is neither.
 //
+// With a shared Ledger it resumes the park this Supervisor mirrors (or, if
+// it mirrors none, the one the ledger reports): if the key was parked
+// again or resumed since, it changes nothing and returns the ledger's
+// *ChangedError (matching ErrChanged, or ErrNotParked). EventResumed is
+// then published by the replica that claims the resume first (this one,
+// unless its claim cannot reach the ledger).
+//
 // ctx bounds the wait on a shared Ledger together with the ledger's own
 // timeout. If ctx is already done, or ends while ResumeAt waits on the
 // ledger, ResumeAt returns at once with ctx's error (errors.Is(err,
@@ -492,16 +499,24 @@ func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) er
 		return err
 	}
 	var cleared *ParkedError
+	var resumed int64 // the resume's version, with a shared ledger
 	if s.shared != nil {
 		if use, err := s.useShared(ctx, now); err != nil {
 			return err
 		} else if !use {
 			return s.unavailable("resume", key)
 		}
-		pe, err := s.shared.l.Resume(ctx, key, now)
+		version, err := s.parkVersion(ctx, key, now)
+		if err != nil {
+			return err
+		}
+		pe, v, err := s.shared.l.Resume(ctx, key, version, now)
+		var ce *ChangedError
 		switch {
-		case errors.Is(err, ErrNotParked):
-			s.learn(LedgerChange{Key: key}) // resumed elsewhere meanwhile
+		case errors.As(err, &ce):
+			// resumed, or parked again, since the park this Supervisor saw:
+			// the resume names that park and changes nothing else
+			s.learn(LedgerChange{Key: key, Version: ce.Version, Park: ce.Park})
 			return err
 		case err != nil && ctxdone.Err(ctx) != nil:
 			return ctxdone.Err(ctx) // the caller's cancel, not an outage
@@ -509,7 +524,12 @@ func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) er
 			s.lost(err, now)
 			return s.unavailable("resume", key)
 		}
-		cleared = pe
+		cleared, resumed = pe, v
+		s.mu.Lock()
+		if r := s.keys[key]; r != nil {
+			r.ver = max(r.ver, v)
+		}
+		s.mu.Unlock()
 	}
 	off := s.tb.off(now)
 	s.mu.Lock()
@@ -533,6 +553,11 @@ func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) er
 		delete(s.shared.alone, key)
 	}
 	s.mu.Unlock()
+	if s.shared != nil {
+		// announced by whoever claims the resume first: this Supervisor at once
+		s.claim(ctx, resumed, []Event{s.cfg.Budget.resumedEvent(pe, now)})
+		return nil
+	}
 	// The store hears of the resume even if a handler panics.
 	emit(s.o.handler, s.cfg.Budget.resumedEvent(pe, now))
 	s.save(now, true)
@@ -573,12 +598,8 @@ func (s *Supervisor) Forget(ctx context.Context, key string) error {
 		} else if !use {
 			return s.unavailable("forget", key)
 		}
-		if err := s.shared.l.Forget(ctx, key); err != nil {
-			if err := ctxdone.Err(ctx); err != nil {
-				return err // the caller's cancel, not an outage
-			}
-			s.lost(err, now)
-			return s.unavailable("forget", key)
+		if err := s.forgetShared(ctx, key, now); err != nil {
+			return err
 		}
 	}
 	s.mu.Lock()
@@ -598,6 +619,66 @@ func (s *Supervisor) Forget(ctx context.Context, key string) error {
 	s.mu.Unlock()
 	s.save(s.o.clock.Now(), true)
 	return nil
+}
+
+// parkVersion returns the version of the park of key that a Resume names:
+// the one this Supervisor mirrors, or else the one the shared ledger
+// reports (an error matching ErrNotParked when there is none).
+func (s *Supervisor) parkVersion(ctx context.Context, key string, now time.Time) (int64, error) {
+	s.mu.Lock()
+	r := s.keys[key]
+	if r != nil && r.park != nil && s.shared.alone[key] == nil {
+		v := r.park.Version
+		s.mu.Unlock()
+		return v, nil
+	}
+	s.mu.Unlock()
+	ch, err := s.shared.l.Lookup(ctx, key)
+	switch {
+	case err != nil && ctxdone.Err(ctx) != nil:
+		return 0, ctxdone.Err(ctx)
+	case err != nil:
+		s.lost(err, now)
+		return 0, s.unavailable("resume", key)
+	}
+	s.learn(ch)
+	if ch.Park == nil {
+		return 0, fmt.Errorf("%w: %q", ErrNotParked, key)
+	}
+	return ch.Park.Version, nil
+}
+
+// forgetShared forgets key on the shared ledger, naming the version this
+// Supervisor knows of it. A key that changed since but is not parked is
+// forgotten at its current version (it drops nothing a Forget would not);
+// a park this Supervisor had not seen stays, and Forget returns a
+// *ChangedError.
+func (s *Supervisor) forgetShared(ctx context.Context, key string, now time.Time) error {
+	s.mu.Lock()
+	var version int64
+	if r := s.keys[key]; r != nil {
+		version = r.ver
+	}
+	s.mu.Unlock()
+	for try := 0; ; try++ {
+		_, err := s.shared.l.Forget(ctx, key, version)
+		var ce *ChangedError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &ce):
+			s.learn(LedgerChange{Key: ce.Key, Version: ce.Version, Park: ce.Park})
+			if ce.Park != nil || try > 0 {
+				return err
+			}
+			version = ce.Version
+		case ctxdone.Err(ctx) != nil:
+			return ctxdone.Err(ctx) // the caller's cancel, not an outage
+		default:
+			s.lost(err, now)
+			return s.unavailable("forget", key)
+		}
+	}
 }
 
 // Parked returns the parked and needs_human keys, sorted.

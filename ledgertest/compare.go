@@ -78,6 +78,11 @@ func (p *pair) judge(i int, j crashloop.Judgment) crashloop.Verdict {
 	want, werr := p.want[i].Judge(ctx, j)
 	p.step(fmt.Sprintf("r%d Judge(%s)", i, describe(j)), verdict(got), verdict(want), gerr, werr)
 	p.count(want)
+	if want.NewPark && len(p.want) > 1 {
+		// a new park is claimed once, by the first replica to claim it
+		p.claim((i+1)%len(p.want), want.Park.Version, true)
+		p.claim(i, want.Park.Version, false)
+	}
 	return got
 }
 
@@ -114,29 +119,75 @@ func (p *pair) proceed(i int, key string, now time.Time) crashloop.Verdict {
 	return got
 }
 
-// resume runs Resume on replica i of both; a candidate's refusal must match
-// crashloop.ErrNotParked where the reference's does.
+// version returns the version of key as replica i of both reports it,
+// comparing their lookups.
+func (p *pair) version(i int, key string) int64 {
+	p.t.Helper()
+	ctx := context.Background()
+	got, gerr := p.got[i].Lookup(ctx, key)
+	want, werr := p.want[i].Lookup(ctx, key)
+	p.step(fmt.Sprintf("r%d Lookup(%q)", i, key), stands(got), stands(want), gerr, werr)
+	return want.Version
+}
+
+// resume runs Resume on replica i of both: first naming a version that is
+// not the key's park's (both must refuse it with the same
+// *crashloop.ChangedError and change nothing), then the park's own (or 0
+// for a key that is not parked). A refusal must match crashloop.ErrNotParked
+// where the reference's does.
 func (p *pair) resume(i int, key string, now time.Time) {
 	p.t.Helper()
 	ctx := context.Background()
-	got, gerr := p.got[i].Resume(ctx, key, now)
-	want, werr := p.want[i].Resume(ctx, key, now)
-	if werr == nil {
-		p.seen["resume"]++
+	v := p.version(i, key)
+	for _, named := range []int64{v + 1, v} {
+		got, gv, gerr := p.got[i].Resume(ctx, key, named, now)
+		want, wv, werr := p.want[i].Resume(ctx, key, named, now)
+		if werr == nil {
+			p.seen["resume"]++
+		}
+		if gerr != nil && werr != nil && errors.Is(werr, crashloop.ErrNotParked) && !errors.Is(gerr, crashloop.ErrNotParked) {
+			p.fail("r%d Resume(%q, %d): %v, want ErrNotParked", i, key, named, gerr)
+		}
+		p.step(fmt.Sprintf("r%d Resume(%q, %d)", i, key, named), fmt.Sprintf("%s v%d %s", park(got), gv, changed(gerr)),
+			fmt.Sprintf("%s v%d %s", park(want), wv, changed(werr)), gerr, werr)
+		if named == v+1 && werr == nil {
+			p.fail("r%d Resume(%q, %d): the reference resumed a park of version %d", i, key, named, v)
+		}
+		if werr == nil {
+			// the resume is claimed once: by the first replica to claim it
+			p.claim(i, wv, true)
+			p.claim((i+1)%len(p.want), wv, false)
+		}
 	}
-	if gerr != nil && werr != nil && errors.Is(werr, crashloop.ErrNotParked) && !errors.Is(gerr, crashloop.ErrNotParked) {
-		p.fail("r%d Resume(%q): %v, want ErrNotParked", i, key, gerr)
-	}
-	p.step(fmt.Sprintf("r%d Resume(%q)", i, key), park(got), park(want), gerr, werr)
 }
 
-// forget runs Forget on replica i of both.
+// claim runs Claim of version on replica i of both, which must answer won.
+func (p *pair) claim(i int, version int64, won bool) {
+	p.t.Helper()
+	ctx := context.Background()
+	got, gerr := p.got[i].Claim(ctx, version)
+	want, werr := p.want[i].Claim(ctx, version)
+	p.step(fmt.Sprintf("r%d Claim(%d)", i, version), fmt.Sprint(got), fmt.Sprint(want), gerr, werr)
+	if want != won {
+		p.fail("r%d Claim(%d): the reference answered %v", i, version, want)
+	}
+}
+
+// forget runs Forget on replica i of both: first naming a version that is
+// not the key's (refused alike), then its own.
 func (p *pair) forget(i int, key string) {
 	p.t.Helper()
 	ctx := context.Background()
-	gerr := p.got[i].Forget(ctx, key)
-	werr := p.want[i].Forget(ctx, key)
-	p.step(fmt.Sprintf("r%d Forget(%q)", i, key), "", "", gerr, werr)
+	v := p.version(i, key)
+	for _, named := range []int64{v + 1, v} {
+		gv, gerr := p.got[i].Forget(ctx, key, named)
+		wv, werr := p.want[i].Forget(ctx, key, named)
+		p.step(fmt.Sprintf("r%d Forget(%q, %d)", i, key, named), fmt.Sprintf("v%d %s", gv, changed(gerr)),
+			fmt.Sprintf("v%d %s", wv, changed(werr)), gerr, werr)
+		if (named == v) != (werr == nil) {
+			p.fail("r%d Forget(%q, %d): %v from the reference, at version %d", i, key, named, werr, v)
+		}
+	}
 }
 
 // restore runs Restore of parks on replica i of both.
@@ -145,10 +196,35 @@ func (p *pair) restore(i int, pes []*crashloop.ParkedError) {
 	ctx := context.Background()
 	got, gerr := p.got[i].Restore(ctx, pes)
 	want, werr := p.want[i].Restore(ctx, pes)
-	if want > 0 {
-		p.seen["restore"]++
+	p.step(fmt.Sprintf("r%d Restore(%s)", i, parks(pes)), restored(got), restored(want), gerr, werr)
+	for _, r := range want {
+		if r.Written {
+			p.seen["restore"]++
+			p.claim(i, r.Version, false) // claimed by the step that wrote it
+		}
 	}
-	p.step(fmt.Sprintf("r%d Restore(%s)", i, parks(pes)), fmt.Sprint(got), fmt.Sprint(want), gerr, werr)
+}
+
+// stands writes a key as it stands: its version and its park.
+func stands(ch crashloop.LedgerChange) string {
+	return fmt.Sprintf("%s@v%d %s", ch.Key, ch.Version, park(ch.Park))
+}
+
+// changed writes the key a *crashloop.ChangedError tells of, or "-".
+func changed(err error) string {
+	var ce *crashloop.ChangedError
+	if !errors.As(err, &ce) {
+		return "-"
+	}
+	return "changed:" + stands(crashloop.LedgerChange{Key: ce.Key, Version: ce.Version, Park: ce.Park})
+}
+
+func restored(rs []crashloop.Restored) string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, fmt.Sprintf("written=%v %s", r.Written, stands(r.LedgerChange)))
+	}
+	return "[" + strings.Join(out, " ") + "]"
 }
 
 // state compares what replica i of both says of every key, of the parks
@@ -159,7 +235,7 @@ func (p *pair) state(i int, now time.Time, keys []string) {
 	for _, key := range keys {
 		got, gerr := p.got[i].Lookup(ctx, key)
 		want, werr := p.want[i].Lookup(ctx, key)
-		p.step(fmt.Sprintf("r%d Lookup(%q)", i, key), park(got), park(want), gerr, werr)
+		p.step(fmt.Sprintf("r%d Lookup(%q)", i, key), stands(got), stands(want), gerr, werr)
 	}
 	gp, gerr := p.got[i].Parked(ctx)
 	wp, werr := p.want[i].Parked(ctx)
@@ -186,8 +262,8 @@ func park(pe *crashloop.ParkedError) string {
 	if pe.LastError != nil {
 		last = fmt.Sprintf("%q", pe.LastError.Error())
 	}
-	return fmt.Sprintf("%s{%s %d since %s %s nh=%v}", pe.Key, pe.Reason, pe.Attempts, at(pe.Since), last,
-		errors.Is(pe, crashloop.ErrNeedsHuman))
+	return fmt.Sprintf("%s{%s %d since %s %s nh=%v v%d}", pe.Key, pe.Reason, pe.Attempts, at(pe.Since), last,
+		errors.Is(pe, crashloop.ErrNeedsHuman), pe.Version)
 }
 
 func parks(pes []*crashloop.ParkedError) string {

@@ -80,6 +80,13 @@ func Differential(t *testing.T, newLedger NewFunc, n int) {
 						if rng.IntN(2) == 0 {
 							pe.Reason, pe.LastError = crashloop.ReasonNeedsHuman, fmt.Errorf("%w: restored", crashloop.ErrNeedsHuman)
 						}
+						// the version the parking replica knew: the key's
+						// own (written back where not parked), or an older
+						// one (refused: the key changed since)
+						pe.Version = p.version(i, key)
+						if pe.Version > 0 && rng.IntN(3) == 0 {
+							pe.Version--
+						}
 						p.restore(i, []*crashloop.ParkedError{pe})
 					default:
 						p.state(i, now, keys)

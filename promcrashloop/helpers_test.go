@@ -145,6 +145,7 @@ var kinds = []string{
 	"rescue.needs_human", "channel.crash_loop_tripped", "fleet.breaker_tripped",
 	"fleet.breaker_rearmed", "agent.restart_scheduled", "store.unavailable",
 	"store.recovered",
+	"store.state_lost",
 }
 
 // keyState matches a crashloop_key_state series and captures its state.

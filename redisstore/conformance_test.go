@@ -166,9 +166,9 @@ func TestServerTime(t *testing.T) {
 		require.False(t, tm.Before(before.Truncate(time.Microsecond)), "%v before %v", tm, before)
 		require.False(t, tm.After(after), "%v after %v", tm, after)
 	}
-	pe, err := st.Lookup(ctx, "k")
+	ch, err := st.Lookup(ctx, "k")
 	require.NoError(t, err)
-	require.Equal(t, v.Park.Since, pe.Since)
+	require.Equal(t, v.Park.Since, ch.Park.Since)
 
 	st2 := replicasOn(t, s, 1, Options{})[0]
 	require.NoError(t, st2.Open(cfg, nil))

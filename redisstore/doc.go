@@ -23,8 +23,11 @@
 // still be applied by the server later: a command sent before the cancel
 // cannot be taken back, so a cancelled Judge may still count its failure
 // and a cancelled Resume may still resume the key, though the caller got
-// the context's error. This is a known gap of the protocol, tracked
-// separately: treat the outcome of a cancelled call as unknown.
+// the context's error: treat the outcome of a cancelled call as unknown.
+// Every transition of a key takes a version, and a resume, forget or
+// write-back names the version its caller saw: one applied late never
+// clears a park made since, and every replica learns the outcome from its
+// notice.
 //
 // docs/redis.md in the repository covers the key layout, time, outages and
 // cancellation, the persistence the guarantees need and what failover can

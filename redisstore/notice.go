@@ -88,44 +88,57 @@ func isTimeout(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-// hear takes a notice: a change made by another Store is told to notify,
-// unless the Supervisor holds it already (a reconcile told it first).
+// hear takes a notice and tells notify of it, a change this Store made
+// included: a call of this Store that gave up (timed out, cancelled) may
+// still have been applied, and its Supervisor learns the outcome so. The
+// Supervisor takes a change only if its version is newer than the one it
+// knows, so a notice told twice, late or out of order changes nothing.
 func (s *Store) hear(msg string) {
-	ch, origin, ok := decodeNotice(msg)
-	if !ok || origin == s.origin {
+	ch, _, ok := decodeNotice(msg)
+	if !ok {
 		return
 	}
-	if s.believe(ch.Key, ch.Park != nil) {
-		s.notify(ch)
-	}
+	s.believe(ch.Key, ch.Park != nil)
+	s.notify(ch)
 }
 
-// reconcile reads the parks that stand and tells notify of the differences
-// with what this Store told it: the notices published while the
-// subscription was down are lost (pub/sub is at most once). It reports
-// whether it could read the parks.
+// reconcile reads the parks that stand, with their versions, and tells
+// notify of them and of the keys this Store held as parked that no longer
+// are (with their versions, from a lookup each): the notices published
+// while the subscription was down are lost (pub/sub is at most once). It
+// reports whether it could read them.
 func (s *Store) reconcile() bool {
 	parks, err := s.Parked(s.ctx)
 	if err != nil {
 		return false
 	}
 	var changes []crashloop.LedgerChange
+	var gone []string
 	s.mu.Lock()
 	standing := make(map[string]struct{}, len(parks))
 	for _, pe := range parks {
 		standing[pe.Key] = struct{}{}
-		if _, ok := s.known[pe.Key]; !ok {
-			s.known[pe.Key] = struct{}{}
-			changes = append(changes, crashloop.LedgerChange{Key: pe.Key, Park: pe})
-		}
+		s.known[pe.Key] = struct{}{}
+		changes = append(changes, crashloop.LedgerChange{Key: pe.Key, Version: pe.Version, Park: pe})
 	}
 	for key := range s.known {
 		if _, ok := standing[key]; !ok {
-			delete(s.known, key)
-			changes = append(changes, crashloop.LedgerChange{Key: key})
+			gone = append(gone, key)
 		}
 	}
 	s.mu.Unlock()
+	for _, key := range gone { // resumed or forgotten: at which version?
+		ch, err := s.Lookup(s.ctx, key)
+		if err != nil {
+			return false
+		}
+		if ch.Park == nil {
+			s.believe(key, false)
+		}
+		changes = append(changes, ch)
+	}
+	// every park that stands is told, whether or not this Store told of it
+	// before: the Supervisor takes those newer than what it knows
 	for _, ch := range changes {
 		s.notify(ch)
 	}

@@ -18,7 +18,8 @@ import (
 func verdictReply(extra ...any) []any {
 	return append([]any{"now", int64(1_000_000), "new_park", int64(1), "held", int64(0), "attempt", int64(0),
 		"restarts", int64(3), "wait_ns", int64(0),
-		"park", []any{"key", "k", "reason", "respawn_budget_exhausted", "attempts", int64(2), "since", int64(999_999), "cause", "eboom"},
+		"park", []any{"key", "k", "reason", "respawn_budget_exhausted", "attempts", int64(2), "since", int64(999_999), "cause", "eboom",
+			"version", int64(5)},
 		"tripped", []any{"reason", "fleet_failing_fraction", "restarts", int64(4), "failing", int64(2), "total", int64(3)},
 		"rearmed", []any{"reason", "fleet_restart_rate", "restarts", int64(8), "failing", int64(0), "total", int64(1)},
 		"report", "4,2"}, extra...)
@@ -55,7 +56,7 @@ func TestReadVerdict(t *testing.T) {
 	require.EqualError(t, v.Park.LastError, "boom")
 	v.Park.LastError = nil
 	require.Equal(t, &crashloop.ParkedError{Key: "k", Reason: crashloop.ReasonBudgetExhausted, Attempts: 2,
-		Since: time.UnixMicro(999_999)}, v.Park)
+		Since: time.UnixMicro(999_999), Version: 5}, v.Park)
 	v.Park = nil
 	require.Equal(t, crashloop.Verdict{Now: time.UnixMicro(1_000_000), NewPark: true, Restarts: 3,
 		Tripped: &crashloop.FleetChange{Reason: "fleet_failing_fraction", Restarts: 4, Failing: 2, Total: 3},
@@ -76,7 +77,8 @@ func TestReadVerdict(t *testing.T) {
 func TestWrongShapedReplies(t *testing.T) {
 	good := verdictReply()
 	park := func(kv ...any) []any {
-		p := []any{"key", "k", "reason", "permanent_error", "attempts", int64(0), "since", int64(1), "cause", ""}
+		p := []any{"key", "k", "reason", "permanent_error", "attempts", int64(0), "since", int64(1), "cause", "",
+			"version", int64(3)}
 		for i := 0; i < len(kv); i += 2 {
 			p = with(p, kv[i].(string), kv[i+1])
 		}
@@ -120,19 +122,25 @@ func TestWrongShapedReplies(t *testing.T) {
 		})
 	}
 
-	_, err := readParkReply([]any{"park", park(), "now", int64(1)}, "k")
+	_, _, err := readStands([]any{"version", int64(3), "park", park(), "now", int64(1)}, "k", "")
 	require.EqualError(t, err, `unknown field "now"`)
-	pe, err := readParkReply([]any{}, "k")
+	_, _, err = readStands([]any{"park", park()}, "k", "")
+	require.EqualError(t, err, `no field "version"`)
+	_, _, err = readStands([]any{"version", int64(3)}, "k", "applied")
+	require.EqualError(t, err, `no field "applied"`)
+	ch, applied, err := readStands([]any{"applied", int64(1), "version", int64(4)}, "k", "applied")
 	require.NoError(t, err)
-	require.Nil(t, pe)
+	require.True(t, applied)
+	require.Equal(t, crashloop.LedgerChange{Key: "k", Version: 4}, ch)
 	_, err = readParked([]any{park(), "k"})
 	require.EqualError(t, err, `park 1: the string "k", want an array of name/value pairs`)
 	_, err = readParked(map[any]any{})
 	require.EqualError(t, err, `a map[interface {}]interface {}, want an array of parks`)
-	_, err = readCount("1", 1)
-	require.EqualError(t, err, `the string "1", want a count from 0 to 1`)
-	_, err = readCount(int64(2), 1)
-	require.EqualError(t, err, `the integer 2, want a count from 0 to 1`)
+	one := []*crashloop.ParkedError{{Key: "k"}}
+	_, err = readRestored("1", one)
+	require.EqualError(t, err, `the string "1", want an array of 1`)
+	_, err = readRestored([]any{[]any{"written", int64(1), "version", int64(4)}}, one)
+	require.EqualError(t, err, `park 0: written, but not parked`)
 	fleet := []any{"tripped", int64(0), "since", int64(0), "failing", int64(0), "total", int64(0), "hour", int64(0),
 		"per_hour", int64(8), "cooldown_ns", int64(1), "now", int64(1)}
 	_, err = readFleet(without(fleet, "now"))
@@ -149,6 +157,8 @@ func TestWrongShapedReplies(t *testing.T) {
 func TestStoreRefusesWrongShapedReplies(t *testing.T) {
 	s := redistest.Start(t)
 	st := replicasOn(t, s, 1, Options{ClientTime: true})[0]
+	_, err := st.Parked(context.Background()) // learns the deployment's epoch with the real script
+	require.NoError(t, err)
 	st.script = redis.NewScript(`return {'surprise', 1}`)
 	require.NoError(t, st.Open(ledgertest.Config(), nil))
 	ctx := context.Background()
@@ -158,17 +168,18 @@ func TestStoreRefusesWrongShapedReplies(t *testing.T) {
 		require.ErrorIs(t, err, errBadReply)
 		require.EqualError(t, err, "redisstore: "+op+": reply of the wrong shape: "+want)
 	}
-	_, err := st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingCrash, Incarnation: "i", Now: now})
+	_, err = st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingCrash, Incarnation: "i", Now: now})
 	check("judge", `unknown field "surprise"`, err)
 	_, err = st.Proceed(ctx, "k", now)
 	check("proceed", `unknown field "surprise"`, err)
 	_, err = st.Lookup(ctx, "k")
 	check("lookup", `unknown field "surprise"`, err)
-	_, err = st.Resume(ctx, "k", now)
+	_, _, err = st.Resume(ctx, "k", 1, now)
 	check("resume", `unknown field "surprise"`, err)
-	check("forget", `unknown field "surprise"`, st.Forget(ctx, "k"))
+	_, err = st.Forget(ctx, "k", 0)
+	check("forget", `unknown field "surprise"`, err)
 	_, err = st.Restore(ctx, nil)
-	check("restore", `an array of 2, want a count from 0 to 0`, err)
+	check("restore", `an array of 2, want an array of 0`, err)
 	_, err = st.Parked(ctx)
 	check("parked", `park 0: the string "surprise", want an array of name/value pairs`, err)
 	_, err = st.Fleet(ctx, now)
@@ -192,7 +203,8 @@ func TestScriptRefusesWrongArguments(t *testing.T) {
 		{[]any{"jugde"}, "crashloop: unknown operation jugde"},
 		{[]any{"lookup", "now"}, "crashloop: lookup: arguments are name/value pairs after the operation, got 1 values"},
 		{[]any{"lookup", "now", ""}, "crashloop: lookup: unknown argument now"},
-		{[]any{"resume"}, "crashloop: resume: missing argument origin"},
+		{[]any{"resume", "origin", "a", "epoch", "", "fresh", "f"}, "crashloop: resume: missing argument version"},
+		{[]any{"resume", "origin", "a", "version", "-1"}, "crashloop: resume: argument version: -1 is not a whole number"},
 		{[]any{"resume", "origin", "a", "origin", "b"}, "crashloop: resume: argument origin given twice"},
 		{[]any{"fleet_read", "now", "123"}, "crashloop: fleet_read: argument now: 123 is not a time ('' or 16 digits)"},
 		{[]any{"report", "report", "", "replica", "r", "ttl_ms", "-1"}, "crashloop: report: argument ttl_ms: -1 is not a whole number"},

@@ -55,6 +55,11 @@ func (k keyspace) held() string                 { return k.tag + "held" }
 func (k keyspace) report(replica string) string { return k.tag + "r:" + replica }
 func (k keyspace) replicas() string             { return k.tag + "replicas" }
 func (k keyspace) events() string               { return k.tag + "events" }
+func (k keyspace) claim(version int64) string {
+	return k.tag + "claim:" + strconv.FormatInt(version, 10)
+}
+func (k keyspace) claimLost(epoch string) string { return k.tag + "claim:lost:" + epoch }
+func (k keyspace) epoch() string                 { return k.tag + "epoch" }
 
 // maxMicros bounds the times the script keeps: 16 decimal digits of
 // microseconds since the Unix epoch, up to the year 2286.
@@ -165,18 +170,23 @@ func decodeNotice(msg string) (ch crashloop.LedgerChange, origin string, ok bool
 		return ch, "", false
 	}
 	switch kind {
-	case 'R':
-		return ch, origin, rest == ""
+	case 'R', 'F':
+		v, err := strconv.ParseInt(rest, 10, 64)
+		ch.Version, ch.Forgotten = v, kind == 'F'
+		return ch, origin, err == nil && v > 0
 	case 'P':
 		pe, ok := decodePark(ch.Key, rest)
-		ch.Park = pe
+		if ok {
+			ch.Park, ch.Version = pe, pe.Version
+		}
 		return ch, origin, ok
 	}
 	return ch, "", false
 }
 
 // decodePark reads the park part of a notice: since (16 digits), attempts,
-// a comma, the reason as a field, and the stored cause.
+// a comma, the version, a comma, the reason as a field, and the stored
+// cause.
 func decodePark(key, s string) (*crashloop.ParkedError, bool) {
 	if len(s) < 16 {
 		return nil, false
@@ -193,25 +203,34 @@ func decodePark(key, s string) (*crashloop.ParkedError, bool) {
 	if err != nil {
 		return nil, false
 	}
+	version, rest, ok := strings.Cut(rest, ",")
+	if !ok {
+		return nil, false
+	}
+	v, err := strconv.ParseInt(version, 10, 64)
+	if err != nil || v < 0 {
+		return nil, false
+	}
 	reason, cause, ok := field(rest)
 	if !ok || reason == "" || (cause != "" && cause[0] != 'e') {
 		return nil, false
 	}
 	return &crashloop.ParkedError{Key: key, Reason: reason, Attempts: n, Since: time.UnixMicro(since),
-		LastError: decodeCause(cause, reason)}, true
+		LastError: decodeCause(cause, reason), Version: v}, true
 }
 
 // encodePark writes pe as the script keeps a park (see pdec in store.lua):
 // since in 16 digits (clamped to the years 1970 to 2286), attempts, a
-// comma, the reason as a field, and the stored cause (only the text of the
-// LastError).
+// comma, the version, a comma, the reason as a field, and the stored cause
+// (only the text of the LastError).
 func encodePark(pe *crashloop.ParkedError) string {
 	var cause string
 	if pe.LastError != nil {
 		cause = encodeCause(pe.LastError.Error(), true)
 	}
 	since := min(max(pe.Since.UnixMicro(), 0), maxMicros-1)
-	return micros16(since) + strconv.Itoa(pe.Attempts) + "," + strconv.Itoa(len(pe.Reason)) + ":" + pe.Reason + cause
+	return micros16(since) + strconv.Itoa(pe.Attempts) + "," + strconv.FormatInt(max(pe.Version, 0), 10) + "," +
+		strconv.Itoa(len(pe.Reason)) + ":" + pe.Reason + cause
 }
 
 // The replies of the script are name/value pairs in a flat array (see
@@ -335,16 +354,16 @@ func (f *fields) str(name string) string {
 	return s
 }
 
-// readPark reads a park object (key, reason, attempts, since, cause). key
-// is the key it must be the park of, or "" for any.
+// readPark reads a park object (key, reason, attempts, since, cause,
+// version). key is the key it must be the park of, or "" for any.
 func readPark(v any, key string) (*crashloop.ParkedError, error) {
-	o, err := readObject(v, "key", "reason", "attempts", "since", "cause")
+	o, err := readObject(v, "key", "reason", "attempts", "since", "cause", "version")
 	if err != nil {
 		return nil, err
 	}
 	f := fields{o: o}
 	pe := &crashloop.ParkedError{Key: f.str("key"), Reason: f.str("reason"), Attempts: int(f.int("attempts")),
-		Since: time.UnixMicro(f.int("since"))}
+		Since: time.UnixMicro(f.int("since")), Version: f.int("version")}
 	cause := f.str("cause")
 	switch {
 	case f.err != nil:
@@ -386,21 +405,36 @@ func readChangeField(o object, name string) (*crashloop.FleetChange, error) {
 	return c, nil
 }
 
-// readParkReply reads the reply of lookup, resume and forget on key: its
-// park, or nothing.
-func readParkReply(v any, key string) (*crashloop.ParkedError, error) {
-	o, err := readObject(v, "park")
+// readStands reads a key as it stands in a reply on key: its version and,
+// if any, its park. flag, when not "", names a 0/1 field that comes first
+// (applied, written), which it returns.
+func readStands(v any, key, flag string) (crashloop.LedgerChange, bool, error) {
+	known := []string{"version", "park"}
+	if flag != "" {
+		known = append(known, flag)
+	}
+	o, err := readObject(v, known...)
 	if err != nil {
-		return nil, err
+		return crashloop.LedgerChange{}, false, err
+	}
+	f := fields{o: o}
+	ch := crashloop.LedgerChange{Key: key, Version: f.int("version")}
+	var set bool
+	if flag != "" {
+		set = f.flag(flag)
+	}
+	if f.err != nil {
+		return crashloop.LedgerChange{}, false, f.err
+	}
+	if ch.Version < 0 {
+		return crashloop.LedgerChange{}, false, fmt.Errorf("version %d", ch.Version)
 	}
 	if p, ok := o["park"]; ok {
-		pe, err := readPark(p, key)
-		if err != nil {
-			return nil, fmt.Errorf("field \"park\": %w", err)
+		if ch.Park, err = readPark(p, key); err != nil {
+			return crashloop.LedgerChange{}, false, fmt.Errorf("field \"park\": %w", err)
 		}
-		return pe, nil
 	}
-	return nil, nil
+	return ch, set, nil
 }
 
 // readVerdict reads the verdict of a judge (with the report it wrote, if
@@ -486,14 +520,25 @@ func readParked(v any) ([]*crashloop.ParkedError, error) {
 	return out, nil
 }
 
-// readCount reads the reply of restore: how many parks it wrote, at most
-// max.
-func readCount(v any, most int) (int, error) {
-	n, ok := v.(int64)
-	if !ok || n < 0 || n > int64(most) {
-		return 0, fmt.Errorf("%s, want a count from 0 to %d", shape(v), most)
+// readRestored reads the reply of restore of parks: for each, whether it
+// was written and its key as it stands.
+func readRestored(v any, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != len(parks) {
+		return nil, fmt.Errorf("%s, want an array of %d", shape(v), len(parks))
 	}
-	return int(n), nil
+	out := make([]crashloop.Restored, len(parks))
+	for i, o := range arr {
+		ch, written, err := readStands(o, parks[i].Key, "written")
+		if err != nil {
+			return nil, fmt.Errorf("park %d: %w", i, err)
+		}
+		if written && ch.Park == nil {
+			return nil, fmt.Errorf("park %d: written, but not parked", i)
+		}
+		out[i] = crashloop.Restored{LedgerChange: ch, Written: written}
+	}
+	return out, nil
 }
 
 // errNotOpen is the error of Judge and Proceed on a Store that was not
@@ -501,13 +546,82 @@ func readCount(v any, most int) (int, error) {
 var errNotOpen = errors.New("redisstore: Judge and Proceed need Open first (a Supervisor opens its ledger)")
 
 // run calls the script for op on keys with args (after op itself: name/value
-// pairs) under the Store's timeout and returns its reply, or ctx's error as
-// soon as ctx ends (see eval). A nil reply, which no step gives, is
-// returned as nil for the readers to refuse.
+// pairs) and the deployment's epoch under the Store's timeout and returns
+// its reply, or ctx's error as soon as ctx ends (see eval). A nil reply,
+// which no step gives, is returned as nil for the readers to refuse. A step
+// that finds the server lost its state returns a
+// *crashloop.StateLostError.
 func (s *Store) run(ctx context.Context, op string, keys []string, args ...any) (any, error) {
-	res, err := s.eval(ctx, keys, append([]any{op}, args...))
+	epoch, err := s.knownEpoch(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	full := make([]any, 0, 5+len(args))
+	full = append(append(append(full, op), args...), "epoch", epoch, "fresh", s.fresh)
+	res, err := s.eval(ctx, keys, full)
+	if cur, ok := stateLost(err); ok {
+		return nil, fmt.Errorf("redisstore: %s: %w", op, s.lostState(ctx, epoch, cur))
+	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	return res, nil
+}
+
+// stateLost reads the deployment's new epoch from the error of a step that
+// found its server lost its state.
+func stateLost(err error) (string, bool) {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return "", false
+	}
+	return strings.CutPrefix(re.Error(), "crashloop: state_lost ")
+}
+
+// knownEpoch returns the deployment's epoch as this Store knows it,
+// learning it (making it, for a new deployment) at its first call.
+func (s *Store) knownEpoch(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	e := s.epoch
+	s.mu.Unlock()
+	if e != "" {
+		return e, nil
+	}
+	res, err := s.eval(ctx, []string{s.keys.epoch()}, []any{"epoch", "fresh", s.fresh})
+	if err != nil {
+		return "", fmt.Errorf("epoch: %w", err)
+	}
+	o, err := readObject(res, "epoch")
+	if err != nil {
+		return "", badReply("epoch", err)
+	}
+	f := fields{o: o}
+	if e = f.str("epoch"); f.err != nil || e == "" {
+		return "", badReply("epoch", firstErr(f.err, errors.New("an empty epoch")))
+	}
+	s.mu.Lock()
+	if s.epoch == "" {
+		s.epoch = e
+	}
+	e = s.epoch
+	s.mu.Unlock()
+	return e, nil
+}
+
+// lostState adopts the epoch cur of a deployment whose server lost the
+// state of epoch old, and returns the error of the step that found it:
+// exactly one replica of the deployment (the first to claim the loss) is
+// told to announce it.
+func (s *Store) lostState(ctx context.Context, old, cur string) error {
+	s.mu.Lock()
+	adopted := s.epoch == old
+	if adopted {
+		s.epoch = cur
+	}
+	s.mu.Unlock()
+	announce := false
+	if adopted {
+		announce, _ = s.claim(ctx, s.keys.claimLost(cur))
+	}
+	return &crashloop.StateLostError{Announce: announce}
 }

@@ -92,6 +92,8 @@ type Store struct {
 	closed bool
 	notify func(crashloop.LedgerChange)
 	known  map[string]struct{} // keys this Store told its Supervisor are parked
+	epoch  string              // the deployment's epoch, once learnt
+	fresh  string              // the epoch this Store makes for a deployment that has none
 	ps     *redis.PubSub       // the notice subscription, while there is one
 
 	reconciled atomic.Int64 // reconciles done, one after each (re)subscription: the tests wait for them
@@ -120,7 +122,7 @@ func New(client redis.UniversalClient, o Options) *Store {
 	}
 	ks, err := newKeyspace(o.Prefix)
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Store{rdb: client, script: script, o: o, keys: ks, err: err, origin: randomSuffix(8),
+	return &Store{rdb: client, script: script, o: o, keys: ks, err: err, origin: randomSuffix(8), fresh: randomSuffix(16),
 		known: map[string]struct{}{}, ctx: ctx, cancel: cancel}
 }
 
@@ -247,23 +249,24 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Lookup returns the park of key, or nil if it is not parked.
-func (s *Store) Lookup(ctx context.Context, key string) (*crashloop.ParkedError, error) {
+// Lookup returns key as it stands: its version (that of its last park,
+// resume, forget or write-back; 0 for none) and its park, if it is parked.
+func (s *Store) Lookup(ctx context.Context, key string) (crashloop.LedgerChange, error) {
 	if s.err != nil {
-		return nil, s.err
+		return crashloop.LedgerChange{}, s.err
 	}
 	res, err := s.run(ctx, "lookup", []string{s.keys.record(key)})
 	if err != nil {
-		return nil, err
+		return crashloop.LedgerChange{}, err
 	}
-	pe, err := readParkReply(res, key)
+	ch, _, err := readStands(res, key, "")
 	if err != nil {
-		return nil, badReply("lookup", err)
+		return crashloop.LedgerChange{}, badReply("lookup", err)
 	}
-	if pe != nil {
+	if ch.Park != nil {
 		s.believe(key, true)
 	}
-	return pe, nil
+	return ch, nil
 }
 
 // Judge decides j and commits the decision in one step, as the library's
@@ -333,76 +336,126 @@ func (s *Store) Proceed(ctx context.Context, key string, now time.Time) (crashlo
 	return v, nil
 }
 
-// Resume clears the park of key and everything its guards counted, for
-// every replica, and returns the park it cleared, or an error matching
-// crashloop.ErrNotParked. The other replicas are told at once. now is not
-// used: a resume reads no time.
-func (s *Store) Resume(ctx context.Context, key string, now time.Time) (*crashloop.ParkedError, error) {
+// Resume clears the park of key whose version is version (the park's
+// Version, as Lookup, Parked or a verdict gave it) and everything its
+// guards counted, for every replica, and returns the park it cleared and
+// the resume's own version. The other replicas are told at once. A key
+// parked with another version, or not parked, stays as it is: Resume then
+// returns a *crashloop.ChangedError with the key as it stands (matching
+// crashloop.ErrNotParked when it is not parked), so a resume delivered
+// late never clears a newer park. now is not used: a resume reads no time.
+func (s *Store) Resume(ctx context.Context, key string, version int64, now time.Time) (*crashloop.ParkedError, int64, error) {
 	_ = now
-	if s.err != nil {
-		return nil, s.err
-	}
-	res, err := s.run(ctx, "resume", []string{s.keys.record(key), s.keys.parked(), s.keys.held()}, "origin", s.origin)
+	ch, pe, err := s.clear(ctx, "resume", key, version)
 	if err != nil {
-		return nil, err
-	}
-	pe, err := readParkReply(res, key)
-	if err != nil {
-		return nil, badReply("resume", err)
+		return nil, 0, err
 	}
 	if pe == nil {
-		return nil, fmt.Errorf("%w: %q", crashloop.ErrNotParked, key)
+		return nil, 0, badReply("resume", errors.New("applied without the park it cleared"))
 	}
-	s.believe(key, false)
-	return pe, nil
+	return pe, ch.Version, nil
 }
 
-// Forget drops every trace of key; the other replicas are told when it
-// was parked.
-func (s *Store) Forget(ctx context.Context, key string) error {
+// Forget drops every trace of key if its version is version (0 for a key
+// with none), and returns the forget's own version; the other replicas are
+// told when it was parked. Else it changes nothing and returns a
+// *crashloop.ChangedError with the key as it stands.
+func (s *Store) Forget(ctx context.Context, key string, version int64) (int64, error) {
+	ch, _, err := s.clear(ctx, "forget", key, version)
+	return ch.Version, err
+}
+
+// clear runs resume or forget (op) of key naming version, and returns the
+// key after it and the park it cleared.
+func (s *Store) clear(ctx context.Context, op, key string, version int64) (crashloop.LedgerChange, *crashloop.ParkedError, error) {
 	if s.err != nil {
-		return s.err
+		return crashloop.LedgerChange{}, nil, s.err
 	}
-	res, err := s.run(ctx, "forget", []string{s.keys.record(key), s.keys.parked(), s.keys.held()}, "origin", s.origin)
+	if version < 0 {
+		return crashloop.LedgerChange{}, nil, fmt.Errorf("redisstore: %s: version %d", op, version)
+	}
+	res, err := s.run(ctx, op, []string{s.keys.record(key), s.keys.parked(), s.keys.held()}, "origin", s.origin,
+		"version", version)
 	if err != nil {
-		return err
+		return crashloop.LedgerChange{}, nil, err
 	}
-	if _, err := readParkReply(res, key); err != nil {
-		return badReply("forget", err)
+	ch, applied, err := readStands(res, key, "applied")
+	if err != nil {
+		return crashloop.LedgerChange{}, nil, badReply(op, err)
+	}
+	if !applied {
+		s.believe(key, ch.Park != nil)
+		return crashloop.LedgerChange{}, nil, &crashloop.ChangedError{Key: key, Version: ch.Version, Park: ch.Park}
 	}
 	s.believe(key, false)
-	return nil
+	pe := ch.Park
+	ch.Park = nil
+	return ch, pe, nil
 }
 
 // Restore writes back parks decided alone while Redis could not be reached,
-// in one step; a key parked meanwhile keeps its park. Each park written is
+// in one step. Each park's Version names the version of its key that its
+// replica knew when it parked the key: a park is written (with the next
+// version) only if its key is still at that version and not parked, so a
+// key resumed or parked since keeps its state. Each park written is
 // announced to the other replicas. Only the text of a park's LastError is
-// kept. It returns how many it wrote; with no parks it still reaches the
-// server (to learn whether it answers again).
-func (s *Store) Restore(ctx context.Context, parks []*crashloop.ParkedError) (int, error) {
+// kept. It returns, for each park, whether it was written and its key as it
+// stands; with no parks it still reaches the server (to learn whether it
+// answers again).
+func (s *Store) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
 	if s.err != nil {
-		return 0, s.err
+		return nil, s.err
 	}
 	keys := make([]string, 0, 1+len(parks))
 	keys = append(keys, s.keys.parked())
 	args := make([]any, 0, 2+2*len(parks))
-	args = append(args, "origin", s.origin)
+	args = append(args, "origin", s.origin, "replica", s.o.Replica)
 	for _, pe := range parks {
 		keys = append(keys, s.keys.record(pe.Key))
 		args = append(args, "park", encodePark(pe))
 	}
 	res, err := s.run(ctx, "restore", keys, args...)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n, err := readCount(res, len(parks))
+	out, err := readRestored(res, parks)
 	if err != nil {
-		return 0, badReply("restore", err)
+		return nil, badReply("restore", err)
 	}
-	for _, pe := range parks {
-		s.believe(pe.Key, true)
+	for _, r := range out {
+		s.believe(r.Key, r.Park != nil)
 	}
-	return n, nil
+	return out, nil
+}
+
+// Claim reports whether this replica is the first to claim the transition
+// of the given version, to announce it: of every replica, exactly one wins
+// each version (a park Restore wrote is claimed by it). A claim is kept a
+// day.
+func (s *Store) Claim(ctx context.Context, version int64) (bool, error) {
+	if s.err != nil {
+		return false, s.err
+	}
+	return s.claim(ctx, s.keys.claim(version))
+}
+
+// claim sets the claim key to this replica if no replica has, and reports
+// whether it did.
+func (s *Store) claim(ctx context.Context, key string) (bool, error) {
+	res, err := s.run(ctx, "claim", []string{key}, "version", 0, "replica", s.o.Replica)
+	if err != nil {
+		return false, err
+	}
+	o, err := readObject(res, "won")
+	if err != nil {
+		return false, badReply("claim", err)
+	}
+	f := fields{o: o}
+	won := f.flag("won")
+	if f.err != nil {
+		return false, badReply("claim", f.err)
+	}
+	return won, nil
 }
 
 // Parked returns the parks of every key of the deployment, sorted by key.

@@ -23,6 +23,11 @@
 --                          the order they were held in
 --   {p}:r:REPLICA  string  a replica's report of its members, "members,failing"
 --   {p}:replicas   set     the replicas that report
+--   {p}:epoch      string  the deployment's epoch (see the state check)
+--   {p}:seq        string  the last version given to a transition (see bump)
+--   {p}:ver        hash    each key's version: its last transition's
+--   {p}:claim:V    string  the replica that claimed transition V, to
+--                          announce it (a day)
 --   {p}:events     sharded pub/sub channel: parks and resumes (see notice)
 --
 -- Numbers: Lua numbers are doubles, exact for integers below 2^53. Times are
@@ -51,6 +56,7 @@ local op = ARGV[1]
 local K1 = KEYS[1]
 local tag = string.match(K1 or '', '^{[^}]*}:')
 local HOUR = 3600000000 -- the fleet's rolling hour, in microseconds
+local CLAIM_TTL = 86400 -- how long a claim is kept, in seconds: a day
 
 -- The arguments of each operation, by name: 'n' a number, 'd' digits (an
 -- integer kept as its text, for TTLs and nanoseconds), 's' a string, 't'
@@ -67,7 +73,8 @@ local JUDGMENT = {
 local OPS = {
   judge = {now = 't'}, proceed = {now = 't'},
   fleet = {now = 't', fleet_ttl_ms = 'd', fleet_per_hour = 'n', cooldown_ns = 'd'}, fleet_read = {now = 't'},
-  lookup = {}, parked = {}, resume = {origin = 's'}, forget = {origin = 's'}, restore = {origin = 's', park = 'l'},
+  lookup = {}, parked = {}, resume = {origin = 's', version = 'd'}, forget = {origin = 's', version = 'd'},
+  restore = {origin = 's', replica = 's', park = 'l'}, claim = {version = 'd', replica = 's'},
   report = {report = 's', replica = 's', ttl_ms = 'd'}}
 for name, kind in pairs(CONFIG) do
   OPS.judge[name], OPS.proceed[name] = kind, kind
@@ -75,6 +82,12 @@ end
 for name, kind in pairs(JUDGMENT) do
   OPS.judge[name] = kind
 end
+-- Every operation but epoch names the deployment's epoch its Store knows,
+-- and a fresh one for a deployment that has none (see the state check).
+for _, spec in pairs(OPS) do
+  spec.epoch, spec.fresh = 's', 's'
+end
+OPS.epoch = {fresh = 's'}
 
 -- decode reads the arguments of spec from ARGV into a table by name, or
 -- returns nil and what is wrong with them.
@@ -127,6 +140,31 @@ if not A then
   return redis.error_reply('crashloop: ' .. op .. ': ' .. bad)
 end
 
+-- The state check. {p}:epoch names the deployment's state: written once,
+-- by the first Store that finds none, and never expiring. A step whose
+-- epoch is not the deployment's (a server that lost its state: a flush, a
+-- restart without persistence, a failover that lost writes) does nothing
+-- and fails with 'crashloop: state_lost EPOCH' (the current epoch, made
+-- now if there is none): its Store adopts the epoch and its Supervisor
+-- writes back the parks it knows. epoch returns the epoch, making it.
+do
+  local ek = tag .. 'epoch'
+  local cur = redis.call('GET', ek)
+  if not cur then
+    redis.call('SET', ek, A.fresh)
+    cur = A.fresh
+    if op ~= 'epoch' then
+      return redis.error_reply('crashloop: state_lost ' .. cur)
+    end
+  end
+  if op == 'epoch' then
+    return {'epoch', cur}
+  end
+  if cur ~= A.epoch then
+    return redis.error_reply('crashloop: state_lost ' .. cur)
+  end
+end
+
 local now, nows
 if A.now == '' then
   local tm = redis.call('TIME') -- seconds (10 digits until 2286) and microseconds
@@ -166,18 +204,38 @@ local function field(s)
 end
 
 -- A park (pdec, penc) is a string: since (16 characters), attempts, a
--- comma, the reason as a field, and the cause: '' for none, else 'e' and
--- its text. Records, notices and restore's arguments write it so.
+-- comma, its version (the transition that made it; in restore's arguments,
+-- the version the parking replica knew), a comma, the reason as a field,
+-- and the cause: '' for none, else 'e' and its text. Records, notices and
+-- restore's arguments write it so.
 local function pdec(p)
   local comma = string.find(p, ',', 17, true)
-  local colon = string.find(p, ':', comma + 1, true)
-  local rl = tonumber(string.sub(p, comma + 1, colon - 1))
+  local comma2 = string.find(p, ',', comma + 1, true)
+  local colon = string.find(p, ':', comma2 + 1, true)
+  local rl = tonumber(string.sub(p, comma2 + 1, colon - 1))
   return {since = string.sub(p, 1, 16), attempts = string.sub(p, 17, comma - 1),
-    reason = string.sub(p, colon + 1, colon + rl), cause = string.sub(p, colon + rl + 1)}
+    version = string.sub(p, comma + 1, comma2 - 1), reason = string.sub(p, colon + 1, colon + rl),
+    cause = string.sub(p, colon + rl + 1)}
 end
 
 local function penc(p)
-  return p.since .. p.attempts .. ',' .. field(p.reason) .. p.cause
+  return p.since .. p.attempts .. ',' .. p.version .. ',' .. field(p.reason) .. p.cause
+end
+
+-- Versions: {p}:seq counts the transitions of the deployment's keys (a
+-- park, a resume, a forget, a write-back), and {p}:ver holds each key's
+-- version, the number of its last transition (absent: 0, none). Neither
+-- expires: a record that expires never lets an old version match again.
+-- bump gives key the next version and returns it, as a string.
+local function bump(key)
+  local v = redis.call('INCR', tag .. 'seq')
+  redis.call('HSET', tag .. 'ver', key, v)
+  return string.format('%d', v)
+end
+
+-- version returns the version of key, a number (0: none).
+local function version(key)
+  return tonumber(redis.call('HGET', tag .. 'ver', key) or '0')
 end
 
 -- A record (rdec, renc) is a string: a header
@@ -255,22 +313,23 @@ end
 -- parkObject is park p of key as a reply gives it: name/value pairs.
 local function parkObject(key, p)
   return {'key', key, 'reason', p.reason, 'attempts', tonumber(p.attempts), 'since', tonumber(p.since),
-    'cause', p.cause}
+    'cause', p.cause, 'version', tonumber(p.version)}
 end
 
--- notice publishes a park (p) or a resume (p false) of key on the
--- deployment's channel, with the origin of the change, so that the Store
--- that made it can ignore it: 'P' or 'R', the origin and the key as fields,
--- then for a park the park (see pdec). It is sharded pub/sub (SPUBLISH):
--- the channel hashes to the slot of the keys, so on Redis Cluster it stays
--- on the node that holds them. Only the step that makes a change announces
--- it: each is published once.
-local function notice(origin, key, p)
+-- notice publishes a park (p) or a resume or forget (p false, at version
+-- v) of key on the deployment's channel, with the origin of the change:
+-- 'P' or 'R', the origin and the key as fields, then for a park the park
+-- (see pdec, with its version), else the version ('F' instead of 'R' for
+-- the forget of a parked key). It is sharded pub/sub
+-- (SPUBLISH): the channel hashes to the slot of the keys, so on Redis
+-- Cluster it stays on the node that holds them. Only the step that makes a
+-- change announces it: each is published once.
+local function notice(origin, key, p, v, kind)
   local msg
   if p then
     msg = 'P' .. field(origin) .. field(key) .. penc(p)
   else
-    msg = 'R' .. field(origin) .. field(key)
+    msg = (kind or 'R') .. field(origin) .. field(key) .. v
   end
   redis.call('SPUBLISH', tag .. 'events', msg)
 end
@@ -485,7 +544,7 @@ if op == 'judge' then
       if reason then
         -- The park: no restart is recorded; the fleet judges its failing
         -- fraction with every replica's members and the parked key.
-        r.p = {since = nows, attempts = string.format('%d', n), reason = reason, cause = A.cause}
+        r.p = {since = nows, attempts = string.format('%d', n), reason = reason, cause = A.cause, version = bump(key)}
         r.held, r.rel = 0, false
         v.newPark = 1
         if A.fleet_per_hour > 0 then
@@ -650,55 +709,95 @@ if op == 'fleet' or op == 'fleet_read' then
     'per_hour', tonumber(f.rph), 'cooldown_ns', tonumber(f.cdns), 'now', now}
 end
 
-if op == 'lookup' then
-  -- KEYS: record. Returns the park, or nothing.
-  local r = rdec(redis.call('GET', K1))
-  if not r.p then
-    return {}
+-- stands is key, whose record is r, as it stands: its version and, when
+-- it is parked, its park.
+local function stands(key, r)
+  local out = {'version', version(key)}
+  if r.p then
+    out[3], out[4] = 'park', parkObject(key, r.p)
   end
-  return {'park', parkObject(keyOf(K1), r.p)}
+  return out
+end
+
+if op == 'lookup' then
+  -- KEYS: record. Returns the key as it stands.
+  return stands(keyOf(K1), rdec(redis.call('GET', K1)))
 end
 
 if op == 'resume' or op == 'forget' then
-  -- KEYS: record, parked, held. Drops everything the guards counted for
-  -- the key (a resume of a key that is not parked changes nothing) and
-  -- returns the park it cleared, or nothing.
+  -- KEYS: record, parked, held. version: the park the resume clears (its
+  -- version), the version of the key the forget drops. A step that names
+  -- another version changes nothing and replies applied 0 with the key as
+  -- it stands. Else it drops everything the guards counted for the key,
+  -- gives the key the next version, and replies applied 1, that version
+  -- and the park it cleared, if any.
   local key = keyOf(K1)
   local r = rdec(redis.call('GET', K1))
-  if op == 'resume' and not r.p then
-    return {}
+  local named = tonumber(A.version)
+  if (op == 'resume' and (not r.p or tonumber(r.p.version) ~= named)) or (op == 'forget' and version(key) ~= named) then
+    local out = stands(key, r)
+    table.insert(out, 1, 0)
+    table.insert(out, 1, 'applied')
+    return out
   end
   redis.call('DEL', K1)
   redis.call('ZREM', KEYS[3], key)
-  if not r.p then
-    return {}
+  local v = bump(key)
+  local out = {'applied', 1, 'version', tonumber(v)}
+  if r.p then
+    redis.call('SREM', KEYS[2], key)
+    local kind = 'R'
+    if op == 'forget' then
+      kind = 'F'
+    end
+    notice(A.origin, key, false, v, kind)
+    out[5], out[6] = 'park', parkObject(key, r.p)
   end
-  redis.call('SREM', KEYS[2], key)
-  notice(A.origin, key, false)
-  return {'park', parkObject(key, r.p)}
+  return out
 end
 
 if op == 'restore' then
   -- KEYS: parked, then the record of each park; park: one park a record
-  -- (see pdec), in the same order. A key parked meanwhile keeps its park.
-  -- Returns how many it wrote.
+  -- (see pdec, its version the one its replica knew), in the same order.
+  -- A park is written, with the next version, only if its key's version is
+  -- still the one named and the key is not parked: a write-back never
+  -- re-parks a key resumed or parked since. Replies, for each park, whether
+  -- it was written and the key as it stands.
   if #A.park ~= #KEYS - 1 then
     return redis.error_reply('crashloop: restore: ' .. #A.park .. ' parks for ' .. (#KEYS - 1) .. ' keys')
   end
-  local written = 0
+  local out = {}
   for i = 2, #KEYS do
     local rk = KEYS[i]
+    local key = keyOf(rk)
     local r = rdec(redis.call('GET', rk))
-    if not r.p then
-      r.p = pdec(A.park[i - 1])
+    local p = pdec(A.park[i - 1])
+    local written = 0
+    if not r.p and version(key) == tonumber(p.version) then
+      p.version = bump(key)
+      -- its writer announced it when it parked the key alone: claimed
+      redis.call('SET', tag .. 'claim:' .. p.version, A.replica, 'EX', CLAIM_TTL)
+      r.p = p
       rsave(rk, r, 'keep')
-      local key = keyOf(rk)
       redis.call('SADD', K1, key)
       notice(A.origin, key, r.p)
-      written = written + 1
+      written = 1
     end
+    local o = stands(key, r)
+    table.insert(o, 1, written)
+    table.insert(o, 1, 'written')
+    out[#out + 1] = o
   end
-  return written
+  return out
+end
+
+if op == 'claim' then
+  -- KEYS: the claim of the version. The first replica to claim a
+  -- transition announces it: replies won 1 to it, 0 to every other.
+  if redis.call('SET', K1, A.replica, 'NX', 'EX', CLAIM_TTL) then
+    return {'won', 1}
+  end
+  return {'won', 0}
 end
 
 if op == 'parked' then

@@ -22,21 +22,22 @@ import (
 // never fails a test by timing; the tests assert what arrived, not when.
 const watchdog = 10 * time.Second
 
-// told collects what a Store tells its notify, as "+KEY reason attempts
-// cause" for a park and "-KEY" for a resume. It is safe for concurrent use.
+// told collects what a Store tells its notify, as "+KEY@VERSION reason
+// attempts cause" for a park and "-KEY@VERSION" for a resume or forget. It
+// is safe for concurrent use.
 type told struct {
 	mu  sync.Mutex
 	got []string
 }
 
 func (c *told) notify(ch crashloop.LedgerChange) {
-	s := "-" + ch.Key
+	s := fmt.Sprintf("-%s@%d", ch.Key, ch.Version)
 	if pe := ch.Park; pe != nil {
 		last := "<nil>"
 		if pe.LastError != nil {
 			last = pe.LastError.Error()
 		}
-		s = fmt.Sprintf("+%s %s %d %s", ch.Key, pe.Reason, pe.Attempts, last)
+		s = fmt.Sprintf("+%s@%d %s %d %s", ch.Key, ch.Version, pe.Reason, pe.Attempts, last)
 	}
 	c.mu.Lock()
 	c.got = append(c.got, s)
@@ -89,10 +90,10 @@ func (c *told) heard(t testing.TB, n int) {
 }
 
 // Each park, resume, forget of a parked key and restored park is told to
-// every other replica once, and to none the replica that made it. Each
-// step waits until the replicas it tells have heard it: a notice carries no
-// version, so a replica that changes a key before it has heard of another
-// replica's change of that key may hear the two out of order.
+// every replica that subscribes, the one that made it included (a call of
+// it that gave up may still have been applied), once, with the version of
+// the transition: every transition of a key takes the next version of the
+// deployment, a forget of a key that is not parked too (told to none).
 func TestNotices(t *testing.T) {
 	s := redistest.Start(t)
 	sts := replicasOn(t, s, 4, Options{ClientTime: true})
@@ -105,39 +106,49 @@ func TestNotices(t *testing.T) {
 	reconciled(t, sts[:3]...)
 	ctx := context.Background()
 	now := ledgertest.T0
-	heard := func(n ...int) {
-		t.Helper()
-		for i, n := range n {
-			tolds[i].heard(t, n)
-		}
-	}
 
-	park(t, sts[0], "k", now)
-	heard(0, 1, 1)
-	_, err := sts[1].Resume(ctx, "k", now)
+	require.Equal(t, int64(1), park(t, sts[0], "k", now).Park.Version)
+	pe, v, err := sts[1].Resume(ctx, "k", 1, now)
 	require.NoError(t, err)
-	heard(1, 1, 2)
-	require.NoError(t, sts[2].Forget(ctx, "unparked"))
-	park(t, sts[0], "k", now)
-	heard(1, 2, 3)
-	require.NoError(t, sts[2].Forget(ctx, "k"))
-	heard(2, 3, 3)
-	n, err := sts[1].Restore(ctx, []*crashloop.ParkedError{{Key: "k2", Reason: crashloop.ReasonNeedsHuman, Attempts: 3,
+	require.Equal(t, int64(1), pe.Version)
+	require.Equal(t, int64(2), v)
+	v, err = sts[2].Forget(ctx, "unparked", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), v)
+	require.Equal(t, int64(4), park(t, sts[0], "k", now).Park.Version)
+	_, err = sts[2].Forget(ctx, "k", 2)
+	require.Equal(t, &crashloop.ChangedError{Key: "k", Version: 4, Park: lookedUp(t, sts[2], "k")}, err)
+	v, err = sts[2].Forget(ctx, "k", 4)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), v)
+	rs, err := sts[1].Restore(ctx, []*crashloop.ParkedError{{Key: "k2", Reason: crashloop.ReasonNeedsHuman, Attempts: 3,
 		Since: now, LastError: errors.New("written back")}})
 	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	heard(3, 3, 4)
-	n, err = sts[1].Restore(ctx, []*crashloop.ParkedError{{Key: "k2", Reason: crashloop.ReasonPermanent, Since: now}})
+	require.Len(t, rs, 1)
+	require.True(t, rs[0].Written)
+	require.Equal(t, int64(6), rs[0].Version)
+	rs, err = sts[1].Restore(ctx, []*crashloop.ParkedError{{Key: "k2", Reason: crashloop.ReasonPermanent, Since: now}})
 	require.NoError(t, err)
-	require.Equal(t, 0, n, "a key parked meanwhile keeps its park, and nothing is told")
+	require.False(t, rs[0].Written, "a key parked meanwhile keeps its park, and nothing is told")
+	require.Equal(t, int64(6), rs[0].Version)
+	require.Equal(t, crashloop.ReasonNeedsHuman, rs[0].Park.Reason)
 	park(t, sts[3], "marker", now) // every subscriber sees it last
 
-	pk := "+k permanent_error 0 fatal k"
-	k2 := "+k2 needs_human 3 written back"
-	marker := "+marker permanent_error 0 fatal marker"
-	require.Equal(t, []string{"-k", "-k", k2, marker}, tolds[0].until(t, marker))
-	require.Equal(t, []string{pk, pk, "-k", marker}, tolds[1].until(t, marker))
-	require.Equal(t, []string{pk, "-k", pk, k2, marker}, tolds[2].until(t, marker))
+	marker := "+marker@7 permanent_error 0 fatal marker"
+	want := []string{"+k@1 permanent_error 0 fatal k", "-k@2", "+k@4 permanent_error 0 fatal k", "-k@5",
+		"+k2@6 needs_human 3 written back", marker}
+	for i := range 3 {
+		require.Equal(t, want, tolds[i].until(t, marker), "replica %d", i)
+	}
+}
+
+// lookedUp returns the park of key as st looks it up.
+func lookedUp(t *testing.T, st *Store, key string) *crashloop.ParkedError {
+	t.Helper()
+	ch, err := st.Lookup(context.Background(), key)
+	require.NoError(t, err)
+	require.NotNil(t, ch.Park)
+	return ch.Park
 }
 
 // Notices are at most once: a Store whose subscription broke learns, when
@@ -152,7 +163,7 @@ func TestReconcileAfterALostSubscription(t *testing.T) {
 	admin := s.Client(nil)
 	reconciled(t, sts[1])
 	park(t, sts[0], "k", ledgertest.T0)
-	c.until(t, "+k permanent_error 0 fatal k")
+	c.until(t, "+k@1 permanent_error 0 fatal k")
 
 	ctx := context.Background()
 	require.NoError(t, admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
@@ -164,9 +175,12 @@ func TestReconcileAfterALostSubscription(t *testing.T) {
 
 	c.heard(t, 3) // the reconcile after the new subscription
 	park(t, sts[0], "marker", ledgertest.T0)
-	got := c.until(t, "+marker permanent_error 0 fatal marker")
+	got := c.until(t, "+marker@3 permanent_error 0 fatal marker")
 	slices.Sort(got[1:3]) // the resume and the park may come in either order
-	require.Equal(t, []string{"+k permanent_error 0 fatal k", "+k2 permanent_error 0 fatal k2", "-k", "+marker permanent_error 0 fatal marker"}, got)
+	// the record deleted behind the Store's back left the key's version
+	// as it was: the reconcile tells it with that version, which a
+	// Supervisor that knows it already ignores
+	require.Equal(t, []string{"+k@1 permanent_error 0 fatal k", "+k2@2 permanent_error 0 fatal k2", "-k@1", "+marker@3 permanent_error 0 fatal marker"}, got)
 }
 
 // pttl returns the time to live of key: -1 without one, -2 when it does
@@ -204,7 +218,8 @@ func TestKeysAndExpiry(t *testing.T) {
 	j := crashloop.Judgment{Key: "a", Ending: crashloop.EndingFailedStart, Incarnation: "a#1", Cause: "boom", Now: ledgertest.T0, Members: 1}
 	_, err := st.Judge(ctx, j)
 	require.NoError(t, err)
-	require.Equal(t, []string{"{deploy}:fleet", "{deploy}:k:a", "{deploy}:r:replica-0", "{deploy}:replicas"}, keys())
+	require.Equal(t, []string{"{deploy}:epoch", "{deploy}:fleet", "{deploy}:k:a", "{deploy}:r:replica-0", "{deploy}:replicas"}, keys())
+	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:epoch"), "the epoch never expires")
 	within("{deploy}:k:a", time.Hour+ttlGrace)
 	within("{deploy}:fleet", time.Hour+cfg.Fleet.Cooldown+ttlGrace)
 	within("{deploy}:r:replica-0", 30*time.Second)
@@ -213,9 +228,12 @@ func TestKeysAndExpiry(t *testing.T) {
 	park(t, st, "a", ledgertest.T0)
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:k:a"), "a park never expires")
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:parked"))
-	_, err = st.Resume(ctx, "a", ledgertest.T0)
+	_, _, err = st.Resume(ctx, "a", 1, ledgertest.T0)
 	require.NoError(t, err)
-	require.Equal(t, []string{"{deploy}:fleet", "{deploy}:r:replica-0", "{deploy}:replicas"}, keys(), "a resume drops the record")
+	require.Equal(t, []string{"{deploy}:epoch", "{deploy}:fleet", "{deploy}:r:replica-0", "{deploy}:replicas", "{deploy}:seq", "{deploy}:ver"},
+		keys(), "a resume drops the record, and keeps the key's version")
+	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:seq"), "versions never expire")
+	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:ver"))
 
 	for i := range cfg.Fleet.RestartsPerHour + 1 { // the 8th trips; it and the 9th are held
 		_, err := st.Judge(ctx, crashloop.Judgment{Key: fmt.Sprintf("p%d", i), Ending: crashloop.EndingPlanned, Incarnation: "i", Now: ledgertest.T0})
@@ -266,9 +284,9 @@ func TestOperatorWithoutOpen(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, parks, 1)
 	require.Equal(t, parkString(parked), parkString(parks[0]))
-	pe, err := op.Lookup(ctx, "k")
+	ch, err := op.Lookup(ctx, "k")
 	require.NoError(t, err)
-	require.Equal(t, parkString(parked), parkString(pe))
+	require.Equal(t, parkString(parked), parkString(ch.Park))
 
 	later := ledgertest.T0.Add(10 * time.Second)
 	f, err := op.Fleet(ctx, later)
@@ -295,14 +313,15 @@ func TestOperatorWithoutOpen(t *testing.T) {
 	_, err = op.Proceed(ctx, "k", later)
 	require.ErrorIs(t, err, errNotOpen)
 
-	pe, err = op.Resume(ctx, "k", later)
+	pe, rv, err := op.Resume(ctx, "k", ch.Park.Version, later)
 	require.NoError(t, err)
 	require.Equal(t, parkString(parked), parkString(pe))
-	_, err = op.Resume(ctx, "k", later)
+	_, _, err = op.Resume(ctx, "k", ch.Park.Version, later)
 	require.ErrorIs(t, err, crashloop.ErrNotParked)
-	pe, err = replica.Lookup(ctx, "k")
+	require.Equal(t, &crashloop.ChangedError{Key: "k", Version: rv}, err)
+	ch, err = replica.Lookup(ctx, "k")
 	require.NoError(t, err)
-	require.Nil(t, pe)
+	require.Equal(t, crashloop.LedgerChange{Key: "k", Version: rv}, ch)
 
 	empty := New(s.Client(nil), Options{Prefix: newPrefix()})
 	f, err = empty.Fleet(ctx, later)
@@ -344,18 +363,22 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestDecodeNotice(t *testing.T) {
-	ch, origin, ok := decodeNotice("P3:abc5:k:{x}00000000000000072,11:needs_humanecause: with, and 1:2")
+	ch, origin, ok := decodeNotice("P3:abc5:k:{x}00000000000000072,9,11:needs_humanecause: with, and 1:2")
 	require.True(t, ok)
 	require.Equal(t, "abc", origin)
 	require.Equal(t, "k:{x}", ch.Key)
 	require.Equal(t, `k:{x}{needs_human 2 cause: with, and 1:2}`, fmt.Sprintf("%s{%s %d %s}", ch.Key, ch.Park.Reason, ch.Park.Attempts, ch.Park.LastError))
 	require.ErrorIs(t, ch.Park, crashloop.ErrNeedsHuman)
 	require.Equal(t, int64(7), ch.Park.Since.UnixMicro())
-	ch, origin, ok = decodeNotice("R1:o1:k")
+	require.Equal(t, int64(9), ch.Park.Version)
+	require.Equal(t, int64(9), ch.Version)
+	ch, origin, ok = decodeNotice("R1:o1:k12")
 	require.True(t, ok)
-	require.Equal(t, crashloop.LedgerChange{Key: "k"}, ch)
+	require.Equal(t, crashloop.LedgerChange{Key: "k", Version: 12}, ch)
 	require.Equal(t, "o", origin)
-	for _, bad := range []string{"", "X1:o1:k", "R1:o", "R1:o1:kx", "P1:o1:k", "P1:o1:k0000000000000007x,1:r", "P1:o1:k00000000000000071,0:", "P1:o1:k00000000000000071,1:rX", "P1:o1:k00000000000000071,5:r"} {
+	for _, bad := range []string{"", "X1:o1:k3", "R1:o", "R1:o1:k", "R1:o1:kx", "R1:o1:k0", "R1:o1:k-1", "P1:o1:k", "P1:o1:k0000000000000007x,1,1:r",
+		"P1:o1:k00000000000000071,1,0:", "P1:o1:k00000000000000071,1,1:rX", "P1:o1:k00000000000000071,1,5:r", "P1:o1:k00000000000000071,1:r",
+		"P1:o1:k00000000000000071,x,1:r", "P1:o1:k00000000000000071,-1,1:r"} {
 		_, _, ok := decodeNotice(bad)
 		require.False(t, ok, "%q", bad)
 	}
@@ -368,8 +391,8 @@ func parkString(pe *crashloop.ParkedError) string {
 	if pe == nil {
 		return "-"
 	}
-	return fmt.Sprintf("%s{%s %d %s %v nh=%v}", pe.Key, pe.Reason, pe.Attempts, pe.Since.Sub(ledgertest.T0), pe.LastError,
-		errors.Is(pe, crashloop.ErrNeedsHuman))
+	return fmt.Sprintf("%s{%s %d %s %v nh=%v v%d}", pe.Key, pe.Reason, pe.Attempts, pe.Since.Sub(ledgertest.T0), pe.LastError,
+		errors.Is(pe, crashloop.ErrNeedsHuman), pe.Version)
 }
 
 func fleetString(st crashloop.FleetStatus) string {

@@ -265,7 +265,9 @@ func TestOperatorResumeReachesReplicas(t *testing.T) {
 	require.Eventually(t, func() bool { return len(rs[1].sup.Parked()) == 1 }, watchdog, 100*time.Microsecond)
 
 	op := New(testClient(t, s), o)
-	pe, err := op.Resume(context.Background(), "k", time.Now())
+	ch, err := op.Lookup(context.Background(), "k")
+	require.NoError(t, err)
+	pe, _, err := op.Resume(context.Background(), "k", ch.Park.Version, time.Now())
 	require.NoError(t, err)
 	require.Equal(t, crashloop.ReasonPermanent, pe.Reason)
 	for i, r := range rs {

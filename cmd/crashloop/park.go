@@ -121,11 +121,11 @@ func (w *parkWaiter) poll(ctx context.Context) string {
 func (w *parkWaiter) pollRedis(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.redis.timeout)
 	defer cancel()
-	pe, err := w.store.Lookup(ctx, w.key)
+	ch, err := w.store.Lookup(ctx, w.key)
 	switch {
 	case err != nil:
 		return "", fmt.Errorf("--redis %s: %v", redact(w.redis.url), scrub(err, w.redis.url))
-	case pe != nil:
+	case ch.Park != nil:
 		return "", nil
 	}
 	return "Redis", nil

@@ -101,11 +101,11 @@ func scrub(err error, raw string) error {
 func parkedInRedis(store *redisstore.Store, key string, timeout time.Duration) *crashloop.ParkedError {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	pe, err := store.Lookup(ctx, key)
+	ch, err := store.Lookup(ctx, key)
 	if err != nil {
 		return nil
 	}
-	return pe
+	return ch.Park
 }
 
 // flush writes back, within flushFor, the parks sup decided while Redis
@@ -216,9 +216,23 @@ func resumeRedis(c redisConfig, key string, stdout io.Writer) error {
 				return nil
 			}
 		}
-		_, err := store.Resume(ctx, key, time.Now())
-		if errors.Is(err, crashloop.ErrNotParked) {
+		// a resume names the park it clears, the one read here: one that
+		// arrives late never clears a park made since
+		ch, err := store.Lookup(ctx, key)
+		if err != nil {
+			return err
+		}
+		if ch.Park == nil {
 			refusal = fmt.Errorf("%s is not parked in %s", key, redact(c.url))
+			return nil
+		}
+		_, _, err = store.Resume(ctx, key, ch.Park.Version, time.Now())
+		switch {
+		case errors.Is(err, crashloop.ErrNotParked):
+			refusal = fmt.Errorf("%s is not parked in %s", key, redact(c.url))
+			return nil
+		case errors.Is(err, crashloop.ErrChanged):
+			refusal = fmt.Errorf("%s was parked again in %s while it was being resumed: nothing was resumed; look at it and resume it again", key, redact(c.url))
 			return nil
 		}
 		return err
