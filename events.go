@@ -54,19 +54,26 @@ const (
 	// EventStoreRecovered ("store.recovered"): the shared ledger is back;
 	// the decisions made alone meanwhile were written back.
 	EventStoreRecovered
+	// EventStoreMisconfigured ("store.misconfigured"): the shared ledger
+	// fails in a way no retry fixes (its error matches
+	// ErrStoreMisconfigured); Reason names the cause. The Supervisor guards
+	// with its local state, as after EventStoreUnavailable, until the
+	// ledger answers again (EventStoreRecovered).
+	EventStoreMisconfigured
 )
 
 var eventKindNames = [...]string{
-	EventRespawnScheduled: "agent.respawn_scheduled",
-	EventStartupExhausted: "agent.startup_exhausted",
-	EventResumed:          "agent.resumed",
-	EventChainEscalated:   "rescue.needs_human",
-	EventGuardTripped:     "channel.crash_loop_tripped",
-	EventFleetTripped:     "fleet.breaker_tripped",
-	EventFleetRearmed:     "fleet.breaker_rearmed",
-	EventRestartScheduled: "agent.restart_scheduled",
-	EventStoreUnavailable: "store.unavailable",
-	EventStoreRecovered:   "store.recovered",
+	EventRespawnScheduled:   "agent.respawn_scheduled",
+	EventStartupExhausted:   "agent.startup_exhausted",
+	EventResumed:            "agent.resumed",
+	EventChainEscalated:     "rescue.needs_human",
+	EventGuardTripped:       "channel.crash_loop_tripped",
+	EventFleetTripped:       "fleet.breaker_tripped",
+	EventFleetRearmed:       "fleet.breaker_rearmed",
+	EventRestartScheduled:   "agent.restart_scheduled",
+	EventStoreUnavailable:   "store.unavailable",
+	EventStoreRecovered:     "store.recovered",
+	EventStoreMisconfigured: "store.misconfigured",
 }
 
 // String returns the dotted name of k, such as "agent.startup_exhausted".

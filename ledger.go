@@ -18,6 +18,16 @@ import (
 // apply everywhere.
 var ErrStoreUnavailable = errors.New("crashloop: shared store unavailable")
 
+// ErrStoreMisconfigured is matched by a Ledger's errors that no retry
+// fixes: the store refuses the credentials, lacks a permission, may evict
+// the guard state, or is full. A Supervisor announces EventStoreMisconfigured
+// (not EventStoreUnavailable) for such an error, once per cause, and decides
+// alone until the ledger answers again, as during an outage. An error that
+// matches it may also have a method StoreCause() string naming its cause
+// (such as "noperm" or "eviction"); the Supervisor announces each distinct
+// cause once, in Event.Reason, and otherwise uses the error's text.
+var ErrStoreMisconfigured = errors.New("crashloop: shared store misconfigured")
+
 // Ledger keeps the guard state of a Supervisor's keys (the respawn, chain,
 // guard and hourly windows, the restart counts, the parks) and its fleet
 // breaker where several Supervisors can share it: the replicas of one

@@ -118,6 +118,9 @@ func TestLogEventsEachKind(t *testing.T) {
 		{"store recovered", crashloop.Event{Kind: crashloop.EventStoreRecovered, Key: "redis", Time: t0, Attempts: 1},
 			map[string]any{"level": "INFO", "msg": "shared store recovered; 1 decision made alone written back",
 				"event": "store.recovered", "key": "redis", "attempts": 1.0}},
+		{"store misconfigured", crashloop.Event{Kind: crashloop.EventStoreMisconfigured, Key: "store", Time: t0, Reason: "noperm", LastError: boom},
+			map[string]any{"level": "ERROR", "msg": "shared store misconfigured (noperm); guarding with this process's own state until it is fixed",
+				"event": "store.misconfigured", "key": "store", "reason": "noperm", "last_error": "boom"}},
 		{"unknown kind", crashloop.Event{Kind: crashloop.EventKind(99), Key: "k", Time: t0},
 			map[string]any{"level": "INFO", "msg": "EventKind(99)", "event": "EventKind(99)", "key": "k"}},
 	} {

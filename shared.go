@@ -2,6 +2,7 @@ package crashloop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,6 +21,7 @@ type shared struct {
 	down    bool      // the last call failed: decide alone
 	retryAt time.Time // when to ask the ledger again
 	lastErr error
+	cause   string // what the failures since the last success were announced as
 	alone   map[string]*ParkedError // parks decided alone, to write back
 }
 
@@ -158,7 +160,7 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 	}
 	s.mu.Lock()
 	recovered := sh.down
-	sh.down, sh.lastErr = false, nil
+	sh.down, sh.lastErr, sh.cause = false, nil, ""
 	for _, pe := range parks {
 		if sh.alone[pe.Key] == pe {
 			delete(sh.alone, pe.Key)
@@ -181,16 +183,38 @@ func orBackground(ctx context.Context) context.Context {
 }
 
 // lost records a failed call of the ledger at now, and announces the first
-// of a run of failures.
+// of a run of failures: EventStoreMisconfigured for an error matching
+// ErrStoreMisconfigured, else EventStoreUnavailable. A run of failures whose
+// cause changes (an outage becomes a refused password) announces the new
+// cause; the same cause again announces nothing.
 func (s *Supervisor) lost(err error, now time.Time) {
+	kind, cause := EventStoreUnavailable, "unavailable"
+	if errors.Is(err, ErrStoreMisconfigured) {
+		kind, cause = EventStoreMisconfigured, misconfiguredCause(err)
+	}
 	s.mu.Lock()
 	sh := s.shared
-	first := !sh.down
-	sh.down, sh.retryAt, sh.lastErr = true, now.Add(sharedRetry), err
+	announce := !sh.down || sh.cause != cause
+	sh.down, sh.retryAt, sh.lastErr, sh.cause = true, now.Add(sharedRetry), err, cause
 	s.mu.Unlock()
-	if first {
-		emit(s.o.handler, Event{Kind: EventStoreUnavailable, Key: "store", Time: now, LastError: err})
+	if !announce {
+		return
 	}
+	ev := Event{Kind: kind, Key: "store", Time: now, LastError: err}
+	if kind == EventStoreMisconfigured {
+		ev.Reason = cause
+	}
+	emit(s.o.handler, ev)
+}
+
+// misconfiguredCause names the cause of a misconfigured ledger's error: its
+// StoreCause, else its text.
+func misconfiguredCause(err error) string {
+	var c interface{ StoreCause() string }
+	if errors.As(err, &c) && c.StoreCause() != "" {
+		return c.StoreCause()
+	}
+	return err.Error()
 }
 
 // unavailable is the error of an operation that must not be done alone.
@@ -198,7 +222,7 @@ func (s *Supervisor) unavailable(op, key string) error {
 	s.mu.Lock()
 	err := s.shared.lastErr
 	s.mu.Unlock()
-	return fmt.Errorf("%w: %s %q: %v", ErrStoreUnavailable, op, key, err)
+	return fmt.Errorf("%w: %s %q: %w", ErrStoreUnavailable, op, key, err)
 }
 
 // decideShared is DecideAt through the ledger; it reports false when the
