@@ -21,7 +21,7 @@ type shared struct {
 	down    bool      // the last call failed: decide alone
 	retryAt time.Time // when to ask the ledger again
 	lastErr error
-	cause   string // what the failures since the last success were announced as
+	cause   string                  // what the failures since the last success were announced as
 	alone   map[string]*ParkedError // parks decided alone, to write back
 }
 
