@@ -505,8 +505,16 @@ var errNotOpen = errors.New("redisstore: Judge and Proceed need Open first (a Su
 // soon as ctx ends (see eval). A nil reply, which no step gives, is
 // returned as nil for the readers to refuse.
 func (s *Store) run(ctx context.Context, op string, keys []string, args ...any) (any, error) {
+	if err := s.gate(ctx, op); err != nil {
+		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
 	res, err := s.eval(ctx, keys, append([]any{op}, args...))
 	if err != nil && !errors.Is(err, redis.Nil) {
+		err = s.classify(err)
+		var me *MisconfiguredError
+		if errors.As(err, &me) && me.Cause == CauseOOM {
+			s.full.Store(me)
+		}
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	return res, nil
