@@ -1,0 +1,200 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// Connect reaches every shape of deployment: a plain server, a cluster
+// node (detected), and TLS with a CA file and a client certificate; its
+// errors never show a password.
+
+// pki writes a CA, a server certificate for 127.0.0.1 and a client
+// certificate, both signed by the CA, as PEM files in dir.
+type pki struct {
+	ca, serverCert, serverKey, clientCert, clientKey, otherCA string
+}
+
+func newPKI(t *testing.T) pki {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600))
+		return p
+	}
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		require.NoError(t, err)
+		return k
+	}
+	serial := int64(0)
+	cert := func(tmpl *x509.Certificate, parent *x509.Certificate, pub, signer any) (*x509.Certificate, []byte) {
+		serial++
+		tmpl.SerialNumber = big.NewInt(serial)
+		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+		if parent == nil {
+			parent = tmpl
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, signer)
+		require.NoError(t, err)
+		c, err := x509.ParseCertificate(der)
+		require.NoError(t, err)
+		return c, der
+	}
+	keyDER := func(k *ecdsa.PrivateKey) []byte {
+		der, err := x509.MarshalECPrivateKey(k)
+		require.NoError(t, err)
+		return der
+	}
+	caKey := key()
+	ca, caDER := cert(&x509.Certificate{Subject: pkix.Name{CommonName: "test CA"}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}, nil, &caKey.PublicKey, caKey)
+	var p pki
+	p.ca = write("ca.pem", "CERTIFICATE", caDER)
+	sk := key()
+	_, sDER := cert(&x509.Certificate{Subject: pkix.Name{CommonName: "redis"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}, ca, &sk.PublicKey, caKey)
+	p.serverCert, p.serverKey = write("server.pem", "CERTIFICATE", sDER), write("server-key.pem", "EC PRIVATE KEY", keyDER(sk))
+	ck := key()
+	_, cDER := cert(&x509.Certificate{Subject: pkix.Name{CommonName: "replica"}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca, &ck.PublicKey, caKey)
+	p.clientCert, p.clientKey = write("client.pem", "CERTIFICATE", cDER), write("client-key.pem", "EC PRIVATE KEY", keyDER(ck))
+	ok := key()
+	_, oDER := cert(&x509.Certificate{Subject: pkix.Name{CommonName: "other CA"}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}, nil, &ok.PublicKey, ok)
+	p.otherCA = write("other-ca.pem", "CERTIFICATE", oDER)
+	return p
+}
+
+// TLS with a CA file and a client certificate reaches a server that asks
+// for one, and a Store decides on it; without the certificate, or with
+// another CA, it does not.
+func TestConnectTLS(t *testing.T) {
+	p := newPKI(t)
+	s := redistest.Start(t, redistest.WithTCP(), redistest.WithTLS(redistest.TLSFiles{Cert: p.serverCert, Key: p.serverKey, CA: p.ca}))
+	ctx := context.Background()
+	url := "rediss://" + s.TLSAddr()
+	connect := func(o ClientOptions) (redis.UniversalClient, error) {
+		o.Timeout = 5 * time.Second
+		c, err := Connect(ctx, url, o)
+		if c != nil {
+			t.Cleanup(func() { _ = c.Close() })
+		}
+		return c, err
+	}
+
+	c, err := connect(ClientOptions{CAFile: p.ca, CertFile: p.clientCert, KeyFile: p.clientKey})
+	require.NoError(t, err)
+	require.IsType(t, &redis.Client{}, c)
+	require.Equal(t, "PONG", c.Ping(ctx).Val())
+	st := New(c, Options{Prefix: newPrefix(), Timeout: 5 * time.Second})
+	t.Cleanup(func() { _ = st.Close() })
+	require.NoError(t, st.Open(crashloop.DefaultSupervisorConfig(), nil))
+	v, err := st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart})
+	require.NoError(t, err)
+	require.Equal(t, 1, v.Attempt)
+
+	c, err = connect(ClientOptions{CAFile: p.ca})
+	require.NoError(t, err)
+	require.Error(t, c.Ping(ctx).Err(), "the server asks for a client certificate")
+
+	c, err = connect(ClientOptions{CAFile: p.otherCA, CertFile: p.clientCert, KeyFile: p.clientKey})
+	require.NoError(t, err)
+	var unknown x509.UnknownAuthorityError
+	require.ErrorAs(t, c.Ping(ctx).Err(), &unknown)
+
+	for _, tc := range []struct {
+		url  string
+		o    ClientOptions
+		want string
+	}{
+		{"redis://" + s.Addr(), ClientOptions{CAFile: p.ca}, "a CA file or client certificate needs a rediss:// URL"},
+		{url, ClientOptions{CertFile: p.clientCert}, "a client certificate needs both its certificate file and its key file"},
+		{url, ClientOptions{CAFile: p.serverKey}, "CA file " + p.serverKey + ": no PEM certificate in it"},
+		{url, ClientOptions{CAFile: filepath.Join(t.TempDir(), "missing.pem")}, "CA file: open "},
+		{url, ClientOptions{CertFile: p.clientCert, KeyFile: p.ca}, "client certificate: "},
+	} {
+		_, err := Connect(ctx, tc.url, tc.o)
+		require.ErrorContains(t, err, tc.want)
+	}
+	var _ *tls.Config // the client certificate travels in redis.Options.TLSConfig
+}
+
+// A plain URL of a cluster node gives a cluster client; of a plain server,
+// a plain client; of a server that cannot be reached, a plain client.
+func TestConnectDetectsACluster(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.Start(t, redistest.WithTCP(), redistest.WithCluster())
+	c, err := Connect(ctx, cl.URL(), ClientOptions{Timeout: 5 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.IsType(t, &redis.ClusterClient{}, c)
+	st := New(c, Options{Prefix: newPrefix(), Timeout: 5 * time.Second})
+	t.Cleanup(func() { _ = st.Close() })
+	require.NoError(t, st.Open(crashloop.DefaultSupervisorConfig(), nil))
+	v, err := st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart})
+	require.NoError(t, err)
+	require.Equal(t, 1, v.Attempt)
+
+	plain := redistest.Start(t)
+	c, err = Connect(ctx, plain.URL(), ClientOptions{Timeout: 5 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.IsType(t, &redis.Client{}, c)
+
+	c, err = Connect(ctx, "unix://"+filepath.Join(t.TempDir(), "none.sock"), ClientOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.IsType(t, &redis.Client{}, c)
+}
+
+// No URL form shows a password in an error: user:password@, ?password=,
+// the failover URL's ?sentinel_password=, the password given apart, and a
+// URL that cannot be parsed.
+func TestConnectNeverShowsAPassword(t *testing.T) {
+	ctx := context.Background()
+	const secret = "s3cr3t-Pw"
+	for _, raw := range []string{
+		"redis://user:" + secret + "@host:6379/notadb",
+		"redis://host:6379/notadb?password=" + secret,
+		"redis://host:6379/0?password=" + secret + "&bogus=1",
+		"redis://user:" + secret + "@s1:26379/notadb?master_name=m",
+		"redis://s1:26379/0?master_name=m&password=" + secret + "&bogus=1",
+		"redis://s1:26379/0?master_name=m&sentinel_password=" + secret + "&bogus=1",
+		"rediss://user:" + secret + "@host:6379/0?bogus=1",
+		"redis://user:" + secret + "@host:6379/%zz",
+		"ftp://user:" + secret + "@host/",
+		"redis://host:6379/0?bogus=" + secret,
+	} {
+		_, err := Connect(ctx, raw, ClientOptions{Password: secret})
+		require.Error(t, err, raw)
+		require.NotContains(t, err.Error(), secret, raw)
+		_, err = NewClient(raw, secret, time.Second)
+		require.Error(t, err, raw)
+		require.NotContains(t, err.Error(), secret, raw)
+	}
+	_, err := Connect(ctx, "redis://host:6379/0?bogus=1", ClientOptions{})
+	require.EqualError(t, err, `redisstore: Redis URL redis://host:6379/0?bogus=1: redis: unexpected option: bogus`)
+	_, err = Connect(ctx, "redis://u:pw@host:6379/0?password=pw2&bogus=1", ClientOptions{})
+	require.EqualError(t, err, `redisstore: Redis URL redis://u:xxxxx@host:6379/0?bogus=1&password=xxxxx: redis: unexpected option: bogus, password`)
+	require.False(t, errors.Is(err, crashloop.ErrStoreMisconfigured))
+}
