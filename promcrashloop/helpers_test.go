@@ -144,7 +144,7 @@ var kinds = []string{
 	"agent.respawn_scheduled", "agent.startup_exhausted", "agent.resumed",
 	"rescue.needs_human", "channel.crash_loop_tripped", "fleet.breaker_tripped",
 	"fleet.breaker_rearmed", "agent.restart_scheduled", "store.unavailable",
-	"store.recovered",
+	"store.recovered", "store.misconfigured",
 }
 
 // keyState matches a crashloop_key_state series and captures its state.

@@ -2,17 +2,9 @@ package redisstore
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -27,70 +19,12 @@ import (
 // node (detected), and TLS with a CA file and a client certificate; its
 // errors never show a password.
 
-// pki writes a CA, a server certificate for 127.0.0.1 and a client
-// certificate, both signed by the CA, as PEM files in dir.
-type pki struct {
-	ca, serverCert, serverKey, clientCert, clientKey, otherCA string
-}
-
-func newPKI(t *testing.T) pki {
-	t.Helper()
-	dir := t.TempDir()
-	write := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600))
-		return p
-	}
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		require.NoError(t, err)
-		return k
-	}
-	serial := int64(0)
-	cert := func(tmpl *x509.Certificate, parent *x509.Certificate, pub, signer any) (*x509.Certificate, []byte) {
-		serial++
-		tmpl.SerialNumber = big.NewInt(serial)
-		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-		if parent == nil {
-			parent = tmpl
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, signer)
-		require.NoError(t, err)
-		c, err := x509.ParseCertificate(der)
-		require.NoError(t, err)
-		return c, der
-	}
-	keyDER := func(k *ecdsa.PrivateKey) []byte {
-		der, err := x509.MarshalECPrivateKey(k)
-		require.NoError(t, err)
-		return der
-	}
-	caKey := key()
-	ca, caDER := cert(&x509.Certificate{Subject: pkix.Name{CommonName: "test CA"}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}, nil, &caKey.PublicKey, caKey)
-	var p pki
-	p.ca = write("ca.pem", "CERTIFICATE", caDER)
-	sk := key()
-	_, sDER := cert(&x509.Certificate{Subject: pkix.Name{CommonName: "redis"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}, ca, &sk.PublicKey, caKey)
-	p.serverCert, p.serverKey = write("server.pem", "CERTIFICATE", sDER), write("server-key.pem", "EC PRIVATE KEY", keyDER(sk))
-	ck := key()
-	_, cDER := cert(&x509.Certificate{Subject: pkix.Name{CommonName: "replica"}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca, &ck.PublicKey, caKey)
-	p.clientCert, p.clientKey = write("client.pem", "CERTIFICATE", cDER), write("client-key.pem", "EC PRIVATE KEY", keyDER(ck))
-	ok := key()
-	_, oDER := cert(&x509.Certificate{Subject: pkix.Name{CommonName: "other CA"}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}, nil, &ok.PublicKey, ok)
-	p.otherCA = write("other-ca.pem", "CERTIFICATE", oDER)
-	return p
-}
-
 // TLS with a CA file and a client certificate reaches a server that asks
 // for one, and a Store decides on it; without the certificate, or with
 // another CA, it does not.
 func TestConnectTLS(t *testing.T) {
-	p := newPKI(t)
-	s := redistest.Start(t, redistest.WithTCP(), redistest.WithTLS(redistest.TLSFiles{Cert: p.serverCert, Key: p.serverKey, CA: p.ca}))
+	p := redistest.NewPKI(t)
+	s := redistest.Start(t, redistest.WithTCP(), redistest.WithTLS(p.Server()))
 	ctx := context.Background()
 	url := "rediss://" + s.TLSAddr()
 	connect := func(o ClientOptions) (redis.UniversalClient, error) {
@@ -102,7 +36,7 @@ func TestConnectTLS(t *testing.T) {
 		return c, err
 	}
 
-	c, err := connect(ClientOptions{CAFile: p.ca, CertFile: p.clientCert, KeyFile: p.clientKey})
+	c, err := connect(ClientOptions{CAFile: p.CA, CertFile: p.ClientCert, KeyFile: p.ClientKey})
 	require.NoError(t, err)
 	require.IsType(t, &redis.Client{}, c)
 	require.Equal(t, "PONG", c.Ping(ctx).Val())
@@ -113,11 +47,11 @@ func TestConnectTLS(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, v.Attempt)
 
-	c, err = connect(ClientOptions{CAFile: p.ca})
+	c, err = connect(ClientOptions{CAFile: p.CA})
 	require.NoError(t, err)
 	require.Error(t, c.Ping(ctx).Err(), "the server asks for a client certificate")
 
-	c, err = connect(ClientOptions{CAFile: p.otherCA, CertFile: p.clientCert, KeyFile: p.clientKey})
+	c, err = connect(ClientOptions{CAFile: p.OtherCA, CertFile: p.ClientCert, KeyFile: p.ClientKey})
 	require.NoError(t, err)
 	var unknown x509.UnknownAuthorityError
 	require.ErrorAs(t, c.Ping(ctx).Err(), &unknown)
@@ -127,11 +61,11 @@ func TestConnectTLS(t *testing.T) {
 		o    ClientOptions
 		want string
 	}{
-		{"redis://" + s.Addr(), ClientOptions{CAFile: p.ca}, "a CA file or client certificate needs a rediss:// URL"},
-		{url, ClientOptions{CertFile: p.clientCert}, "a client certificate needs both its certificate file and its key file"},
-		{url, ClientOptions{CAFile: p.serverKey}, "CA file " + p.serverKey + ": no PEM certificate in it"},
+		{"redis://" + s.Addr(), ClientOptions{CAFile: p.CA}, "a CA file or client certificate needs a rediss:// URL"},
+		{url, ClientOptions{CertFile: p.ClientCert}, "a client certificate needs both its certificate file and its key file"},
+		{url, ClientOptions{CAFile: p.ServerKey}, "CA file " + p.ServerKey + ": no PEM certificate in it"},
 		{url, ClientOptions{CAFile: filepath.Join(t.TempDir(), "missing.pem")}, "CA file: open "},
-		{url, ClientOptions{CertFile: p.clientCert, KeyFile: p.ca}, "client certificate: "},
+		{url, ClientOptions{CertFile: p.ClientCert, KeyFile: p.CA}, "client certificate: "},
 	} {
 		_, err := Connect(ctx, tc.url, tc.o)
 		require.ErrorContains(t, err, tc.want)
