@@ -61,6 +61,7 @@ type config struct {
 	netns   bool
 	cluster bool
 	tls     *TLSFiles
+	member  bool // a node of a cluster of several (StartCluster): no slots of its own at start
 }
 
 // TLSFiles are the PEM files of a server WithTLS: its certificate and key,
@@ -154,7 +155,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 		// next attempt starts afresh on new ports.
 		_ = os.Remove(filepath.Join(s.dir, "nodes.conf"))
 	}
-	if s.cfg.cluster {
+	if s.cfg.cluster && !s.cfg.member {
 		s.ownAllSlots()
 	}
 	return s
@@ -246,6 +247,10 @@ func (s *Server) args() []string {
 		if s.bus != 0 {
 			// Never the default, port+10000: 10000 for a server on port 0.
 			a = append(a, "--cluster-port", strconv.Itoa(s.bus))
+		}
+		if s.cfg.member {
+			// A failover within a second of a master's death, not 15s.
+			a = append(a, "--cluster-node-timeout", "500", "--cluster-replica-validity-factor", "0")
 		}
 	}
 	if f := s.cfg.tls; f != nil {
