@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -131,4 +132,46 @@ func TestConnectNeverShowsAPassword(t *testing.T) {
 	_, err = Connect(ctx, "redis://u:pw@host:6379/0?password=pw2&bogus=1", ClientOptions{})
 	require.EqualError(t, err, `redisstore: Redis URL redis://u:xxxxx@host:6379/0?bogus=1&password=xxxxx: redis: unexpected option: bogus, password`)
 	require.False(t, errors.Is(err, crashloop.ErrStoreMisconfigured))
+}
+
+// A Supervisor on a 3-master cluster, reached by Connect with one node's
+// plain URL, survives the death of the master of its slot: it decides alone
+// (store.unavailable) while the replica takes over, then uses the promoted
+// replica (store.recovered), where its park stands.
+func TestConnectClusterFailover(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 1)
+	ctx := context.Background()
+	c, err := Connect(ctx, cl.URL(), ClientOptions{Timeout: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.IsType(t, &redis.ClusterClient{}, c)
+	prefix := newPrefix()
+	r := fleet(t, 1, crashloop.DefaultSupervisorConfig(), true, func(int) *Store {
+		return New(c, Options{Prefix: prefix, Replica: "replica-0", Timeout: time.Second, ClientTime: true})
+	})[0]
+	d := r.sup.Decide(ctx, "p", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))})
+	require.ErrorIs(t, d.Err, crashloop.ErrParked)
+
+	owner := cl.Owner(t, "{"+prefix+"}")
+	oc := redis.NewClient(owner.Options(nil))
+	require.Equal(t, int64(1), oc.Wait(ctx, 1, 5*time.Second).Val(), "the replica has the park")
+	_ = oc.Close()
+	owner.Kill()
+	killed := time.Now()
+
+	boom := crashloop.RunResult{Err: errors.New("exit 1")}
+	i := 0
+	require.Eventually(t, func() bool {
+		r.clock.Add(time.Second) // ask the store at every decision
+		i++
+		r.sup.Decide(ctx, fmt.Sprint("k", i), boom)
+		return len(r.evs.of(crashloop.EventStoreRecovered)) == 1
+	}, 20*time.Second, 10*time.Millisecond)
+	t.Logf("back %v after the kill, %d decisions", time.Since(killed), i)
+	require.Len(t, r.evs.of(crashloop.EventStoreUnavailable), 1)
+	require.Empty(t, r.evs.of(crashloop.EventStoreMisconfigured))
+	pe, err := r.store.Lookup(ctx, "p")
+	require.NoError(t, err)
+	require.NotNil(t, pe, "the park stands on the promoted replica")
+	require.Equal(t, "p", pe.Key)
 }
