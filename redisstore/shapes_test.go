@@ -175,3 +175,40 @@ func TestConnectClusterFailover(t *testing.T) {
 	require.NotNil(t, pe, "the park stands on the promoted replica")
 	require.Equal(t, "p", pe.Key)
 }
+
+// A Supervisor reached through Sentinel (Connect with a failover URL)
+// survives its master's death: the sentinel promotes the replica, and the
+// Supervisor uses it, where its park stands.
+func TestConnectSentinelFailover(t *testing.T) {
+	s := redistest.StartSentinel(t)
+	ctx := context.Background()
+	c, err := Connect(ctx, s.URL(), ClientOptions{Timeout: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.IsType(t, &redis.Client{}, c)
+	r := fleet(t, 1, crashloop.DefaultSupervisorConfig(), true, func(int) *Store {
+		return New(c, Options{Prefix: newPrefix(), Replica: "replica-0", Timeout: time.Second, ClientTime: true})
+	})[0]
+	d := r.sup.Decide(ctx, "p", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))})
+	require.ErrorIs(t, d.Err, crashloop.ErrParked)
+	mc := redis.NewClient(s.Master.Options(nil))
+	require.Equal(t, int64(1), mc.Wait(ctx, 1, 5*time.Second).Val(), "the replica has the park")
+	_ = mc.Close()
+	s.Master.Kill()
+	killed := time.Now()
+
+	boom := crashloop.RunResult{Err: errors.New("exit 1")}
+	i := 0
+	require.Eventually(t, func() bool {
+		r.clock.Add(time.Second)
+		i++
+		r.sup.Decide(ctx, fmt.Sprint("k", i), boom)
+		return len(r.evs.of(crashloop.EventStoreRecovered)) == 1
+	}, 30*time.Second, 10*time.Millisecond)
+	t.Logf("back %v after the kill, %d decisions", time.Since(killed), i)
+	require.Len(t, r.evs.of(crashloop.EventStoreUnavailable), 1)
+	require.Empty(t, r.evs.of(crashloop.EventStoreMisconfigured))
+	pe, err := r.store.Lookup(ctx, "p")
+	require.NoError(t, err)
+	require.NotNil(t, pe, "the park stands on the promoted replica")
+}

@@ -61,7 +61,9 @@ type config struct {
 	netns   bool
 	cluster bool
 	tls     *TLSFiles
-	member  bool // a node of a cluster of several (StartCluster): no slots of its own at start
+	member  bool   // a node of a cluster of several (StartCluster): no slots of its own at start
+	replica string // host:port of the master this server replicates (StartSentinel)
+	watch   string // host:port of the master this server watches as a sentinel (StartSentinel)
 }
 
 // TLSFiles are the PEM files of a server WithTLS: its certificate and key,
@@ -233,7 +235,14 @@ func serverBinary(t testing.TB) string {
 // args returns the server's command line: the same on every launch, so a
 // restarted server has the same socket or port, folder and persistence.
 func (s *Server) args() []string {
+	if s.cfg.watch != "" {
+		return s.sentinelArgs()
+	}
 	a := []string{"--daemonize", "no", "--logfile", filepath.Join(s.dir, "redis.log"), "--save", ""}
+	if s.cfg.replica != "" {
+		host, port, _ := net.SplitHostPort(s.cfg.replica)
+		a = append(a, "--replicaof", host, port)
+	}
 	if s.sock != "" {
 		// --bind: the cluster bus listens on the bound addresses even when
 		// the server has no TCP port (by default, on every interface).

@@ -352,3 +352,21 @@ func TestStartClusterFailsOver(t *testing.T) {
 		return c.Get(ctx, "{x}").Val() == "1"
 	}, 10*time.Second, 10*time.Millisecond)
 }
+
+// A sentinel promotes the replica when the master dies, and a failover
+// client follows it.
+func TestStartSentinelFailsOver(t *testing.T) {
+	s := StartSentinel(t)
+	ctx := context.Background()
+	fo, err := redis.ParseFailoverURL(s.URL())
+	require.NoError(t, err)
+	c := redis.NewFailoverClient(fo)
+	defer c.Close()
+	require.NoError(t, c.Set(ctx, "x", "1", 0).Err())
+	mc := redis.NewClient(s.Master.Options(nil))
+	require.Equal(t, int64(1), mc.Wait(ctx, 1, 5*time.Second).Val())
+	_ = mc.Close()
+	s.Master.Kill()
+	require.Eventually(t, func() bool { return c.Get(ctx, "x").Val() == "1" && c.Set(ctx, "y", "1", 0).Err() == nil },
+		20*time.Second, 10*time.Millisecond, "the promoted replica takes writes")
+}
