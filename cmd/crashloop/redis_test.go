@@ -199,18 +199,20 @@ func touch(t *testing.T, file string) {
 }
 
 // TestRedisShapes: crashloop --redis works against a Redis Cluster node
-// (found from the server, with a plain URL) and over TLS with a CA file and
+// (found from the server, with a plain URL), through Sentinel, and over TLS with a CA file and
 // a client certificate: a park is shared, status shows it, resume clears it.
 func TestRedisShapes(t *testing.T) {
 	t.Parallel()
 	pki := redistest.NewPKI(t)
 	cluster := redistest.Start(t, redistest.WithTCP(), redistest.WithCluster())
 	tlsSrv := redistest.Start(t, redistest.WithTCP(), redistest.WithTLS(pki.Server()))
+	sentinel := redistest.StartSentinel(t)
 	for _, tc := range []struct {
 		name  string
 		redis []string
 	}{
 		{"cluster", []string{"--redis=" + cluster.URL()}},
+		{"sentinel", []string{"--redis=" + sentinel.URL()}},
 		{"tls", []string{"--redis=rediss://" + tlsSrv.TLSAddr(), "--redis-ca=" + pki.CA, "--redis-cert=" + pki.ClientCert, "--redis-key=" + pki.ClientKey}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
