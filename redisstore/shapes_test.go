@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -211,4 +212,68 @@ func TestConnectSentinelFailover(t *testing.T) {
 	pe, err := r.store.Lookup(ctx, "p")
 	require.NoError(t, err)
 	require.NotNil(t, pe, "the park stands on the promoted replica")
+}
+
+// When the slot of a deployment moves to another master, the server drops
+// the sharded subscriptions of its channel (it sends SUNSUBSCRIBE); the
+// store subscribes again, at the new owner, and hears the parks made after
+// the move.
+func TestNoticesFollowASlotMigration(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	ctx := context.Background()
+	prefix := newPrefix()
+	var sts []*Store
+	for i := range 2 {
+		c, err := Connect(ctx, cl.URL(), ClientOptions{Timeout: 5 * time.Second})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		require.IsType(t, &redis.ClusterClient{}, c)
+		st := New(c, Options{Prefix: prefix, Replica: fmt.Sprint("replica-", i), Timeout: 5 * time.Second, ClientTime: true})
+		t.Cleanup(func() { _ = st.Close() })
+		sts = append(sts, st)
+	}
+	var heard told
+	require.NoError(t, sts[0].Open(crashloop.DefaultSupervisorConfig(), nil))
+	require.NoError(t, sts[1].Open(crashloop.DefaultSupervisorConfig(), heard.notify))
+	reconciled(t, sts[1])
+	park(t, sts[0], "before", start)
+	heard.heard(t, 1)
+
+	src := cl.Owner(t, "{"+prefix+"}")
+	dst := cl.Masters[(cl.Index(src)+1)%3]
+	admin := func(s *redistest.Server) *redis.Client {
+		c := redis.NewClient(s.Options(nil))
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	sc, dc := admin(src), admin(dst)
+	slot, err := sc.ClusterKeySlot(ctx, "{"+prefix+"}").Result()
+	require.NoError(t, err)
+	srcID, err := sc.Do(ctx, "CLUSTER", "MYID").Text()
+	require.NoError(t, err)
+	dstID, err := dc.Do(ctx, "CLUSTER", "MYID").Text()
+	require.NoError(t, err)
+	require.NoError(t, dc.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID).Err())
+	require.NoError(t, sc.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Err())
+	keys, err := sc.ClusterGetKeysInSlot(ctx, int(slot), 1000).Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, keys)
+	host, port, _ := net.SplitHostPort(dst.Addr())
+	args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	require.NoError(t, sc.Do(ctx, args...).Err())
+	for _, m := range cl.Masters {
+		require.NoError(t, admin(m).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err())
+	}
+	before := sts[1].reconciled.Load()
+	require.Eventually(t, func() bool { return sts[1].reconciled.Load() > before }, watchdog, time.Millisecond,
+		"subscribed again after the move")
+
+	park(t, sts[0], "after", start)
+	heard.heard(t, 2)
+	heard.mu.Lock()
+	defer heard.mu.Unlock()
+	require.Equal(t, []string{"+before permanent_error 0 fatal before", "+after permanent_error 0 fatal after"}, heard.got)
 }
