@@ -44,6 +44,13 @@ var ErrStoreMisconfigured = errors.New("crashloop: shared store misconfigured")
 // ends with ctx's error, and the ledger is not held to have failed) from a
 // failure of the ledger by ctx, whatever the error. A Ledger is used by one
 // Supervisor and must be safe for concurrent use.
+//
+// A Ledger that bounds each call by a timeout of its own may also have a
+// method CallTimeout() time.Duration returning it (redisstore's Store
+// does): a Supervisor then bounds each whole decision (a write-back of the
+// parks decided alone followed by the judge or proceed step) by that one
+// timeout, passing a context with that deadline, and reads the deadline's
+// end as the ledger's failure, not as its caller's cancel.
 type Ledger interface {
 	// Open binds the ledger to the configuration of the Supervisor that
 	// uses it, before any other call. notify, when the ledger can learn of

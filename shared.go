@@ -90,7 +90,7 @@ func (s *Supervisor) useShared(ctx context.Context, now time.Time) (bool, error)
 	sh.retryAt = retry // one caller asks; the others go on alone
 	s.mu.Unlock()
 	err := s.writeBack(ctx, now)
-	if cerr := ctxdone.Err(ctx); err != nil && cerr != nil {
+	if cerr := callerErr(ctx); err != nil && cerr != nil {
 		s.mu.Lock()
 		if sh.retryAt.Equal(retry) {
 			sh.retryAt = due // the caller gave up, not the ledger: the next call asks
@@ -125,7 +125,7 @@ func (s *Supervisor) Flush(ctx context.Context) error {
 		return nil
 	}
 	err := s.writeBack(ctx, s.o.clock.Now())
-	if cerr := ctxdone.Err(ctx); err != nil && cerr != nil {
+	if cerr := callerErr(ctx); err != nil && cerr != nil {
 		return cerr
 	}
 	return err
@@ -149,7 +149,7 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 	}
 	n, err := sh.l.Restore(ctx, parks)
 	if err != nil {
-		if err := ctxdone.Err(ctx); err != nil {
+		if err := callerErr(ctx); err != nil {
 			return err // the caller's cancel, not an outage
 		}
 		s.lost(err, now)
@@ -171,6 +171,35 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 		emit(s.o.handler, Event{Kind: EventStoreRecovered, Key: "store", Time: now, Attempts: n})
 	}
 	return nil
+}
+
+// callerKey is the context key under which a decision's context keeps its
+// caller's (see decisionContext).
+type callerKey struct{}
+
+// decisionContext bounds the ledger calls of one decision (a write-back of
+// the parks decided alone, then the judge or proceed step) by one deadline:
+// the ledger's CallTimeout, when it has one. Without it a write-back and a
+// judge step could each take the ledger's whole timeout, and the decision
+// twice as long. The context keeps the caller's, so that callerErr tells a
+// caller's cancel from the decision's deadline, which is the ledger's
+// slowness.
+func (s *Supervisor) decisionContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	lt, ok := s.shared.l.(interface{ CallTimeout() time.Duration })
+	if !ok || lt.CallTimeout() <= 0 {
+		return ctx, func() {}
+	}
+	d, cancel := context.WithTimeout(ctx, lt.CallTimeout())
+	return context.WithValue(d, callerKey{}, ctx), cancel
+}
+
+// callerErr returns the error of the caller's context when it ended: of
+// ctx, or of the caller's context that a decisionContext keeps.
+func callerErr(ctx context.Context) error {
+	if c, ok := ctx.Value(callerKey{}).(context.Context); ok {
+		return ctxdone.Err(c)
+	}
+	return ctxdone.Err(ctx)
 }
 
 // orBackground returns ctx, or context.Background() for a nil ctx: every
@@ -239,7 +268,7 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 	s.mu.Unlock()
 	v, err := s.shared.l.Judge(ctx, j)
 	if err != nil {
-		if err := ctxdone.Err(ctx); err != nil {
+		if err := callerErr(ctx); err != nil {
 			return Decision{Action: ActionStop, Err: err}, true
 		}
 		s.lost(err, now)
@@ -258,7 +287,7 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 func (s *Supervisor) proceedShared(ctx context.Context, key string, now time.Time) (Decision, bool) {
 	v, err := s.shared.l.Proceed(ctx, key, now)
 	if err != nil {
-		if err := ctxdone.Err(ctx); err != nil {
+		if err := callerErr(ctx); err != nil {
 			return Decision{Action: ActionStop, Err: err}, true
 		}
 		s.lost(err, now)
@@ -289,7 +318,7 @@ func (s *Supervisor) lookupShared(ctx context.Context, key string, now time.Time
 	}
 	pe, err := s.shared.l.Lookup(ctx, key)
 	if err != nil {
-		if err := ctxdone.Err(ctx); err != nil {
+		if err := callerErr(ctx); err != nil {
 			return nil, err
 		}
 		s.lost(err, now)

@@ -232,3 +232,8 @@ func (s *Store) Check(ctx context.Context) (warning string, err error) {
 	}
 	return warning, nil
 }
+
+// CallTimeout returns Options.Timeout: a Supervisor bounds each whole
+// decision (a write-back and a judge step) by it, not each call. It is safe
+// for concurrent use.
+func (s *Store) CallTimeout() time.Duration { return s.o.Timeout }

@@ -277,3 +277,41 @@ func TestNoticesFollowASlotMigration(t *testing.T) {
 	defer heard.mu.Unlock()
 	require.Equal(t, []string{"+before permanent_error 0 fatal before", "+after permanent_error 0 fatal after"}, heard.got)
 }
+
+// One deadline bounds a whole decision: a write-back that takes most of the
+// timeout leaves the judge step only the rest, so the decision ends by the
+// timeout (decided alone), not after a write-back and a judge step of a
+// timeout each.
+func TestOneDeadlineForADecision(t *testing.T) {
+	const timeout, delay = 400 * time.Millisecond, 250 * time.Millisecond
+	s := redistest.Start(t)
+	p := redistest.NewSlowProxy(t, s, 0)
+	c := redis.NewClient(p.Options(BoundedOptions(nil, timeout)))
+	t.Cleanup(func() { _ = c.Close() })
+	r := fleet(t, 1, crashloop.DefaultSupervisorConfig(), true, func(int) *Store {
+		return New(c, Options{Prefix: newPrefix(), Replica: "replica-0", Timeout: timeout, ClientTime: true})
+	})[0]
+	boom := crashloop.RunResult{Err: errors.New("exit 1")}
+	require.Equal(t, crashloop.ActionRestart, r.sup.Decide(context.Background(), "k", boom).Action)
+
+	p.SetDelay(time.Hour) // an outage: the next decision is made alone
+	r.sup.Decide(context.Background(), "k", boom)
+	require.Len(t, r.evs.of(crashloop.EventStoreUnavailable), 1)
+
+	p.SetDelay(delay) // slow: a write-back (one reply) and a judge step (one more) take 2×delay > timeout
+	pctx, cancel := context.WithTimeout(context.Background(), watchdog)
+	defer cancel()
+	require.NoError(t, c.Ping(pctx).Err(), "a connection in the pool: the write-back pays no handshake")
+	r.clock.Add(time.Second)
+	began := time.Now()
+	d := r.sup.Decide(context.Background(), "k", boom)
+	took := time.Since(began)
+	t.Logf("write-back and judge step: %v", took)
+	require.Equal(t, crashloop.ActionRestart, d.Action)
+	require.GreaterOrEqual(t, took, timeout)
+	require.Less(t, took, timeout+delay/4, "one deadline, not a timeout for each call")
+	require.Len(t, r.evs.of(crashloop.EventStoreRecovered), 1, "the write-back went through")
+	unavailable := r.evs.of(crashloop.EventStoreUnavailable)
+	require.Len(t, unavailable, 2, "the judge step ran out of the decision's time")
+	require.ErrorIs(t, unavailable[1].LastError, context.DeadlineExceeded)
+}
