@@ -20,8 +20,8 @@ type Cluster struct {
 }
 
 // StartCluster starts a cluster of masters masters with replicas replicas
-// each, on TCP, and waits until every node says the cluster is ok and knows
-// every replica. The nodes are stopped when t ends.
+// each, on TCP, and waits until every replica is in sync and every node says
+// the cluster is ok and knows every replica. The nodes are stopped when t ends.
 func StartCluster(t testing.TB, masters, replicas int) *Cluster {
 	t.Helper()
 	member := func(c *config) { c.cluster, c.member, c.tcp = true, true, true }
@@ -64,6 +64,14 @@ func StartCluster(t testing.TB, masters, replicas int) *Cluster {
 				return c.Do(ctx, "CLUSTER", "REPLICATE", id).Err() == nil // once r has heard of the master
 			}, "replica of "+cl.Masters[i].addr)
 		}
+	}
+	for _, m := range cl.Masters {
+		waitFor(t, func() bool {
+			c := redis.NewClient(m.Options(nil))
+			defer c.Close()
+			info, err := c.Info(ctx, "replication").Result()
+			return err == nil && strings.Count(info, "state=online") == replicas
+		}, "the replicas of "+m.addr+" in sync")
 	}
 	for _, n := range all {
 		waitFor(t, func() bool {

@@ -239,6 +239,9 @@ func (s *Server) args() []string {
 		return s.sentinelArgs()
 	}
 	a := []string{"--daemonize", "no", "--logfile", filepath.Join(s.dir, "redis.log"), "--save", ""}
+	// A replica's first sync at once, not after the default 5s wait for
+	// more replicas.
+	a = append(a, "--repl-diskless-sync-delay", "0")
 	if s.cfg.replica != "" {
 		host, port, _ := net.SplitHostPort(s.cfg.replica)
 		a = append(a, "--replicaof", host, port)

@@ -24,7 +24,8 @@ type Sentinel struct {
 }
 
 // StartSentinel starts a master, a replica of it and a sentinel, on TCP,
-// and waits until the sentinel knows the replica. They are stopped when t
+// and waits until the replica is in sync and the sentinel knows it. They
+// are stopped when t
 // ends.
 func StartSentinel(t testing.TB) *Sentinel {
 	t.Helper()
@@ -38,6 +39,12 @@ func StartSentinel(t testing.TB) *Sentinel {
 		rs, err := c.Replicas(ctx, SentinelName).Result()
 		return err == nil && len(rs) == 1 && !strings.Contains(rs[0]["flags"], "down")
 	}, "the sentinel knows the replica")
+	waitFor(t, func() bool {
+		c := redis.NewClient(m.Options(nil))
+		defer c.Close()
+		info, err := c.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "state=online")
+	}, "the replica in sync")
 	return &Sentinel{Master: m, Replica: r, Sentinel: s}
 }
 
