@@ -25,8 +25,7 @@ type Sentinel struct {
 
 // StartSentinel starts a master, a replica of it and a sentinel, on TCP,
 // and waits until the replica is in sync and the sentinel knows it. They
-// are stopped when t
-// ends.
+// are stopped when t ends.
 func StartSentinel(t testing.TB) *Sentinel {
 	t.Helper()
 	m := Start(t, WithTCP())
