@@ -169,6 +169,7 @@ func (s *Store) watch() {
 		mis, _, err := s.check(s.ctx)
 		if err == nil {
 			s.setFound(mis)
+			s.checked.Store(true)
 		}
 		select {
 		case <-s.ctx.Done():
@@ -184,7 +185,8 @@ func (s *Store) setFound(mis *MisconfiguredError) {
 }
 
 // gate returns the misconfiguration that refuses op, if any: the last
-// check's finding, or a full server (OOM) that refused a write, until a
+// check's finding (an opened Store's first write that comes before its
+// first check checks first, within the call's time), or a full server (OOM) that refused a write, until a
 // write goes through again. A server that refused a write for lack of
 // memory answers read-only steps (and a Restore of nothing), so without
 // this gate a Supervisor would read such a step as a recovery and the next
@@ -192,6 +194,14 @@ func (s *Store) setFound(mis *MisconfiguredError) {
 func (s *Store) gate(ctx context.Context, op string) error {
 	if !writes(op) {
 		return nil
+	}
+	if !s.checked.Load() && s.plan.Load() != nil {
+		// The first write of an opened Store before its first check ended:
+		// check now, so that not even the first park is half made.
+		if mis, _, err := s.check(ctx); err == nil {
+			s.setFound(mis)
+			s.checked.Store(true)
+		}
 	}
 	if mis := s.found.Load(); mis != nil {
 		return mis

@@ -84,11 +84,12 @@ type Store struct {
 	err    error  // an invalid Prefix: every method returns it
 	origin string // this Store's name in notices, to tell its own apart
 
-	plan   atomic.Pointer[plan] // set by Open
-	report atomic.Pointer[string]
-	found  atomic.Pointer[MisconfiguredError] // the last check's finding (check.go)
-	full   atomic.Pointer[MisconfiguredError] // a write refused for lack of memory, until one goes through
-	checks time.Duration                      // how often watch checks: checkEvery; tests shorten it before Open
+	plan    atomic.Pointer[plan] // set by Open
+	report  atomic.Pointer[string]
+	found   atomic.Pointer[MisconfiguredError] // the last check's finding (check.go)
+	full    atomic.Pointer[MisconfiguredError] // a write refused for lack of memory, until one goes through
+	checked atomic.Bool                        // a check has found what it could
+	checks  time.Duration                      // how often watch checks: checkEvery; tests shorten it before Open
 
 	mu     sync.Mutex
 	opened bool
