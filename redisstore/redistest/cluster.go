@@ -13,7 +13,8 @@ import (
 // Cluster is a Redis Cluster of several nodes on 127.0.0.1, started by
 // StartCluster: masters that share the slots, each with its replicas. Its
 // nodes fail over within about a second of a master's death
-// (cluster-node-timeout 500ms). The zero value is not usable.
+// (cluster-node-timeout 500ms). The zero value is not usable; its methods
+// are safe for concurrent use.
 type Cluster struct {
 	Masters  []*Server   // Masters[i] owns the i-th of equal ranges of slots at start
 	Replicas [][]*Server // Replicas[i] replicate Masters[i] at start

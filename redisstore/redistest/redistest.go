@@ -67,7 +67,8 @@ type config struct {
 }
 
 // TLSFiles are the PEM files of a server WithTLS: its certificate and key,
-// and the certificate authority whose clients it accepts.
+// and the certificate authority whose clients it accepts. It is a plain
+// value; every field is required.
 type TLSFiles struct {
 	Cert, Key, CA string
 }

@@ -18,7 +18,8 @@ const SentinelName = "crashloop"
 // Sentinel is a master, its replica and one sentinel that watches them
 // (quorum 1), on 127.0.0.1, started by StartSentinel. The sentinel fails the
 // master over within about a second of its death (down-after-milliseconds
-// 500). The zero value is not usable.
+// 500). The zero value is not usable; its methods are safe for concurrent
+// use.
 type Sentinel struct {
 	Master, Replica, Sentinel *Server
 }

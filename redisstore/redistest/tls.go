@@ -15,7 +15,8 @@ import (
 	"time"
 )
 
-// PKI is a set of PEM files for TLS tests, made by NewPKI.
+// PKI is a set of PEM files for TLS tests, made by NewPKI. It is a plain
+// value; the zero value names no files.
 type PKI struct {
 	CA                    string // the certificate authority
 	ServerCert, ServerKey string // a server certificate for 127.0.0.1, signed by CA
