@@ -142,13 +142,16 @@ func TestConnectNeverShowsAPassword(t *testing.T) {
 func TestConnectClusterFailover(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 1)
 	ctx := context.Background()
-	c, err := Connect(ctx, cl.URL(), ClientOptions{Timeout: time.Second})
+	c, err := Connect(ctx, cl.URL(), ClientOptions{Timeout: 300 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	require.IsType(t, &redis.ClusterClient{}, c)
 	prefix := newPrefix()
+	for cl.Owner(t, "{"+prefix+"}") != cl.Masters[0] {
+		prefix = newPrefix() // the seed of the client's map of slots dies too
+	}
 	r := fleet(t, 1, crashloop.DefaultSupervisorConfig(), true, func(int) *Store {
-		return New(c, Options{Prefix: prefix, Replica: "replica-0", Timeout: time.Second, ClientTime: true})
+		return New(c, Options{Prefix: prefix, Replica: "replica-0", Timeout: 300 * time.Millisecond, ClientTime: true})
 	})[0]
 	d := r.sup.Decide(ctx, "p", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))})
 	require.ErrorIs(t, d.Err, crashloop.ErrParked)
