@@ -112,11 +112,15 @@ func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now 
 	if err := checkKey(key); err != nil {
 		return Decision{Action: ActionStop, Err: err}
 	}
-	if use, err := s.useShared(ctx, now); err != nil {
-		return Decision{Action: ActionStop, Err: err}
-	} else if use {
-		if d, ok := s.decideShared(ctx, key, r, now); ok {
-			return d
+	if s.shared != nil {
+		lctx, cancel := s.decisionContext(ctx)
+		defer cancel()
+		if use, err := s.useShared(lctx, now); err != nil {
+			return Decision{Action: ActionStop, Err: err}
+		} else if use {
+			if d, ok := s.decideShared(lctx, key, r, now); ok {
+				return d
+			}
 		}
 	}
 	var evs events
@@ -347,11 +351,15 @@ func (s *Supervisor) ProceedAt(ctx context.Context, key string, now time.Time) D
 	if err := ctx.Err(); err != nil {
 		return Decision{Action: ActionStop, Err: err}
 	}
-	if use, err := s.useShared(ctx, now); err != nil {
-		return Decision{Action: ActionStop, Err: err}
-	} else if use {
-		if d, ok := s.proceedShared(ctx, key, now); ok {
-			return d
+	if s.shared != nil {
+		lctx, cancel := s.decisionContext(ctx)
+		defer cancel()
+		if use, err := s.useShared(lctx, now); err != nil {
+			return Decision{Action: ActionStop, Err: err}
+		} else if use {
+			if d, ok := s.proceedShared(lctx, key, now); ok {
+				return d
+			}
 		}
 	}
 	var evs events

@@ -60,20 +60,27 @@ const (
 	// persistence); the parks the Supervisor knew are written back. One
 	// replica of a deployment announces it.
 	EventStoreStateLost
+	// EventStoreMisconfigured ("store.misconfigured"): the shared ledger
+	// fails in a way no retry fixes (its error matches
+	// ErrStoreMisconfigured); Reason names the cause. The Supervisor guards
+	// with its local state, as after EventStoreUnavailable, until the
+	// ledger answers again (EventStoreRecovered).
+	EventStoreMisconfigured
 )
 
 var eventKindNames = [...]string{
-	EventRespawnScheduled: "agent.respawn_scheduled",
-	EventStartupExhausted: "agent.startup_exhausted",
-	EventResumed:          "agent.resumed",
-	EventChainEscalated:   "rescue.needs_human",
-	EventGuardTripped:     "channel.crash_loop_tripped",
-	EventFleetTripped:     "fleet.breaker_tripped",
-	EventFleetRearmed:     "fleet.breaker_rearmed",
-	EventRestartScheduled: "agent.restart_scheduled",
-	EventStoreUnavailable: "store.unavailable",
-	EventStoreRecovered:   "store.recovered",
-	EventStoreStateLost:   "store.state_lost",
+	EventRespawnScheduled:   "agent.respawn_scheduled",
+	EventStartupExhausted:   "agent.startup_exhausted",
+	EventResumed:            "agent.resumed",
+	EventChainEscalated:     "rescue.needs_human",
+	EventGuardTripped:       "channel.crash_loop_tripped",
+	EventFleetTripped:       "fleet.breaker_tripped",
+	EventFleetRearmed:       "fleet.breaker_rearmed",
+	EventRestartScheduled:   "agent.restart_scheduled",
+	EventStoreUnavailable:   "store.unavailable",
+	EventStoreRecovered:     "store.recovered",
+	EventStoreStateLost:     "store.state_lost",
+	EventStoreMisconfigured: "store.misconfigured",
 }
 
 // String returns the dotted name of k, such as "agent.startup_exhausted".

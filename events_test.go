@@ -13,38 +13,39 @@ import (
 
 func TestEventKindString(t *testing.T) {
 	for kind, want := range map[EventKind]string{
-		EventRespawnScheduled: "agent.respawn_scheduled",
-		EventStartupExhausted: "agent.startup_exhausted",
-		EventResumed:          "agent.resumed",
-		EventChainEscalated:   "rescue.needs_human",
-		EventGuardTripped:     "channel.crash_loop_tripped",
-		EventFleetTripped:     "fleet.breaker_tripped",
-		EventFleetRearmed:     "fleet.breaker_rearmed",
-		EventRestartScheduled: "agent.restart_scheduled",
-		EventStoreUnavailable: "store.unavailable",
-		EventStoreRecovered:   "store.recovered",
-		EventStoreStateLost:   "store.state_lost",
-		0:                     "EventKind(0)",
-		12:                    "EventKind(12)",
-		-1:                    "EventKind(-1)",
-		math.MaxInt:           "EventKind(9223372036854775807)",
-		math.MinInt:           "EventKind(-9223372036854775808)",
+		EventRespawnScheduled:   "agent.respawn_scheduled",
+		EventStartupExhausted:   "agent.startup_exhausted",
+		EventResumed:            "agent.resumed",
+		EventChainEscalated:     "rescue.needs_human",
+		EventGuardTripped:       "channel.crash_loop_tripped",
+		EventFleetTripped:       "fleet.breaker_tripped",
+		EventFleetRearmed:       "fleet.breaker_rearmed",
+		EventRestartScheduled:   "agent.restart_scheduled",
+		EventStoreUnavailable:   "store.unavailable",
+		EventStoreRecovered:     "store.recovered",
+		EventStoreStateLost:     "store.state_lost",
+		EventStoreMisconfigured: "store.misconfigured",
+		0:                       "EventKind(0)",
+		13:                      "EventKind(13)",
+		-1:                      "EventKind(-1)",
+		math.MaxInt:             "EventKind(9223372036854775807)",
+		math.MinInt:             "EventKind(-9223372036854775808)",
 	} {
 		assert.Equal(t, want, kind.String())
 		assert.Equal(t, want, fmt.Sprint(kind))
 	}
 	// The kinds are numbered from 1, in the order of the contract; new
 	// kinds come after the old ones, so no value changes meaning.
-	assert.Equal(t, []EventKind{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, []EventKind{EventRespawnScheduled, EventStartupExhausted, EventResumed,
+	assert.Equal(t, []EventKind{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, []EventKind{EventRespawnScheduled, EventStartupExhausted, EventResumed,
 		EventChainEscalated, EventGuardTripped, EventFleetTripped, EventFleetRearmed,
-		EventRestartScheduled, EventStoreUnavailable, EventStoreRecovered, EventStoreStateLost})
+		EventRestartScheduled, EventStoreUnavailable, EventStoreRecovered, EventStoreStateLost, EventStoreMisconfigured})
 }
 
 // One question tells whether an event stopped a key, whatever guard
 // decided; another whether it resumed one.
 func TestEventKindStopsAndResumes(t *testing.T) {
 	var stops, resumes []EventKind
-	for k := EventKind(0); k <= EventStoreRecovered+1; k++ {
+	for k := EventKind(0); k <= EventStoreMisconfigured+1; k++ {
 		if k.Stops() {
 			stops = append(stops, k)
 		}

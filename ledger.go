@@ -17,6 +17,16 @@ import (
 // apply everywhere.
 var ErrStoreUnavailable = errors.New("crashloop: shared store unavailable")
 
+// ErrStoreMisconfigured is matched by a Ledger's errors that no retry
+// fixes: the store refuses the credentials, lacks a permission, may evict
+// the guard state, or is full. A Supervisor announces EventStoreMisconfigured
+// (not EventStoreUnavailable) for such an error, once per cause, and decides
+// alone until the ledger answers again, as during an outage. An error that
+// matches it may also have a method StoreCause() string naming its cause
+// (such as "noperm" or "eviction"); the Supervisor announces each distinct
+// cause once, in Event.Reason, and otherwise uses the error's text.
+var ErrStoreMisconfigured = errors.New("crashloop: shared store misconfigured")
+
 // Ledger keeps the guard state of a Supervisor's keys (the respawn, chain,
 // guard and hourly windows, the restart counts, the parks) and its fleet
 // breaker where several Supervisors can share it: the replicas of one
@@ -36,6 +46,13 @@ var ErrStoreUnavailable = errors.New("crashloop: shared store unavailable")
 // it, having changed nothing: the Supervisor then writes back the parks it
 // knows (Restore, naming version 0) and makes the call again. A Ledger is
 // used by one Supervisor and must be safe for concurrent use.
+//
+// A Ledger that bounds each call by a timeout of its own may also have a
+// method CallTimeout() time.Duration returning it (redisstore's Store
+// does): a Supervisor then bounds each whole decision (a write-back of the
+// parks decided alone followed by the judge or proceed step) by that one
+// timeout, passing a context with that deadline, and reads the deadline's
+// end as the ledger's failure, not as its caller's cancel.
 type Ledger interface {
 	// Open binds the ledger to the configuration of the Supervisor that
 	// uses it, before any other call. notify, when the ledger can learn of

@@ -9,7 +9,8 @@ import (
 )
 
 // LogEvents returns an EventHandler that writes each event to l as one
-// structured line: at ERROR for parks, trips and escalations, WARN for
+// structured line: at ERROR for parks, trips, escalations and a
+// misconfigured shared store, WARN for
 // scheduled respawns and restarts and for an unreachable shared store, INFO
 // for a restart after a clean exit (unless held), resumes, re-arms and a
 // recovered store. The message is a sentence for a human, with the numbers;
@@ -62,6 +63,9 @@ func logEvent(l *slog.Logger, ev Event) {
 	case EventStoreUnavailable:
 		level = slog.LevelWarn
 		msg = "shared store unavailable; guarding with this process's own state until it is back"
+	case EventStoreMisconfigured:
+		level = slog.LevelError
+		msg = fmt.Sprintf("shared store misconfigured (%s); guarding with this process's own state until it is fixed", ev.Reason)
 	case EventStoreRecovered:
 		msg = fmt.Sprintf("shared store recovered; %s made alone written back", errtext.Plural(ev.Attempts, "decision"))
 	case EventStoreStateLost:

@@ -132,6 +132,9 @@ func TestLogEventsEachKind(t *testing.T) {
 		{"store state lost", crashloop.Event{Kind: crashloop.EventStoreStateLost, Key: "store", Time: t0},
 			map[string]any{"level": "ERROR", "msg": "shared store lost its state; writing back the parks this process knows",
 				"event": "store.state_lost", "key": "store"}},
+		{"store misconfigured", crashloop.Event{Kind: crashloop.EventStoreMisconfigured, Key: "store", Time: t0, Reason: "noperm", LastError: boom},
+			map[string]any{"level": "ERROR", "msg": "shared store misconfigured (noperm); guarding with this process's own state until it is fixed",
+				"event": "store.misconfigured", "key": "store", "reason": "noperm", "last_error": "boom"}},
 		{"unknown kind", crashloop.Event{Kind: crashloop.EventKind(99), Key: "k", Time: t0},
 			map[string]any{"level": "INFO", "msg": "EventKind(99)", "event": "EventKind(99)", "key": "k"}},
 	} {

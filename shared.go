@@ -32,6 +32,7 @@ type shared struct {
 	down    bool      // the last call failed: decide alone
 	retryAt time.Time // when to ask the ledger again
 	lastErr error
+	cause   string                  // what the failures since the last success were announced as
 	alone   map[string]*ParkedError // parks decided alone, to write back
 	quiet   bool                    // down for a state loss only: no store.recovered
 }
@@ -101,7 +102,7 @@ func (s *Supervisor) useShared(ctx context.Context, now time.Time) (bool, error)
 	sh.retryAt = retry // one caller asks; the others go on alone
 	s.mu.Unlock()
 	err := s.writeBack(ctx, now)
-	if cerr := ctxdone.Err(ctx); err != nil && cerr != nil {
+	if cerr := callerErr(ctx); err != nil && cerr != nil {
 		s.mu.Lock()
 		if sh.retryAt.Equal(retry) {
 			sh.retryAt = due // the caller gave up, not the ledger: the next call asks
@@ -136,7 +137,7 @@ func (s *Supervisor) Flush(ctx context.Context) error {
 		return nil
 	}
 	err := s.writeBack(ctx, s.o.clock.Now())
-	if cerr := ctxdone.Err(ctx); err != nil && cerr != nil {
+	if cerr := callerErr(ctx); err != nil && cerr != nil {
 		return cerr
 	}
 	return err
@@ -174,7 +175,7 @@ func (s *Supervisor) writeBackTry(ctx context.Context, now time.Time, again bool
 		err = fmt.Errorf("the ledger's Restore told of %d keys for %d parks", len(stand), len(parks))
 	}
 	if err != nil {
-		if err := ctxdone.Err(ctx); err != nil {
+		if err := callerErr(ctx); err != nil {
 			return err // the caller's cancel, not an outage
 		}
 		s.lost(err, now)
@@ -185,7 +186,7 @@ func (s *Supervisor) writeBackTry(ctx context.Context, now time.Time, again bool
 	}
 	s.mu.Lock()
 	recovered := sh.down && !sh.quiet
-	sh.down, sh.lastErr, sh.quiet = false, nil, false
+	sh.down, sh.lastErr, sh.quiet, sh.cause = false, nil, false, ""
 	n := 0
 	for i, pe := range parks {
 		if stand[i].Written {
@@ -213,6 +214,35 @@ func (s *Supervisor) writeBackTry(ctx context.Context, now time.Time, again bool
 		emit(s.o.handler, Event{Kind: EventStoreRecovered, Key: "store", Time: now, Attempts: n})
 	}
 	return nil
+}
+
+// callerKey is the context key under which a decision's context keeps its
+// caller's (see decisionContext).
+type callerKey struct{}
+
+// decisionContext bounds the ledger calls of one decision (a write-back of
+// the parks decided alone, then the judge or proceed step) by one deadline:
+// the ledger's CallTimeout, when it has one. Without it a write-back and a
+// judge step could each take the ledger's whole timeout, and the decision
+// twice as long. The context keeps the caller's, so that callerErr tells a
+// caller's cancel from the decision's deadline, which is the ledger's
+// slowness.
+func (s *Supervisor) decisionContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	lt, ok := s.shared.l.(interface{ CallTimeout() time.Duration })
+	if !ok || lt.CallTimeout() <= 0 {
+		return ctx, func() {}
+	}
+	d, cancel := context.WithTimeout(ctx, lt.CallTimeout())
+	return context.WithValue(d, callerKey{}, ctx), cancel
+}
+
+// callerErr returns the error of the caller's context when it ended: of
+// ctx, or of the caller's context that a decisionContext keeps.
+func callerErr(ctx context.Context) error {
+	if c, ok := ctx.Value(callerKey{}).(context.Context); ok {
+		return ctxdone.Err(c)
+	}
+	return ctxdone.Err(ctx)
 }
 
 // orBackground returns ctx, or context.Background() for a nil ctx: every
@@ -266,21 +296,43 @@ func (s *Supervisor) reloaded(ctx context.Context, err error, now time.Time) boo
 }
 
 // lost records a failed call of the ledger at now, and announces the first
-// of a run of failures.
+// of a run of failures: EventStoreMisconfigured for an error matching
+// ErrStoreMisconfigured, else EventStoreUnavailable. A run of failures whose
+// cause changes (an outage becomes a refused password) announces the new
+// cause; the same cause again announces nothing.
 func (s *Supervisor) lost(err error, now time.Time) {
 	var sl *StateLostError
 	if errors.As(err, &sl) {
 		s.stateLost(sl, now)
 		return
 	}
+	kind, cause := EventStoreUnavailable, "unavailable"
+	if errors.Is(err, ErrStoreMisconfigured) {
+		kind, cause = EventStoreMisconfigured, misconfiguredCause(err)
+	}
 	s.mu.Lock()
 	sh := s.shared
-	first := !sh.down || sh.quiet
-	sh.down, sh.retryAt, sh.lastErr, sh.quiet = true, now.Add(sharedRetry), err, false
+	announce := !sh.down || sh.quiet || sh.cause != cause
+	sh.down, sh.retryAt, sh.lastErr, sh.quiet, sh.cause = true, now.Add(sharedRetry), err, false, cause
 	s.mu.Unlock()
-	if first {
-		emit(s.o.handler, Event{Kind: EventStoreUnavailable, Key: "store", Time: now, LastError: err})
+	if !announce {
+		return
 	}
+	ev := Event{Kind: kind, Key: "store", Time: now, LastError: err}
+	if kind == EventStoreMisconfigured {
+		ev.Reason = cause
+	}
+	emit(s.o.handler, ev)
+}
+
+// misconfiguredCause names the cause of a misconfigured ledger's error: its
+// StoreCause, else its text.
+func misconfiguredCause(err error) string {
+	var c interface{ StoreCause() string }
+	if errors.As(err, &c) && c.StoreCause() != "" {
+		return c.StoreCause()
+	}
+	return err.Error()
 }
 
 // unavailable is the error of an operation that must not be done alone.
@@ -288,7 +340,7 @@ func (s *Supervisor) unavailable(op, key string) error {
 	s.mu.Lock()
 	err := s.shared.lastErr
 	s.mu.Unlock()
-	return fmt.Errorf("%w: %s %q: %v", ErrStoreUnavailable, op, key, err)
+	return fmt.Errorf("%w: %s %q: %w", ErrStoreUnavailable, op, key, err)
 }
 
 // decideShared is DecideAt through the ledger; it reports false when the
@@ -308,7 +360,7 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 		v, err = s.shared.l.Judge(ctx, j) // on the state written back
 	}
 	if err != nil {
-		if err := ctxdone.Err(ctx); err != nil {
+		if err := callerErr(ctx); err != nil {
 			return Decision{Action: ActionStop, Err: err}, true
 		}
 		s.lost(err, now)
@@ -379,7 +431,7 @@ func (s *Supervisor) claimLater(v int64, evs []Event, after time.Duration, try i
 func (s *Supervisor) proceedShared(ctx context.Context, key string, now time.Time) (Decision, bool) {
 	v, err := s.shared.l.Proceed(ctx, key, now)
 	if err != nil {
-		if err := ctxdone.Err(ctx); err != nil {
+		if err := callerErr(ctx); err != nil {
 			return Decision{Action: ActionStop, Err: err}, true
 		}
 		s.lost(err, now)
@@ -418,7 +470,7 @@ func (s *Supervisor) lookupShared(ctx context.Context, key string, now time.Time
 		ch, err = s.shared.l.Lookup(ctx, key) // on the state written back
 	}
 	if err != nil {
-		if err := ctxdone.Err(ctx); err != nil {
+		if err := callerErr(ctx); err != nil {
 			return nil, err
 		}
 		s.lost(err, now)

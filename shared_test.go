@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,6 +140,7 @@ type flakyLedger struct {
 	crashloop.Ledger
 	down  atomic.Bool
 	calls atomic.Int64
+	with  atomic.Pointer[error] // the error while down; nil: errRefused
 }
 
 var errRefused = errors.New("dial unix redis.sock: connect: connection refused")
@@ -146,9 +148,76 @@ var errRefused = errors.New("dial unix redis.sock: connect: connection refused")
 func (f *flakyLedger) fail() error {
 	f.calls.Add(1)
 	if f.down.Load() {
+		if p := f.with.Load(); p != nil {
+			return *p
+		}
 		return errRefused
 	}
 	return nil
+}
+
+// misconfigured is a ledger's error that no retry fixes, with its cause.
+type misconfigured string
+
+func (m misconfigured) Error() string        { return "redisstore: misconfigured: " + string(m) }
+func (m misconfigured) StoreCause() string   { return string(m) }
+func (m misconfigured) Is(target error) bool { return target == crashloop.ErrStoreMisconfigured }
+
+// A ledger that fails for a misconfiguration is announced as such, once per
+// cause, never as an outage; a change of cause is announced; the Supervisor
+// decides alone meanwhile and says store.recovered when the ledger answers.
+func TestSharedMisconfigured(t *testing.T) {
+	ledgers := memoryReplicas(1)
+	flaky := &flakyLedger{Ledger: ledgers[0]}
+	sups, recs, clocks := replicas(t, crashloop.DefaultSupervisorConfig(), []crashloop.Ledger{flaky})
+	s, rec, c := sups[0], recs[0], clocks[0]
+	boom := errors.New("boom")
+	noperm := error(fmt.Errorf("redisstore: judge: %w", misconfigured("noperm")))
+	oom := error(misconfigured("oom"))
+	flaky.with.Store(&noperm)
+	flaky.down.Store(true)
+
+	for i := range 3 { // the ledger is asked at 0s, 1s and 2s: the same cause each time
+		d := s.DecideAt(context.Background(), "k"+strconv.Itoa(i), crashloop.RunResult{Err: boom}, c.Now())
+		assert.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: millis(500)}, d, "decided alone")
+		c.Add(time.Second)
+	}
+	assert.Equal(t, int64(3), flaky.calls.Load())
+	kinds := func(evs []crashloop.Event, kind crashloop.EventKind) []crashloop.Event {
+		var out []crashloop.Event
+		for _, ev := range evs {
+			if ev.Kind == kind {
+				out = append(out, ev)
+			}
+		}
+		return out
+	}
+	evs := rec.Take()
+	assert.Equal(t, []crashloop.Event{{Kind: crashloop.EventStoreMisconfigured, Key: "store", Time: testT0, Reason: "noperm", LastError: noperm}},
+		kinds(evs, crashloop.EventStoreMisconfigured))
+	assert.Empty(t, kinds(evs, crashloop.EventStoreUnavailable), "a misconfiguration is no outage")
+
+	err := s.Resume(context.Background(), "k0")
+	assert.ErrorIs(t, err, crashloop.ErrStoreUnavailable)
+	assert.ErrorIs(t, err, crashloop.ErrStoreMisconfigured)
+	assert.Empty(t, rec.Take(), "the same cause again")
+	c.Add(time.Second)
+
+	// Another cause is announced; then an outage; then the ledger is back.
+	flaky.with.Store(&oom)
+	s.DecideAt(context.Background(), "k", crashloop.RunResult{Err: boom}, c.Now())
+	c.Add(time.Second)
+	flaky.with.Store(nil)
+	s.DecideAt(context.Background(), "k", crashloop.RunResult{Err: boom}, c.Now())
+	c.Add(time.Second)
+	flaky.down.Store(false)
+	s.DecideAt(context.Background(), "k", crashloop.RunResult{Err: boom}, c.Now())
+	evs = rec.Take()
+	assert.Equal(t, []crashloop.Event{{Kind: crashloop.EventStoreMisconfigured, Key: "store", Time: testT0.Add(4 * time.Second), Reason: "oom", LastError: oom}},
+		kinds(evs, crashloop.EventStoreMisconfigured))
+	assert.Equal(t, []crashloop.Event{{Kind: crashloop.EventStoreUnavailable, Key: "store", Time: testT0.Add(5 * time.Second), LastError: errRefused}},
+		kinds(evs, crashloop.EventStoreUnavailable))
+	assert.Len(t, kinds(evs, crashloop.EventStoreRecovered), 1)
 }
 
 func (f *flakyLedger) Lookup(ctx context.Context, key string) (crashloop.LedgerChange, error) {

@@ -146,6 +146,7 @@ var kinds = []string{
 	"fleet.breaker_rearmed", "agent.restart_scheduled", "store.unavailable",
 	"store.recovered",
 	"store.state_lost",
+	"store.misconfigured",
 }
 
 // keyState matches a crashloop_key_state series and captures its state.

@@ -16,6 +16,14 @@
 // longer than Options.Timeout, and a Supervisor whose store fails decides
 // alone and writes its parks back later.
 //
+// Connect reaches every shape of deployment with the same bounds: a single
+// server, a Redis Cluster (found from the server), Sentinel (a URL with
+// master_name) and TLS with a CA file and a client certificate. A server
+// that cannot keep the state safely (an evicting maxmemory-policy, a
+// missing ACL permission, a refused password, a full server) fails with a
+// *MisconfiguredError, which matches crashloop.ErrStoreMisconfigured: a
+// Supervisor announces store.misconfigured, not store.unavailable.
+//
 // Every call also returns as soon as its context ends (cancelled, or past
 // its deadline), with the context's error, even while a stalled server
 // holds its command: the command runs on a goroutine bounded by

@@ -69,6 +69,12 @@ func (s *Store) receive(ps *redis.PubSub) {
 		}
 		switch m := msg.(type) {
 		case *redis.Subscription:
+			if m.Kind == "sunsubscribe" || m.Kind == "unsubscribe" {
+				// The server dropped the subscription (its slot moved to
+				// another node): go-redis keeps the channel on its list
+				// and the connection, so a new subscription is made.
+				return
+			}
 			stale = true
 		case *redis.Pong:
 			pinged = false

@@ -552,9 +552,12 @@ var errNotOpen = errors.New("redisstore: Judge and Proceed need Open first (a Su
 // that finds the server lost its state returns a
 // *crashloop.StateLostError.
 func (s *Store) run(ctx context.Context, op string, keys []string, args ...any) (any, error) {
+	if err := s.gate(ctx, op); err != nil {
+		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
 	epoch, err := s.knownEpoch(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
+		return nil, fmt.Errorf("redisstore: %s: %w", op, s.classify(err))
 	}
 	full := make([]any, 0, 5+len(args))
 	full = append(append(append(full, op), args...), "epoch", epoch, "fresh", s.fresh)
@@ -563,6 +566,11 @@ func (s *Store) run(ctx context.Context, op string, keys []string, args ...any) 
 		return nil, fmt.Errorf("redisstore: %s: %w", op, s.lostState(ctx, epoch, cur))
 	}
 	if err != nil && !errors.Is(err, redis.Nil) {
+		err = s.classify(err)
+		var me *MisconfiguredError
+		if errors.As(err, &me) && me.Cause == CauseOOM {
+			s.full.Store(me)
+		}
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	return res, nil

@@ -84,8 +84,12 @@ type Store struct {
 	err    error  // an invalid Prefix: every method returns it
 	origin string // this Store's name in notices, to tell its own apart
 
-	plan   atomic.Pointer[plan] // set by Open
-	report atomic.Pointer[string]
+	plan    atomic.Pointer[plan] // set by Open
+	report  atomic.Pointer[string]
+	found   atomic.Pointer[MisconfiguredError] // the last check's finding (check.go)
+	full    atomic.Pointer[MisconfiguredError] // a write refused for lack of memory, until one goes through
+	checked atomic.Bool                        // a check has found what it could
+	checks  time.Duration                      // how often watch checks: checkEvery; tests shorten it before Open
 
 	mu     sync.Mutex
 	opened bool
@@ -123,7 +127,7 @@ func New(client redis.UniversalClient, o Options) *Store {
 	ks, err := newKeyspace(o.Prefix)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Store{rdb: client, script: script, o: o, keys: ks, err: err, origin: randomSuffix(8), fresh: randomSuffix(16),
-		known: map[string]struct{}{}, ctx: ctx, cancel: cancel}
+		known: map[string]struct{}{}, ctx: ctx, cancel: cancel, checks: checkEvery}
 }
 
 func defaultReplica() string {
@@ -198,8 +202,11 @@ func newPlan(cfg crashloop.SupervisorConfig, o Options) (*plan, error) {
 // by Restore included; on every (re)subscription it also compares the
 // parks it told of with the parks that stand, and tells the differences, so
 // a notice lost while disconnected is made good. With a fleet breaker it
-// keeps this replica's member report alive until Close. Open does no I/O
-// itself: an unreachable server does not keep a Supervisor from starting.
+// keeps this replica's member report alive until Close. It checks the
+// server's configuration at once and every 10s (see Check): while a
+// misconfiguration stands, every step that writes fails with it. Open does
+// no I/O itself: an unreachable server does not keep a Supervisor from
+// starting.
 // It fails for an invalid Prefix, a second Open, a closed Store, and a
 // configuration the script cannot keep exactly (a fleet cooldown of 104
 // days or more, a window of 285 years or more).
@@ -221,6 +228,8 @@ func (s *Store) Open(cfg crashloop.SupervisorConfig, notify func(crashloop.Ledge
 	}
 	s.opened, s.notify = true, notify
 	s.plan.Store(p)
+	s.wg.Add(1)
+	go s.watch()
 	if notify != nil {
 		s.wg.Add(1)
 		go s.listen()

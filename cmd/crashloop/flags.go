@@ -88,9 +88,10 @@ func newSettings() *settings {
 	fs.DurationVar(&s.grace, "grace", 10*time.Second, "how long a stopping program may take before SIGKILL")
 	fs.DurationVar(&s.watchdog, "watchdog", 0, "stop the program (SIGABRT, then SIGKILL) when it sends no WATCHDOG=1 for this long, and count a failure; 0: off")
 	fs.StringVar(&s.state, "state", "", "keep parked marks in `FILE`, across crashloop restarts and reboots; one crashloop per --key")
-	fs.StringVar(&s.redis.url, "redis", "", "share the guards' state with every crashloop of the same --key through Redis at `URL` (redis://, rediss://, unix:///path; password from the URL or $REDIS_PASSWORD)")
+	fs.StringVar(&s.redis.url, "redis", "", "share the guards' state with every crashloop of the same --key through Redis at `URL` (redis://, rediss://, unix:///path, a cluster node, or Sentinel with ?master_name=NAME; password from the URL or $REDIS_PASSWORD)")
 	fs.StringVar(&s.redis.prefix, "redis-prefix", "crashloop", "the deployment's `NAME` on Redis: crashloops of one deployment share it")
 	fs.DurationVar(&s.redis.timeout, "redis-timeout", redisstore.DefaultTimeout, "the longest one decision waits for Redis before deciding alone")
+	s.redis.tlsFlags(fs)
 	fs.StringVar(&s.logFormat, "log-format", "text", "log lines on stderr in `FORMAT`: text or json")
 	fs.StringVar(&s.metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus), /status, /healthz and /readyz, read-only, on `ADDR` such as 127.0.0.1:9464; off by default")
 	fs.StringVar(&s.onPark, "on-park", "exit", "on a park, `ACTION`: exit (status 86), or wait with the program stopped, serving --metrics-addr, until a resume starts it again")
@@ -107,7 +108,7 @@ var helpSections = []struct {
 	{"When to give up", []string{"max-respawns", "window", "initial-backoff", "max-backoff", "backoff", "jitter", "healthy-after",
 		"chain-max", "chain-gap", "guard", "hourly-cap", "restart", "permanent-exit-codes", "config"}},
 	{"The program", []string{"key", "chdir", "env", "grace", "watchdog"}},
-	{"crashloop", []string{"state", "redis", "redis-prefix", "redis-timeout", "log-format", "metrics-addr", "on-park", "admin-token-file", "version"}},
+	{"crashloop", []string{"state", "redis", "redis-prefix", "redis-timeout", "redis-ca", "redis-cert", "redis-key", "log-format", "metrics-addr", "on-park", "admin-token-file", "version"}},
 }
 
 const helpIntro = `crashloop runs a program and restarts it when it fails, with a backoff

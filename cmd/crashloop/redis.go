@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,17 +35,59 @@ type redisConfig struct {
 	url     string
 	prefix  string
 	timeout time.Duration
+	ca      string // --redis-ca
+	cert    string // --redis-cert
+	key     string // --redis-key
 }
 
-// open returns a Store on the server of c. The password comes from the URL
-// or, when it has none, from $REDIS_PASSWORD; it never appears in an error.
+// tlsFlags registers --redis-ca, --redis-cert and --redis-key on fs.
+func (c *redisConfig) tlsFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.ca, "redis-ca", "", "with a rediss:// --redis: trust the certificate authorities in PEM `FILE` instead of the system's")
+	fs.StringVar(&c.cert, "redis-cert", "", "with a rediss:// --redis: present the client certificate in PEM `FILE` (with --redis-key)")
+	fs.StringVar(&c.key, "redis-key", "", "the key of --redis-cert, a PEM `FILE`")
+}
+
+// open returns a Store on the deployment of c: a plain server, a Redis
+// Cluster (found from the server) or Sentinel (a URL with master_name). The
+// password comes from the URL or, when it has none, from $REDIS_PASSWORD;
+// it never appears in an error.
 func (c redisConfig) open() (*redisstore.Store, error) {
 	redis.SetLogger(quiet{})
-	client, err := redisstore.NewClient(c.url, os.Getenv(passwordEnv), c.timeout)
+	switch {
+	case (c.cert == "") != (c.key == ""):
+		return nil, usagef("--redis-cert and --redis-key: give both or neither")
+	case (c.ca != "" || c.cert != "") && !strings.HasPrefix(c.url, "rediss://"):
+		return nil, usagef("--redis-ca, --redis-cert: need a rediss:// --redis URL")
+	}
+	client, err := redisstore.Connect(context.Background(), c.url, redisstore.ClientOptions{
+		Password: os.Getenv(passwordEnv), Timeout: c.timeout, CAFile: c.ca, CertFile: c.cert, KeyFile: c.key})
 	if err != nil {
-		return nil, usagef("--redis: %s", strings.TrimPrefix(err.Error(), "redisstore: ")) // it never holds the password
+		msg := strings.TrimPrefix(err.Error(), "redisstore: ") // it never holds the password
+		switch {
+		case strings.Contains(msg, "CA file"):
+			return nil, usagef("--redis-ca: %s", msg)
+		case strings.Contains(msg, "client certificate"):
+			return nil, usagef("--redis-cert, --redis-key: %s", msg)
+		}
+		return nil, usagef("--redis: %s", msg)
 	}
 	return redisstore.New(client, redisstore.Options{Prefix: c.prefix, Timeout: c.timeout}), nil
+}
+
+// check logs, at start, what the server lacks for the shared state (an
+// evicting maxmemory-policy, a missing ACL permission) or could not tell.
+// A server that does not answer says nothing here: the store.unavailable
+// event says it.
+func (c redisConfig) check(store *redisstore.Store, out *output) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	warning, err := store.Check(ctx)
+	switch {
+	case errors.Is(err, crashloop.ErrStoreMisconfigured):
+		out.print(slog.LevelError, scrub(err, c.url).Error())
+	case warning != "":
+		out.print(slog.LevelWarn, warning)
+	}
 }
 
 // quiet silences go-redis's own log lines (a plain "redis: ... pool.go:770:
@@ -55,12 +98,20 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-// redact returns a Redis URL without its password, for messages.
+// redact returns a Redis URL without its passwords (user:password@,
+// ?password=, ?sentinel_password=), for messages.
 func redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(an unparsable URL)"
 	}
+	q := u.Query()
+	for _, k := range []string{"password", "sentinel_password"} {
+		if q.Has(k) {
+			q.Set(k, "xxxxx")
+		}
+	}
+	u.RawQuery = q.Encode()
 	return u.Redacted()
 }
 
@@ -69,17 +120,24 @@ func redact(raw string) string {
 // $REDIS_PASSWORD.
 func withoutPassword(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
+	if err != nil {
 		return raw
 	}
-	if _, ok := u.User.Password(); !ok {
+	q := u.Query()
+	_, inUser := u.User.Password()
+	if !inUser && !q.Has("password") && !q.Has("sentinel_password") {
 		return raw
 	}
-	if name := u.User.Username(); name != "" {
-		u.User = url.User(name)
-	} else {
-		u.User = nil
+	if inUser {
+		if name := u.User.Username(); name != "" {
+			u.User = url.User(name)
+		} else {
+			u.User = nil
+		}
 	}
+	q.Del("password")
+	q.Del("sentinel_password")
+	u.RawQuery = q.Encode()
 	return u.String()
 }
 
@@ -87,13 +145,23 @@ func withoutPassword(raw string) string {
 // quote it.
 func scrub(err error, raw string) error {
 	u, perr := url.Parse(raw)
-	if perr != nil || u.User == nil {
+	if perr != nil {
 		return err
 	}
-	if pw, ok := u.User.Password(); ok && pw != "" && strings.Contains(err.Error(), pw) {
-		return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+	pws := append(u.Query()["password"], u.Query()["sentinel_password"]...)
+	if pw, ok := u.User.Password(); ok {
+		pws = append(pws, pw)
 	}
-	return err
+	msg := err.Error()
+	for _, pw := range pws {
+		if pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return errors.New(msg)
 }
 
 // parkedInRedis returns the park of key in the shared state, nil if none

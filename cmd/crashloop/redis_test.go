@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -176,6 +177,14 @@ func TestRedisFlagsAreChecked(t *testing.T) {
 		{[]string{"--redis=http://example.com", "--", "true"}, "crashloop: --redis: Redis URL http://example.com: redis: invalid URL scheme: http\n"},
 		{[]string{"--redis=unix:///nowhere", "--redis-timeout=0s", "--", "true"}, "crashloop: --redis-timeout: must be > 0\n"},
 		{[]string{"resume", "--state=x", "--redis=unix:///nowhere"}, "crashloop: resume takes --state FILE or --redis URL, not both\n"},
+		{[]string{"--redis=rediss://127.0.0.1:1", "--redis-cert=c.pem", "--", "true"}, "crashloop: --redis-cert and --redis-key: give both or neither\n"},
+		{[]string{"--redis=redis://127.0.0.1:1", "--redis-ca=ca.pem", "--", "true"}, "crashloop: --redis-ca, --redis-cert: need a rediss:// --redis URL\n"},
+		{[]string{"status", "--redis=rediss://127.0.0.1:1", "--redis-ca=/nowhere/ca.pem"},
+			"crashloop: --redis-ca: Redis URL rediss://127.0.0.1:1: CA file: open /nowhere/ca.pem: no such file or directory\n"},
+		{[]string{"--redis=redis://127.0.0.1:1/0?password=s3cret&bogus=1", "--", "true"},
+			"crashloop: --redis: Redis URL redis://127.0.0.1:1/0?bogus=1&password=xxxxx: redis: unexpected option: bogus, password\n"},
+		{[]string{"--redis=redis://127.0.0.1:1/0?master_name=m&password=s3cret&bogus=1", "--", "true"},
+			"crashloop: --redis: Redis URL redis://127.0.0.1:1/0?bogus=1&master_name=m&password=xxxxx: redis: unexpected option: bogus\n"},
 	} {
 		r := runCL(t, tc.args...)
 		assert.Equal(t, exitUsage, r.code, tc.args)
@@ -187,4 +196,65 @@ func TestRedisFlagsAreChecked(t *testing.T) {
 func touch(t *testing.T, file string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
+}
+
+// TestRedisShapes: crashloop --redis works against a Redis Cluster node
+// (found from the server, with a plain URL), through Sentinel, and over TLS with a CA file and
+// a client certificate: a park is shared, status shows it, resume clears it.
+func TestRedisShapes(t *testing.T) {
+	t.Parallel()
+	pki := redistest.NewPKI(t)
+	cluster := redistest.Start(t, redistest.WithTCP(), redistest.WithCluster())
+	tlsSrv := redistest.Start(t, redistest.WithTCP(), redistest.WithTLS(pki.Server()))
+	sentinel := redistest.StartSentinel(t)
+	for _, tc := range []struct {
+		name  string
+		redis []string
+	}{
+		{"cluster", []string{"--redis=" + cluster.URL()}},
+		{"sentinel", []string{"--redis=" + sentinel.URL()}},
+		{"tls", []string{"--redis=rediss://" + tlsSrv.TLSAddr(), "--redis-ca=" + pki.CA, "--redis-cert=" + pki.ClientCert, "--redis-key=" + pki.ClientKey}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			starts := filepath.Join(t.TempDir(), "starts")
+			args := append(append([]string{}, tc.redis...), "--key=web", "--max-respawns=0", "--", helper, "record="+starts, "exit=1")
+			r := runCL(t, with(args...)...)
+			require.Equal(t, exitParked, r.code, r.stderr)
+			assert.NotContains(t, r.stderr, "store.unavailable")
+			assert.NotContains(t, r.stderr, "store.misconfigured")
+			r = runCL(t, with(args...)...)
+			require.Equal(t, exitParked, r.code, r.stderr)
+			assert.Len(t, lines(t, starts), 1, "the park is shared: no second start")
+			r = runCL(t, append([]string{"status", "--json"}, tc.redis...)...)
+			require.Equal(t, 0, r.code, r.stderr)
+			var st redisStatus
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+			assert.Equal(t, []string{"web"}, keysOf(st.Parked))
+			r = runCL(t, append(append([]string{"resume"}, tc.redis...), "web")...)
+			require.Equal(t, 0, r.code, r.stderr)
+		})
+	}
+}
+
+// TestRedisMisconfigurationIsLogged: a server that may evict the shared
+// state is named at start, at ERROR, with what to change.
+func TestRedisMisconfigurationIsLogged(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := srv.Client(nil)
+	require.NoError(t, c.ConfigSet(context.Background(), "maxmemory", "1000000000").Err())
+	require.NoError(t, c.ConfigSet(context.Background(), "maxmemory-policy", "allkeys-lru").Err())
+	r := runCL(t, with("--redis="+srv.URL(), "--key=web", "--", helper, "exit=0")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "Redis is misconfigured for the store (eviction): maxmemory is 1000000000 with maxmemory-policy allkeys-lru, which may evict the store's parks and windows: set maxmemory-policy noeviction (or maxmemory 0)")
+}
+
+// keysOf returns the keys of m, sorted.
+func keysOf[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

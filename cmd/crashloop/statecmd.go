@@ -51,6 +51,7 @@ func parseStateFlags(fs *flag.FlagSet, help string, args []string, stdout io.Wri
 	fs.StringVar(&w.redis.url, "redis", "", "the Redis server of the shared state")
 	fs.StringVar(&w.redis.prefix, "redis-prefix", "crashloop", "the deployment's prefix on Redis")
 	fs.DurationVar(&w.redis.timeout, "redis-timeout", redisstore.DefaultTimeout, "the longest one call waits for Redis")
+	w.redis.tlsFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, help)

@@ -53,6 +53,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 			return 0, err
 		}
 		defer store.Close()
+		s.redis.check(store, out)
 	}
 	sup, err := newSupervisor(s, cfg, log, &events, store)
 	if err != nil {
@@ -316,6 +317,11 @@ func resumeRedisCommand(c redisConfig, key string) string {
 	cmd := "crashloop resume --redis " + shellQuote(withoutPassword(c.url))
 	if c.prefix != "crashloop" {
 		cmd += " --redis-prefix " + shellQuote(c.prefix)
+	}
+	for _, f := range [][2]string{{"--redis-ca", c.ca}, {"--redis-cert", c.cert}, {"--redis-key", c.key}} {
+		if f[1] != "" {
+			cmd += " " + f[0] + " " + shellQuote(f[1])
+		}
 	}
 	return cmd + " " + shellQuote(key)
 }

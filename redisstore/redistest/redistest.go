@@ -60,7 +60,24 @@ type config struct {
 	tcp     bool
 	netns   bool
 	cluster bool
+	tls     *TLSFiles
+	member  bool   // a node of a cluster of several (StartCluster): no slots of its own at start
+	replica string // host:port of the master this server replicates (StartSentinel)
+	watch   string // host:port of the master this server watches as a sentinel (StartSentinel)
 }
+
+// TLSFiles are the PEM files of a server WithTLS: its certificate and key,
+// and the certificate authority whose clients it accepts. It is a plain
+// value; every field is required.
+type TLSFiles struct {
+	Cert, Key, CA string
+}
+
+// WithTLS makes the server listen with TLS too, on 127.0.0.1 at a port the
+// kernel found free (TLSAddr), with the certificate and key of f, asking
+// every client for a certificate signed by f.CA (tls-auth-clients yes). The
+// server keeps its plain socket or port, which Options and Client reach.
+func WithTLS(f TLSFiles) Option { return func(c *config) { c.tls = &f } }
 
 // WithAOF makes the server keep its data in an append-only file in dir,
 // flushed to disk after every write (appendonly yes, appendfsync always),
@@ -92,13 +109,14 @@ func InNetns() Option { return func(c *config) { c.netns = true } }
 // test ends. Its methods are safe for concurrent use. The zero value is not
 // usable: get one from Start.
 type Server struct {
-	t    testing.TB
-	cfg  config
-	dir  string
-	sock string // unix socket path; "" on TCP
-	addr string // host:port on TCP
-	bus  int    // the cluster bus port; 0 unless WithCluster outside a namespace
-	ns   *Netns // nil unless InNetns
+	t       testing.TB
+	cfg     config
+	dir     string
+	sock    string // unix socket path; "" on TCP
+	addr    string // host:port on TCP
+	bus     int    // the cluster bus port; 0 unless WithCluster outside a namespace
+	tlsPort int    // the TLS port; 0 unless WithTLS
+	ns      *Netns // nil unless InNetns
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -140,7 +158,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 		// next attempt starts afresh on new ports.
 		_ = os.Remove(filepath.Join(s.dir, "nodes.conf"))
 	}
-	if s.cfg.cluster {
+	if s.cfg.cluster && !s.cfg.member {
 		s.ownAllSlots()
 	}
 	return s
@@ -159,6 +177,9 @@ func (s *Server) pickPorts() {
 	if s.cfg.cluster {
 		n++
 	}
+	if s.cfg.tls != nil {
+		n++
+	}
 	ports := make([]int, 0, n)
 	for range n {
 		l, err := net.Listen("tcp", net.JoinHostPort(loopback, "0"))
@@ -172,7 +193,10 @@ func (s *Server) pickPorts() {
 		s.addr, ports = net.JoinHostPort(loopback, strconv.Itoa(ports[0])), ports[1:]
 	}
 	if s.cfg.cluster {
-		s.bus = ports[0]
+		s.bus, ports = ports[0], ports[1:]
+	}
+	if s.cfg.tls != nil {
+		s.tlsPort = ports[0]
 	}
 }
 
@@ -212,7 +236,17 @@ func serverBinary(t testing.TB) string {
 // args returns the server's command line: the same on every launch, so a
 // restarted server has the same socket or port, folder and persistence.
 func (s *Server) args() []string {
+	if s.cfg.watch != "" {
+		return s.sentinelArgs()
+	}
 	a := []string{"--daemonize", "no", "--logfile", filepath.Join(s.dir, "redis.log"), "--save", ""}
+	// A replica's first sync at once, not after the default 5s wait for
+	// more replicas.
+	a = append(a, "--repl-diskless-sync-delay", "0")
+	if s.cfg.replica != "" {
+		host, port, _ := net.SplitHostPort(s.cfg.replica)
+		a = append(a, "--replicaof", host, port)
+	}
 	if s.sock != "" {
 		// --bind: the cluster bus listens on the bound addresses even when
 		// the server has no TCP port (by default, on every interface).
@@ -227,6 +261,14 @@ func (s *Server) args() []string {
 			// Never the default, port+10000: 10000 for a server on port 0.
 			a = append(a, "--cluster-port", strconv.Itoa(s.bus))
 		}
+		if s.cfg.member {
+			// A failover within a second of a master's death, not 15s.
+			a = append(a, "--cluster-node-timeout", "500", "--cluster-replica-validity-factor", "0")
+		}
+	}
+	if f := s.cfg.tls; f != nil {
+		a = append(a, "--tls-port", strconv.Itoa(s.tlsPort), "--tls-cert-file", f.Cert, "--tls-key-file", f.Key,
+			"--tls-ca-cert-file", f.CA, "--tls-auth-clients", "yes")
 	}
 	if s.cfg.aofDir != "" {
 		a = append(a, "--dir", s.cfg.aofDir, "--appendonly", "yes", "--appendfsync", "always")
@@ -431,6 +473,15 @@ func (s *Server) URL() string {
 		return "unix://" + s.sock
 	}
 	return "redis://" + s.addr
+}
+
+// TLSAddr returns the host:port of the TLS listener of a server WithTLS,
+// or "".
+func (s *Server) TLSAddr() string {
+	if s.tlsPort == 0 {
+		return ""
+	}
+	return net.JoinHostPort(loopback, strconv.Itoa(s.tlsPort))
 }
 
 // Netns returns the namespaces of a server started InNetns, or nil.

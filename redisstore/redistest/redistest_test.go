@@ -326,3 +326,47 @@ func TestLaunchReportsATakenPort(t *testing.T) {
 	}
 	require.Equal(t, "PONG", s.Client(nil).Ping(context.Background()).Val(), "the server that holds them runs on")
 }
+
+// A cluster of three masters with a replica each answers through a cluster
+// client, and a killed master's replica takes its slots.
+func TestStartClusterFailsOver(t *testing.T) {
+	cl := StartCluster(t, 3, 1)
+	ctx := context.Background()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{cl.Masters[0].Addr()}, ClusterStateReloadInterval: 100 * time.Millisecond,
+		DialerRetries: 1, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	require.NoError(t, c.Set(ctx, "{x}", "1", 0).Err())
+	owner := cl.Owner(t, "{x}")
+	replica := cl.Replicas[cl.Index(owner)][0]
+	oc := redis.NewClient(owner.Options(nil))
+	require.Equal(t, int64(1), oc.Wait(ctx, 1, 5*time.Second).Val(), "the replica has the write")
+	_ = oc.Close()
+	owner.Kill()
+	require.Eventually(t, func() bool {
+		rc := redis.NewClient(replica.Options(nil))
+		defer rc.Close()
+		info, err := rc.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "role:master")
+	}, 10*time.Second, 10*time.Millisecond, "the replica is promoted")
+	require.Eventually(t, func() bool {
+		return c.Get(ctx, "{x}").Val() == "1"
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// A sentinel promotes the replica when the master dies, and a failover
+// client follows it.
+func TestStartSentinelFailsOver(t *testing.T) {
+	s := StartSentinel(t)
+	ctx := context.Background()
+	fo, err := redis.ParseFailoverURL(s.URL())
+	require.NoError(t, err)
+	c := redis.NewFailoverClient(fo)
+	defer c.Close()
+	require.NoError(t, c.Set(ctx, "x", "1", 0).Err())
+	mc := redis.NewClient(s.Master.Options(nil))
+	require.Equal(t, int64(1), mc.Wait(ctx, 1, 5*time.Second).Val())
+	_ = mc.Close()
+	s.Master.Kill()
+	require.Eventually(t, func() bool { return c.Get(ctx, "x").Val() == "1" && c.Set(ctx, "y", "1", 0).Err() == nil },
+		20*time.Second, 10*time.Millisecond, "the promoted replica takes writes")
+}
