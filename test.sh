@@ -3,7 +3,8 @@
 # (redis-server for the shared-state tests, promtool for the alert rules and
 # prometheus for the command's alert test, both in Debian's prometheus, ip
 # from iproute2 for the network namespaces of the black-hole tests,
-# rsvg-convert from librsvg2-bin to render replay's timeline), then runs the
+# rsvg-convert from librsvg2-bin to render replay's timeline, spin for the
+# protocol's model), then checks the model (model/check.sh), then runs the
 # tests of every module of the workspace with the race detector, then the
 # zero-allocation test of the hot paths without it (the race detector
 # changes allocation counts, so under -race that test skips). A test never
@@ -17,6 +18,7 @@ command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 { command -v promtool && command -v prometheus; } >/dev/null 2>&1 || need+=(prometheus)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v rsvg-convert >/dev/null 2>&1 || need+=(librsvg2-bin)
+command -v spin >/dev/null 2>&1 || need+=(spin)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "test.sh: installing ${need[*]} (Debian packages)" >&2
   sudo=""
@@ -26,6 +28,10 @@ if [ "${#need[@]}" -gt 0 ]; then
   # start their own servers.
   DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+
+# The model of the shared-state protocol (docs/model.md): spin must find no
+# violation in it and one in each broken variant.
+model/check.sh
 
 # Every module of go.work: "./..." at the root does not descend into the
 # nested modules.
