@@ -151,24 +151,3 @@ func (s *Store) reconcile() bool {
 	s.reconciled.Add(1)
 	return true
 }
-
-// refresh keeps this replica's member report alive every interval until
-// Close: a replica that dies stops counting once its report expires.
-func (s *Store) refresh(every time.Duration) {
-	defer s.wg.Done()
-	t := time.NewTicker(max(every, time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-			rep := ""
-			if p := s.report.Load(); p != nil {
-				rep = *p
-			}
-			_, _ = s.run(s.ctx, "report", []string{s.keys.report(s.o.Replica), s.keys.replicas()},
-				"report", rep, "replica", s.o.Replica, "ttl_ms", ttlMillis(s.o.ReportTTL))
-		}
-	}
-}

@@ -197,7 +197,7 @@ func pttl(t testing.TB, rdb *redis.Client, key string) time.Duration {
 // while it is tripped.
 func TestKeysAndExpiry(t *testing.T) {
 	s := redistest.Start(t)
-	st := replicasOn(t, s, 1, Options{ClientTime: true, Prefix: "deploy", ReportTTL: 30 * time.Second})[0]
+	st := replicasOn(t, s, 1, Options{ClientTime: true, Prefix: "deploy", MemberTTL: 30 * time.Second})[0]
 	cfg := ledgertest.Config() // the longest span: the hourly cap's hour
 	require.NoError(t, st.Open(cfg, nil))
 	rdb := s.Client(nil)
@@ -216,13 +216,14 @@ func TestKeysAndExpiry(t *testing.T) {
 	}
 
 	j := crashloop.Judgment{Key: "a", Ending: crashloop.EndingFailedStart, Incarnation: "a#1", Cause: "boom", Now: ledgertest.T0, Members: 1}
+	st.Member("a", true) // written before the judge step
 	_, err := st.Judge(ctx, j)
 	require.NoError(t, err)
-	require.Equal(t, []string{"{deploy}:epoch", "{deploy}:fleet", "{deploy}:k:a", "{deploy}:r:replica-0", "{deploy}:replicas"}, keys())
+	require.Equal(t, []string{"{deploy}:epoch", "{deploy}:fleet", "{deploy}:k:a", "{deploy}:m:replica-0", "{deploy}:replicas"}, keys())
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:epoch"), "the epoch never expires")
 	within("{deploy}:k:a", time.Hour+ttlGrace)
 	within("{deploy}:fleet", time.Hour+cfg.Fleet.Cooldown+ttlGrace)
-	within("{deploy}:r:replica-0", 30*time.Second)
+	within("{deploy}:m:replica-0", 30*time.Second)
 	within("{deploy}:replicas", 30*time.Second)
 
 	park(t, st, "a", ledgertest.T0)
@@ -230,7 +231,7 @@ func TestKeysAndExpiry(t *testing.T) {
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:parked"))
 	_, _, err = st.Resume(ctx, "a", 1, ledgertest.T0)
 	require.NoError(t, err)
-	require.Equal(t, []string{"{deploy}:epoch", "{deploy}:fleet", "{deploy}:r:replica-0", "{deploy}:replicas", "{deploy}:seq", "{deploy}:ver"},
+	require.Equal(t, []string{"{deploy}:epoch", "{deploy}:fleet", "{deploy}:m:replica-0", "{deploy}:replicas", "{deploy}:seq", "{deploy}:ver"},
 		keys(), "a resume drops the record, and keeps the key's version")
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:seq"), "versions never expire")
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:ver"))
@@ -342,6 +343,13 @@ func TestOpenRefuses(t *testing.T) {
 	require.NoError(t, closed.Close())
 	require.ErrorContains(t, closed.Open(cfg, nil), "closed")
 
+	for _, ttl := range []time.Duration{-time.Second, time.Microsecond} {
+		bad := New(s.Client(nil), Options{Prefix: newPrefix(), MemberTTL: ttl})
+		require.ErrorContains(t, bad.Open(cfg, nil), "redisstore: Options.MemberTTL "+ttl.String()+": must be 0 (the default, 1m0s) or at least 1ms")
+		_, err := bad.Fleet(context.Background(), time.Now())
+		require.ErrorContains(t, err, "Options.MemberTTL")
+	}
+
 	bad := New(s.Client(nil), Options{Prefix: "a{b}"})
 	require.ErrorContains(t, bad.Open(cfg, nil), `key prefix "a{b}"`)
 	_, err := bad.Parked(context.Background())
@@ -356,7 +364,7 @@ func TestDefaults(t *testing.T) {
 	st := New(nil, Options{})
 	require.Equal(t, "crashloop", st.o.Prefix)
 	require.Equal(t, DefaultTimeout, st.o.Timeout)
-	require.Equal(t, time.Minute, st.o.ReportTTL)
+	require.Equal(t, time.Minute, st.o.MemberTTL)
 	require.Regexp(t, `^.+-[0-9]+-[0-9a-f]{8}$`, st.o.Replica)
 	require.NotEqual(t, st.o.Replica, New(nil, Options{}).o.Replica, "each Store a replica of its own")
 	require.Equal(t, "{crashloop}:k:worker", st.keys.record("worker"))
