@@ -267,6 +267,50 @@ func TestKeysAndExpiry(t *testing.T) {
 
 // Operator tools use a Store they do not open: Parked, Lookup, Resume and
 // Fleet work, the last with what the replicas stored; Judge and Proceed
+
+// A replica's members are written as changes while the server's set is
+// what the Store last wrote, and whole when it is not (it expired while the
+// replica could not reach the server, or the server lost it); Close
+// withdraws them.
+func TestMembersWrittenWhole(t *testing.T) {
+	s := redistest.Start(t)
+	st := replicasOn(t, s, 1, Options{ClientTime: true})[0]
+	require.NoError(t, st.Open(ledgertest.Config(), nil))
+	rdb := s.Client(nil)
+	ctx := context.Background()
+	set := st.keys.member("replica-0")
+	members := func() []string {
+		ks, err := rdb.SMembers(ctx, set).Result()
+		require.NoError(t, err)
+		slices.Sort(ks)
+		return ks
+	}
+	write := func() {
+		t.Helper()
+		require.NoError(t, st.writeMembers(ctx, false)) // or the refresher has: one write at a time
+	}
+	for _, key := range []string{"a", "b", "c"} {
+		st.Member(key, true)
+	}
+	write()
+	require.Equal(t, []string{"a", "b", "c"}, members())
+	st.Member("b", false)
+	write()
+	require.Equal(t, []string{"a", "c"}, members())
+	require.NoError(t, rdb.Del(ctx, set).Err()) // expired
+	st.Member("d", true)
+	write()
+	require.Equal(t, []string{"a", "c", "d"}, members())
+	f, err := st.Fleet(ctx, ledgertest.T0)
+	require.NoError(t, err)
+	require.Equal(t, 3, f.TotalChannels)
+	require.NoError(t, st.Close())
+	require.Zero(t, rdb.Exists(ctx, set, st.keys.replicas()).Val(), "withdrawn at Close")
+	st.Member("e", true) // after Close: nothing
+	write()
+	require.Zero(t, rdb.Exists(ctx, set).Val())
+}
+
 // refuse; nothing they do moves the deployment's clock.
 func TestOperatorWithoutOpen(t *testing.T) {
 	s := redistest.Start(t)
