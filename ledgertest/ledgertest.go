@@ -12,6 +12,13 @@
 // checks both ways). The times of the calls sometimes run backwards, as a
 // server's clock stepped back would: a ledger keeps one latest time, and
 // reads an earlier time as that one, whichever clock gave it.
+//
+// The checks tell replicas which keys they count as fleet members
+// (crashloop.Ledger.Member) and expect every replica's next step to count
+// them: a candidate that writes them later (redisstore's Store, within a
+// round trip) is given to the checks wrapped so that Member writes at once.
+// A candidate's replicas must be io.Closers whose Close withdraws their
+// members, as MemoryLedger's does.
 package ledgertest
 
 import (
