@@ -202,7 +202,8 @@ func TestScriptRefusesWrongArguments(t *testing.T) {
 		{[]any{"resume", "origin", "a", "version", "-1"}, "crashloop: resume: argument version: -1 is not a whole number"},
 		{[]any{"resume", "origin", "a", "origin", "b"}, "crashloop: resume: argument origin given twice"},
 		{[]any{"fleet_read", "now", "123"}, "crashloop: fleet_read: argument now: 123 is not a time ('' or 16 digits)"},
-		{[]any{"report", "report", "", "replica", "r", "ttl_ms", "-1"}, "crashloop: report: argument ttl_ms: -1 is not a whole number"},
+		{[]any{"members", "replica", "r", "ttl_ms", "-1", "full", "0", "expect", "0"}, "crashloop: members: argument ttl_ms: -1 is not a whole number"},
+		{[]any{"members", "replica", "r", "ttl_ms", "1", "full", "0", "epoch", "", "fresh", "f"}, "crashloop: members: missing argument expect"},
 	} {
 		err := st.script.Run(ctx, st.rdb, keys, tc.args...).Err()
 		require.EqualError(t, err, tc.want, "%q", tc.args)

@@ -265,9 +265,6 @@ func TestKeysAndExpiry(t *testing.T) {
 	}
 }
 
-// Operator tools use a Store they do not open: Parked, Lookup, Resume and
-// Fleet work, the last with what the replicas stored; Judge and Proceed
-
 // A replica's members are written as changes while the server's set is
 // what the Store last wrote, and whole when it is not (it expired while the
 // replica could not reach the server, or the server lost it); Close
@@ -311,6 +308,8 @@ func TestMembersWrittenWhole(t *testing.T) {
 	require.Zero(t, rdb.Exists(ctx, set).Val())
 }
 
+// Operator tools use a Store they do not open: Parked, Lookup, Resume and
+// Fleet work, the last with what the replicas stored; Judge and Proceed
 // refuse; nothing they do moves the deployment's clock.
 func TestOperatorWithoutOpen(t *testing.T) {
 	s := redistest.Start(t)
@@ -318,6 +317,8 @@ func TestOperatorWithoutOpen(t *testing.T) {
 	replica, op := sts[0], sts[1]
 	cfg := ledgertest.Config()
 	require.NoError(t, replica.Open(cfg, nil))
+	replica.Member("k", true) // written by the first Judge
+	replica.Member("p7", true)
 	ctx := context.Background()
 	for i := range cfg.Fleet.RestartsPerHour {
 		_, err := replica.Judge(ctx, crashloop.Judgment{Key: fmt.Sprintf("p%d", i), Ending: crashloop.EndingPlanned, Incarnation: "i", Now: ledgertest.T0})
