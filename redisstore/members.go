@@ -48,16 +48,29 @@ func (s *Store) Member(key string, member bool) {
 }
 
 // membersFirst writes the changes of members not yet written before a step
-// that counts them. Only the server's loss of its state fails the step: it
-// is the step's own error (its Supervisor writes back its parks); any
-// other failure shows in the step itself, or is made good by the next
-// write.
+// of the Supervisor that counts them (Judge, Fleet). Only the server's loss
+// of its state fails the step, whether this write or the refresher found
+// it (see lostLater): it is the step's own error, and its Supervisor
+// writes back the parks it knows. Any other failure shows in the step
+// itself, or is made good by the next write.
 func (s *Store) membersFirst(ctx context.Context) error {
+	if sl := s.lost.Swap(nil); sl != nil {
+		return sl
+	}
 	err := s.writeMembers(ctx, false)
 	if _, ok := errors.AsType[*crashloop.StateLostError](err); ok {
 		return err
 	}
 	return nil
+}
+
+// lostLater keeps a loss of state that the refresher found (it adopted the
+// deployment's new epoch, so the Supervisor's next step would not find it)
+// for the Supervisor's next Judge, Proceed or Fleet to return.
+func (s *Store) lostLater(err error) {
+	if sl, ok := errors.AsType[*crashloop.StateLostError](err); ok {
+		s.lost.Store(sl)
+	}
 }
 
 // writeMembers writes this replica's members: the changes since the last
@@ -147,9 +160,9 @@ func (s *Store) refresh(every time.Duration) {
 		case <-s.ctx.Done():
 			return
 		case <-s.poke:
-			_ = s.writeMembers(s.ctx, false)
+			s.lostLater(s.writeMembers(s.ctx, false))
 		case <-t.C:
-			_ = s.writeMembers(s.ctx, true)
+			s.lostLater(s.writeMembers(s.ctx, true))
 		}
 	}
 }

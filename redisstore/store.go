@@ -104,10 +104,11 @@ type Store struct {
 	// The keys this replica counts as fleet members (members.go), kept
 	// with a fleet breaker only (mine is nil without).
 	mine    map[string]struct{}
-	pending map[string]bool // changes of mine not yet written: true added, false removed
-	written int             // the keys the server's set holds after the last write; -1: unknown, write it whole
-	wmu     sync.Mutex      // one write of the members at a time, in order
-	poke    chan struct{}   // wakes the refresher to write a change
+	pending map[string]bool                          // changes of mine not yet written: true added, false removed
+	written int                                      // the keys the server's set holds after the last write; -1: unknown, write it whole
+	wmu     sync.Mutex                               // one write of the members at a time, in order
+	poke    chan struct{}                            // wakes the refresher to write a change
+	lost    atomic.Pointer[crashloop.StateLostError] // a loss of state the refresher found, for the next step
 
 	reconciled atomic.Int64 // reconciles done, one after each (re)subscription: the tests wait for them
 
@@ -348,6 +349,9 @@ func (s *Store) Proceed(ctx context.Context, key string, now time.Time) (crashlo
 	at, err := timeArg(now, !s.o.ClientTime)
 	if err != nil {
 		return crashloop.Verdict{}, fmt.Errorf("redisstore: proceed: %w", err)
+	}
+	if sl := s.lost.Swap(nil); sl != nil {
+		return crashloop.Verdict{}, sl
 	}
 	args := make([]any, 0, 2+len(p.args))
 	args = append(args, "now", at)
