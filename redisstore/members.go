@@ -75,7 +75,8 @@ func (s *Store) lostLater(err error) {
 
 // writeMembers writes this replica's members: the changes since the last
 // write, or the whole set when what the server holds is unknown (at first,
-// after a failed write, or when the server's set expired or was lost).
+// after a failed write, when the server's set expired, or after the server
+// lost its state).
 // Without always, it writes only when there is something to write.
 func (s *Store) writeMembers(ctx context.Context, always bool) error {
 	s.wmu.Lock()
@@ -147,6 +148,18 @@ func (s *Store) sendMembers(ctx context.Context, full bool, expect int, add, rem
 		return 0, false, badReply("members", f.err)
 	}
 	return int(n), applied, nil
+}
+
+// membersLost is told that the server lost its state, and this replica's
+// members with it: the refresher writes them whole at once.
+func (s *Store) membersLost() {
+	s.mu.Lock()
+	s.written = -1
+	s.mu.Unlock()
+	select {
+	case s.poke <- struct{}{}:
+	default:
+	}
 }
 
 // refresh writes this replica's members until Close: each change at once,

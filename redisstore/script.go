@@ -555,7 +555,9 @@ func (s *Store) run(ctx context.Context, op string, keys []string, args ...any) 
 	full = append(append(append(full, op), args...), "epoch", epoch, "fresh", s.fresh)
 	res, err := s.eval(ctx, keys, full)
 	if cur, ok := stateLost(err); ok {
-		return nil, fmt.Errorf("redisstore: %s: %w", op, s.lostState(ctx, epoch, cur))
+		err := s.lostState(ctx, epoch, cur)
+		s.membersLost() // written again, in the adopted epoch
+		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		err = s.classify(err)

@@ -104,11 +104,14 @@ type Store struct {
 	// The keys this replica counts as fleet members (members.go), kept
 	// with a fleet breaker only (mine is nil without).
 	mine    map[string]struct{}
-	pending map[string]bool                          // changes of mine not yet written: true added, false removed
-	written int                                      // the keys the server's set holds after the last write; -1: unknown, write it whole
-	wmu     sync.Mutex                               // one write of the members at a time, in order
-	poke    chan struct{}                            // wakes the refresher to write a change
-	lost    atomic.Pointer[crashloop.StateLostError] // a loss of state the refresher found, for the next step
+	pending map[string]bool // changes of mine not yet written: true added, false removed
+	written int             // the keys the server's set holds after the last write; -1: unknown, write it whole
+	wmu     sync.Mutex      // one write of the members at a time, in order
+	poke    chan struct{}   // wakes the refresher to write a change
+
+	// A loss of state the refresher or the reconcile found, for the
+	// Supervisor's next step (see lostLater).
+	lost atomic.Pointer[crashloop.StateLostError]
 
 	reconciled atomic.Int64 // reconciles done, one after each (re)subscription: the tests wait for them
 

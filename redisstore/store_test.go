@@ -301,6 +301,14 @@ func TestMembersWrittenWhole(t *testing.T) {
 	f, err := st.Fleet(ctx, ledgertest.T0)
 	require.NoError(t, err)
 	require.Equal(t, 3, f.TotalChannels)
+	require.NoError(t, rdb.FlushAll(ctx).Err()) // the server lost its state: the step that finds it fails
+	_, err = st.Fleet(ctx, ledgertest.T0)
+	var sl *crashloop.StateLostError
+	require.ErrorAs(t, err, &sl)
+	f, err = st.Fleet(ctx, ledgertest.T0) // the next writes the members whole first
+	require.NoError(t, err)
+	require.Equal(t, 3, f.TotalChannels)
+	require.Equal(t, []string{"a", "c", "d"}, members())
 	require.NoError(t, st.Close())
 	require.Zero(t, rdb.Exists(ctx, set, st.keys.replicas()).Val(), "withdrawn at Close")
 	st.Member("e", true) // after Close: nothing
