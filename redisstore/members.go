@@ -64,9 +64,10 @@ func (s *Store) membersFirst(ctx context.Context) error {
 	return nil
 }
 
-// lostLater keeps a loss of state that the refresher found (it adopted the
-// deployment's new epoch, so the Supervisor's next step would not find it)
-// for the Supervisor's next Judge, Proceed or Fleet to return.
+// lostLater keeps a loss of state that a call of the Store's own found (the
+// refresher's, the reconcile's: it adopted the deployment's new epoch, so
+// the Supervisor's next step would not find it) for the Supervisor's next
+// Judge, Proceed or Fleet to return.
 func (s *Store) lostLater(err error) {
 	if sl, ok := errors.AsType[*crashloop.StateLostError](err); ok {
 		s.lost.Store(sl)
