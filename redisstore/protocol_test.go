@@ -446,15 +446,8 @@ func TestALossTheRefresherFindsIsWrittenBack(t *testing.T) {
 	set := r.store.keys.member("replica-0")
 	require.Eventually(t, func() bool { return rdb.Exists(ctx, set).Val() == 1 }, watchdog, time.Millisecond)
 
-	require.NoError(t, rdb.FlushAll(ctx).Err())
-	// the refresher finds the loss (and writes the members again)
-	require.Eventually(t, func() bool { return r.store.lost.Load() != nil }, watchdog, time.Millisecond)
-	require.Equal(t, crashloop.ActionRestart, r.sup.Decide(ctx, "other", crashloop.RunResult{Err: errors.New("flaky")}).Action)
-	op := New(testClient(t, s), Options{Prefix: r.store.o.Prefix})
-	ch, err := op.Lookup(ctx, "k")
-	require.NoError(t, err)
-	require.NotNil(t, ch.Park, "written back")
-	require.Len(t, r.evs.of(crashloop.EventStoreStateLost), 1)
+	require.NoError(t, rdb.FlushAll(ctx).Err()) // the refresher finds the loss
+	writtenBackAfterLoss(t, s, r)
 }
 
 // So is a loss that the notices' reconcile finds first: a server restarted
@@ -472,8 +465,18 @@ func TestALossTheReconcileFindsIsWrittenBack(t *testing.T) {
 	require.Equal(t, []string{"k"}, r.sup.Parked())
 	before := r.store.reconciled.Load()
 	s.Kill()
-	s.Restart()
-	// the reconcile after the new subscription finds the loss, and fails
+	s.Restart() // the reconcile after the new subscription finds the loss
+	writtenBackAfterLoss(t, s, r)
+	require.Eventually(t, func() bool { return r.store.reconciled.Load() > before }, watchdog, time.Millisecond,
+		"the reconcile done at the next ping")
+}
+
+// writtenBackAfterLoss waits until r's Store has kept a loss of state it
+// found in a call of its own, and checks that r's next decision writes back
+// its park of k and announces the loss.
+func writtenBackAfterLoss(t *testing.T, s *redistest.Server, r *replica) {
+	t.Helper()
+	ctx := context.Background()
 	require.Eventually(t, func() bool { return r.store.lost.Load() != nil }, watchdog, time.Millisecond)
 	require.Equal(t, crashloop.ActionRestart, r.sup.Decide(ctx, "other", crashloop.RunResult{Err: errors.New("flaky")}).Action)
 	op := New(testClient(t, s), Options{Prefix: r.store.o.Prefix})
@@ -481,6 +484,4 @@ func TestALossTheReconcileFindsIsWrittenBack(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, ch.Park, "written back")
 	require.Len(t, r.evs.of(crashloop.EventStoreStateLost), 1)
-	require.Eventually(t, func() bool { return r.store.reconciled.Load() > before }, watchdog, time.Millisecond,
-		"the reconcile done at the next ping")
 }
