@@ -140,13 +140,9 @@ func TestBoundedClusterOptionsSettings(t *testing.T) {
 	require.Equal(t, "p", o.Password)
 	require.Equal(t, 7, o.PoolSize)
 	require.Equal(t, 2, o.MaxRedirects, "MOVED and ASK are followed")
-	require.Equal(t, budget, o.DialTimeout)
-	require.Equal(t, budget, o.ReadTimeout)
-	require.Equal(t, budget, o.WriteTimeout)
-	require.Equal(t, budget, o.PoolTimeout)
-	require.Equal(t, 1, o.DialerRetries)
-	require.Equal(t, -1, o.MaxRetries)
-	require.True(t, o.ContextTimeoutEnabled)
+	b := BoundedOptions(nil, budget) // TestBoundedOptionsSettings checks its values
+	require.Equal(t, []any{b.DialTimeout, b.ReadTimeout, b.WriteTimeout, b.PoolTimeout, b.DialerRetries, b.MaxRetries, b.ContextTimeoutEnabled},
+		[]any{o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout, o.DialerRetries, o.MaxRetries, o.ContextTimeoutEnabled})
 	require.Equal(t, 9, in.DialerRetries, "the input is not changed")
 	require.Equal(t, DefaultTimeout, BoundedClusterOptions(nil, 0).DialTimeout)
 
