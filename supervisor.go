@@ -341,6 +341,13 @@ func (ro runOptions) refuse(err error) error {
 // empty key; and an error for a nil fn. When an EventHandler resumes the
 // key from the event that parked it, the Resume wins: Run goes on with a
 // full budget instead of returning.
+//
+// With a shared Ledger (NewSharedSupervisor) that a decision found failing,
+// the Supervisor asks it again every second while Run runs (fn, a backoff
+// or a hold), with Wrap's and Process's runs, one ask at a time for all of
+// them, until it answers: it is back on the shared state, its parks decided
+// alone written back, with no decision needed to bring it. It stops asking
+// once the last of them returns.
 func (s *Supervisor) Run(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...RunOption) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -428,6 +435,7 @@ func (s *Supervisor) begin(ctx context.Context, key, incarnation string, fresh b
 	}
 	r = s.record(key, s.o.clock.Now())
 	r.running = true
+	s.runs()
 	switch {
 	case incarnation != "":
 		r.incarnation = incarnation
@@ -442,17 +450,23 @@ func (s *Supervisor) begin(ctx context.Context, key, incarnation string, fresh b
 // its backoff or hold; otherwise nothing runs it any more and it exits.
 func (s *Supervisor) end(key string, waiting bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	r := s.keys[key]
 	if r == nil {
+		s.mu.Unlock()
 		return
 	}
-	r.running = false
+	var rj *rejoiner
+	if r.running {
+		r.running = false
+		rj = s.ran()
+	}
 	switch {
 	case r.state == StateRunning, !waiting && (r.state == StateBackoff || r.state == StateHeld):
 		r.held, r.release = 0, 0
 		s.setState(r, StateExited, s.o.clock.Now())
 	}
+	s.mu.Unlock()
+	rj.stopped() // no goroutine outlives the last Run
 }
 
 // resumedSince reports whether err parked key and the key has been resumed
