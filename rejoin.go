@@ -18,8 +18,7 @@ import "context"
 
 // rejoiner is the goroutine that asks a failed ledger again.
 type rejoiner struct {
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the goroutine has returned
+	cancel context.CancelFunc // when no key runs any more
 }
 
 // rejoin starts the rejoiner if the ledger is held to have failed, a key
@@ -30,7 +29,7 @@ func (s *Supervisor) rejoin() {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rj := &rejoiner{cancel: cancel, done: make(chan struct{})}
+	rj := &rejoiner{cancel: cancel}
 	sh.rejoiner = rj
 	go s.rejoinLoop(ctx, rj)
 }
@@ -39,7 +38,6 @@ func (s *Supervisor) rejoin() {
 // last ask), each ask bounded as a decision is, until it answers or ctx,
 // cancelled when no key runs any more, ends.
 func (s *Supervisor) rejoinLoop(ctx context.Context, rj *rejoiner) {
-	defer close(rj.done)
 	for {
 		s.mu.Lock()
 		wait := s.shared.retryAt.Sub(s.o.clock.Now())
@@ -77,27 +75,18 @@ func (s *Supervisor) runs() {
 }
 
 // ran counts a key that no Run, Wrap or Process runs any more; when it was
-// the last, it stops the rejoiner and returns it, for the caller to wait
-// for once it has released s.mu (stopped). s.mu must be held.
-func (s *Supervisor) ran() *rejoiner {
+// the last, it cancels the rejoiner, which returns as soon as its ask, if
+// one is under way, does. End does not wait for it: an EventHandler may call
+// back into the Supervisor (even Run), and the rejoiner may be running one.
+// s.mu must be held.
+func (s *Supervisor) ran() {
 	sh := s.shared
 	if sh == nil {
-		return nil
+		return
 	}
 	sh.running--
-	rj := sh.rejoiner
-	if sh.running > 0 || rj == nil {
-		return nil
-	}
-	sh.rejoiner = nil
-	rj.cancel()
-	return rj
-}
-
-// stopped waits until the rejoiner rj (nil: none) has returned: at once,
-// or when its ask, cancelled, has.
-func (rj *rejoiner) stopped() {
-	if rj != nil {
-		<-rj.done
+	if sh.running == 0 && sh.rejoiner != nil {
+		sh.rejoiner.cancel()
+		sh.rejoiner = nil
 	}
 }

@@ -174,3 +174,37 @@ func TestRejoinEndsWithTheLastRun(t *testing.T) {
 		assert.Zero(t, rec.count(crashloop.EventStoreRecovered))
 	})
 }
+
+// An EventHandler may call back into the Supervisor from the rejoin's
+// store.recovered, even to run a key: the end of that run, the last one,
+// stops the rejoin without waiting for it (it is the goroutine running
+// the handler).
+func TestRejoinHandlerRunsAKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		flaky := &flakyLedger{Ledger: crashloop.NewMemoryLedger()}
+		flaky.down.Store(true)
+		release := make(chan struct{})
+		processed := make(chan crashloop.Decision, 1)
+		var s *crashloop.Supervisor
+		s, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), flaky,
+			crashloop.WithEventHandler(crashloop.EventHandlerFunc(func(ev crashloop.Event) {
+				if ev.Kind == crashloop.EventStoreRecovered {
+					processed <- s.Process(context.Background(), "x", func(context.Context) error { <-release; return nil })
+				}
+			})))
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			done <- s.Run(ctx, "k", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
+		}()
+		synctest.Wait()
+		flaky.down.Store(false)
+		time.Sleep(time.Second) // the ask at 1s: store.recovered, and the handler runs x
+		synctest.Wait()
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+		close(release) // x ends: no key runs any more
+		assert.Equal(t, crashloop.Decision{Action: crashloop.ActionStop}, <-processed)
+	})
+}

@@ -211,8 +211,10 @@ func clonePtr[T any](p *T) *T {
 // construction. Each decision is taken whole under that lock, committed,
 // and then announced once through the EventHandler of WithEventHandler,
 // with no lock held. Every wait reads the injected clock, and no goroutine
-// outlives Run, so code using a Supervisor can be tested with a *clock.Mock
-// or inside a testing/synctest bubble. Time never runs backwards for a
+// outlives Run (the one that asks a failed shared ledger again while keys
+// run ends with the last of them, as soon as its ask, cancelled, returns),
+// so code using a Supervisor can be tested with a *clock.Mock or inside a
+// testing/synctest bubble. Time never runs backwards for a
 // Supervisor: a reading earlier than one it already used is read as that
 // later one.
 //
@@ -455,10 +457,9 @@ func (s *Supervisor) end(key string, waiting bool) {
 		s.mu.Unlock()
 		return
 	}
-	var rj *rejoiner
 	if r.running {
 		r.running = false
-		rj = s.ran()
+		s.ran()
 	}
 	switch {
 	case r.state == StateRunning, !waiting && (r.state == StateBackoff || r.state == StateHeld):
@@ -466,7 +467,6 @@ func (s *Supervisor) end(key string, waiting bool) {
 		s.setState(r, StateExited, s.o.clock.Now())
 	}
 	s.mu.Unlock()
-	rj.stopped() // no goroutine outlives the last Run
 }
 
 // resumedSince reports whether err parked key and the key has been resumed
