@@ -3,6 +3,7 @@ package crashloop_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -206,5 +207,62 @@ func TestRejoinHandlerRunsAKey(t *testing.T) {
 		require.ErrorIs(t, <-done, context.Canceled)
 		close(release) // x ends: no key runs any more
 		assert.Equal(t, crashloop.Decision{Action: crashloop.ActionStop}, <-processed)
+	})
+}
+
+// slowLedger holds every Restore while slow until its context ends, as a
+// server that accepts a command and never answers does, and bounds each
+// call by its CallTimeout, as redisstore's Store does.
+type slowLedger struct {
+	*flakyLedger
+	slow  atomic.Bool
+	ended atomic.Int64 // when the last Restore held returned, in Unix nanoseconds
+}
+
+func (l *slowLedger) CallTimeout() time.Duration { return 200 * time.Millisecond }
+
+func (l *slowLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
+	if l.slow.Load() {
+		l.calls.Add(1)
+		<-ctx.Done()
+		l.ended.Store(time.Now().UnixNano())
+		return nil, ctx.Err()
+	}
+	return l.flakyLedger.Restore(ctx, parks)
+}
+
+// Each ask of the rejoin is bounded by the ledger's CallTimeout, as a
+// decision is: an ask that gets no answer fails at the deadline, as the
+// same outage, and the next comes a second after it began.
+func TestRejoinAskBoundedByCallTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		slow := &slowLedger{flakyLedger: &flakyLedger{Ledger: crashloop.NewMemoryLedger()}}
+		slow.down.Store(true)
+		s, rec := recordedOn(t, slow)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			done <- s.Run(ctx, "k", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
+		}()
+		synctest.Wait() // the lookup at 0s failed
+		slow.down.Store(false)
+		slow.slow.Store(true)
+		time.Sleep(1500 * time.Millisecond) // the ask at 1s got no answer
+		synctest.Wait()
+		assert.Equal(t, int64(2), slow.calls.Load())
+		assert.Equal(t, start.Add(1200*time.Millisecond).UnixNano(), slow.ended.Load(), "the ask ended at its deadline")
+
+		slow.slow.Store(false)
+		time.Sleep(499 * time.Millisecond)
+		synctest.Wait()
+		assert.Equal(t, int64(2), slow.calls.Load(), "no ask before 2s")
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		assert.Equal(t, []supEvent{{At: 2 * time.Second, Event: crashloop.Event{Kind: crashloop.EventStoreRecovered, Key: "store"}}},
+			eventsOf(rec, crashloop.EventStoreRecovered))
+		assert.Len(t, eventsOf(rec, crashloop.EventStoreUnavailable), 1, "the timeout is the same outage")
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
 	})
 }
