@@ -126,13 +126,13 @@ func (s *Supervisor) useShared(ctx context.Context, now time.Time) (bool, error)
 // alone while the ledger failed, now, rather than at its next decision:
 // for a program about to exit, so that the other replicas refuse the keys
 // it parked. (While a Run, Wrap or Process runs a key, the Supervisor does
-// this itself every second: see NewSharedSupervisor; Flush is for when
-// none does, or none is to wait a second.) It returns nil when there is
-// nothing to write back, or when
-// the ledger took it (announcing EventStoreRecovered if the ledger had
-// failed); an error matching ErrStoreUnavailable when the ledger still
-// fails (call it again, within the time the program allows). Without a
-// shared ledger it does nothing.
+// this itself every second: see NewSharedSupervisor. Flush is for a
+// program that runs none, or that cannot wait that second.) It returns nil
+// when there is nothing to write back, or when the ledger took it
+// (announcing EventStoreRecovered if the ledger had failed); an error
+// matching ErrStoreUnavailable when the ledger still fails (call it again,
+// within the time the program allows). Without a shared ledger it does
+// nothing.
 //
 // ctx bounds the call together with the ledger's own timeout. If ctx is
 // already done, or ends while Flush waits on the ledger, Flush returns at

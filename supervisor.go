@@ -452,21 +452,20 @@ func (s *Supervisor) begin(ctx context.Context, key, incarnation string, fresh b
 // its backoff or hold; otherwise nothing runs it any more and it exits.
 func (s *Supervisor) end(key string, waiting bool) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	r := s.keys[key]
 	if r == nil {
-		s.mu.Unlock()
 		return
 	}
 	if r.running {
 		r.running = false
-		s.ran()
+		s.ran() // the rejoin (rejoin.go) ends with the last run
 	}
 	switch {
 	case r.state == StateRunning, !waiting && (r.state == StateBackoff || r.state == StateHeld):
 		r.held, r.release = 0, 0
 		s.setState(r, StateExited, s.o.clock.Now())
 	}
-	s.mu.Unlock()
 }
 
 // resumedSince reports whether err parked key and the key has been resumed
