@@ -23,6 +23,22 @@ func recordedOn(t *testing.T, l crashloop.Ledger) (*crashloop.Supervisor, *recor
 	return s, rec
 }
 
+// runUntilStopped runs key under s on a goroutine, with work that runs
+// until its context ends; stop cancels it and checks that Run returned
+// context.Canceled.
+func runUntilStopped(t *testing.T, s *crashloop.Supervisor, key string) (stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Run(ctx, key, func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
+	}()
+	return func() {
+		t.Helper()
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+	}
+}
+
 // A Run whose work keeps running after a decision that found the ledger
 // failing asks the ledger again by itself, every second, and is back on it
 // at the first ask after the ledger answers: store.recovered while the
@@ -157,17 +173,12 @@ func TestRejoinEndsWithTheLastRun(t *testing.T) {
 		flaky := &flakyLedger{Ledger: crashloop.NewMemoryLedger()}
 		flaky.down.Store(true)
 		s, rec := recordedOn(t, flaky)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() {
-			done <- s.Run(ctx, "k", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
-		}()
+		stop := runUntilStopped(t, s, "k")
 		time.Sleep(2500 * time.Millisecond)
 		synctest.Wait()
 		assert.Equal(t, int64(3), flaky.calls.Load(), "the lookup at 0s, asks at 1s and 2s")
 
-		cancel()
-		assert.ErrorIs(t, <-done, context.Canceled)
+		stop()
 		time.Sleep(time.Hour)
 		synctest.Wait()
 		assert.Equal(t, int64(3), flaky.calls.Load(), "no key runs: nothing asks")
@@ -194,17 +205,12 @@ func TestRejoinHandlerRunsAKey(t *testing.T) {
 				}
 			})))
 		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() {
-			done <- s.Run(ctx, "k", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
-		}()
+		stop := runUntilStopped(t, s, "k")
 		synctest.Wait()
 		flaky.down.Store(false)
 		time.Sleep(time.Second) // the ask at 1s: store.recovered, and the handler runs x
 		synctest.Wait()
-		cancel()
-		require.ErrorIs(t, <-done, context.Canceled)
+		stop()
 		close(release) // x ends: no key runs any more
 		assert.Equal(t, crashloop.Decision{Action: crashloop.ActionStop}, <-processed)
 	})
@@ -240,11 +246,7 @@ func TestRejoinAskBoundedByCallTimeout(t *testing.T) {
 		slow := &slowLedger{flakyLedger: &flakyLedger{Ledger: crashloop.NewMemoryLedger()}}
 		slow.down.Store(true)
 		s, rec := recordedOn(t, slow)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() {
-			done <- s.Run(ctx, "k", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
-		}()
+		stop := runUntilStopped(t, s, "k")
 		synctest.Wait() // the lookup at 0s failed
 		slow.down.Store(false)
 		slow.slow.Store(true)
@@ -262,7 +264,6 @@ func TestRejoinAskBoundedByCallTimeout(t *testing.T) {
 		assert.Equal(t, []supEvent{{At: 2 * time.Second, Event: crashloop.Event{Kind: crashloop.EventStoreRecovered, Key: "store"}}},
 			eventsOf(rec, crashloop.EventStoreRecovered))
 		assert.Len(t, eventsOf(rec, crashloop.EventStoreUnavailable), 1, "the timeout is the same outage")
-		cancel()
-		require.ErrorIs(t, <-done, context.Canceled)
+		stop()
 	})
 }
