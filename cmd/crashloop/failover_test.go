@@ -24,10 +24,10 @@ import (
 // recoveryBound is the longest a crashloop may take, from the kill of the
 // master of its deployment's slot to store.recovered: the failover (the
 // test deployments detect the death within 500ms and promote the replica
-// about a second after the kill), then crashloop's next ask (every
-// rejoinEvery), on a cluster client whose map of slots is at most a second
+// about a second after the kill), then the Supervisor's next ask (every
+// second while Run runs the program), on a cluster client whose map of slots is at most a second
 // old or a Sentinel client that asks the sentinel. Measured with -race,
-// 20 runs each: 1.95–2.97s on the cluster, 0.94–1.99s through Sentinel.
+// 20 runs each: 2.00–3.00s on the cluster, 1.00–2.11s through Sentinel.
 // The bound leaves room for a loaded machine.
 const recoveryBound = 10 * time.Second
 

@@ -59,9 +59,6 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if store != nil {
-		defer rejoin(sup, s.redis.timeout)() // before store.Close
-	}
 	key := s.key
 	if key == "" {
 		key = defaultKey(argv)
