@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -233,10 +234,12 @@ type ledger struct {
 	claims *claimsByGoroutine
 }
 
-// inDoubt reports whether a failed call may have been applied: it was sent
-// and its answer did not come in time.
+// inDoubt reports whether a failed call may have been applied all the
+// same: every failure but a refused connection (nothing was sent) and a
+// ChangedError (the server answered that it changed nothing).
 func inDoubt(err error) bool {
-	return err != nil && (errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err))
+	_, changed := errors.AsType[*crashloop.ChangedError](err)
+	return err != nil && !changed && !errors.Is(err, syscall.ECONNREFUSED) && !strings.Contains(err.Error(), "connection refused")
 }
 
 func record(op, key string, t0 time.Time, err error) faultrun.Record {
