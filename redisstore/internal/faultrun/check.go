@@ -63,6 +63,7 @@ type Report struct {
 	Refused         int // resumes refused (ChangedError)
 	Announced       int // park and resume events announced after a won claim
 	MaxDecision     time.Duration
+	MaxDecisionOf   string // the replica, key and time of the longest decision
 	MaxResume       time.Duration
 	Excused         map[string]int // transitions not announced, by the rule of docs/faults.md that allows it
 	Unverifiable    int            // resumes whose cleared park no replica saw made
@@ -85,10 +86,10 @@ func (rep Report) String() string {
 	for _, k := range slices.Sorted(maps.Keys(rep.Excused)) {
 		ex = append(ex, fmt.Sprintf("%s=%d", k, rep.Excused[k]))
 	}
-	return fmt.Sprintf("faults: %s; decisions %d (granted by the server %d, alone %d), parks %d, write-backs %d, resumes %d (refused %d), announced %d, excused [%s], unverifiable resumes %d, parks across a redis kill %d (in %d kills); max decision %v, max resume %v; violations %d",
+	return fmt.Sprintf("faults: %s; decisions %d (granted by the server %d, alone %d), parks %d, write-backs %d, resumes %d (refused %d), announced %d, excused [%s], unverifiable resumes %d, parks across a redis kill %d (in %d kills); max decision %v (%s), max resume %v; violations %d",
 		strings.Join(f, " "), rep.Decisions, rep.Granted, rep.Alone, rep.Parks, rep.WriteBacks, rep.Resumes, rep.Refused,
 		rep.Announced, strings.Join(ex, " "), rep.Unverifiable, rep.ParksAcrossKill, rep.KillsWithParks,
-		rep.MaxDecision, rep.MaxResume, len(rep.Violations))
+		rep.MaxDecision, rep.MaxDecisionOf, rep.MaxResume, len(rep.Violations))
 }
 
 // transition is a transition of a key, as the records tell of it.
@@ -166,7 +167,9 @@ func Check(run Run) Report {
 			}
 		case OpDecide:
 			rep.Decisions++
-			rep.MaxDecision = max(rep.MaxDecision, time.Duration(r.Took))
+			if d := time.Duration(r.Took); d > rep.MaxDecision {
+				rep.MaxDecision, rep.MaxDecisionOf = d, fmt.Sprintf("%s %s at %d", r.R, r.Key, r.T)
+			}
 			if limit := run.Timeout + run.Slack; time.Duration(r.Took) > limit {
 				rep.violate("%s: a decision of %q at %d took %v, more than the timeout %v and the slack %v", r.R, r.Key, r.T, time.Duration(r.Took), run.Timeout, run.Slack)
 			}
