@@ -130,6 +130,17 @@ func Check(run Run) Report {
 		}
 		return t
 	}
+	// A key as it stands (a lookup, a refused resume) tells of its last
+	// transition: its park, or, not parked at a version, a resume (the
+	// run forgets nothing).
+	noteStanding := func(r *Record) {
+		switch {
+		case r.Park != 0:
+			note(r.Park, r.Key, "park", r)
+		case r.Version != 0:
+			note(r.Version, r.Key, "resume", r)
+		}
+	}
 	for i := range recs {
 		r := &recs[i]
 		switch r.Op {
@@ -149,8 +160,8 @@ func Check(run Run) Report {
 			if r.Err == "" {
 				t := note(r.Version, r.Key, "resume", r)
 				t.at, t.call = r.T, r
-			} else if r.Changed && r.Park != 0 {
-				note(r.Park, r.Key, "park", r)
+			} else if r.Changed {
+				noteStanding(r)
 			}
 		case OpNotice:
 			switch {
@@ -162,8 +173,8 @@ func Check(run Run) Report {
 				note(r.Version, r.Key, "resume", r)
 			}
 		case OpLookup:
-			if r.Err == "" && r.Park != 0 {
-				note(r.Park, r.Key, "park", r)
+			if r.Err == "" {
+				noteStanding(r)
 			}
 		case OpDecide:
 			rep.Decisions++

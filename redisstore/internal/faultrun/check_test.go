@@ -95,3 +95,18 @@ func TestCheckFindsViolations(t *testing.T) {
 		})
 	}
 }
+
+// A resume whose caller gave up, known only from a later refused resume
+// that reports the key not parked at its version, is the resume of the
+// park the call in doubt named (found by run 3 of seed 2 under -race).
+func TestCheckResumeKnownFromARefusal(t *testing.T) {
+	run := cleanRun()
+	ms := int64(time.Millisecond)
+	run.Records[8] = Record{T: 9 * ms, R: "r2", Pid: 2, Op: OpResumeCall, Key: "k", Named: 1, Err: "redisstore: resume: i/o timeout", InDoubt: true}
+	run.Records[9] = Record{T: 11 * ms, R: "r3", Pid: 3, Op: OpResumeCall, Key: "k", Named: 1, Err: "changed", Changed: true, Version: 2}
+	run.Records[10] = Record{T: 12 * ms, R: "r3", Pid: 3, Op: OpClaim, Version: 2, Won: true}
+	run.Records = append(run.Records, Record{T: 12 * ms, R: "r3", Pid: 3, Op: OpEvent, Key: "k", Kind: "agent.resumed", Version: 2})
+	rep := Check(run)
+	require.Empty(t, rep.Violations)
+	require.Equal(t, 4, rep.Granted)
+}

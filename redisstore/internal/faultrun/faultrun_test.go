@@ -24,6 +24,7 @@ import (
 var (
 	flagDuration = flag.Duration("faultrun.duration", 0, "how long each seed's faults go on (default 20s, the CI run)")
 	flagSeed     = flag.Uint64("faultrun.seed", 0, "run this seed alone (default: seeds 1 and 2, the CI run)")
+	flagRecheck  = flag.String("faultrun.recheck", "", "check the logs a failed run kept in this folder again, instead of running")
 )
 
 const (
@@ -49,6 +50,10 @@ const (
 func TestFaultRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the fault run takes about 50s")
+	}
+	if *flagRecheck != "" {
+		recheck(t, *flagRecheck)
+		return
 	}
 	if os.Geteuid() != 0 {
 		t.Fatal("faultrun: the replicas' network namespaces need root (CI runs as root); run this test as root, or with -short to leave it out")
@@ -302,9 +307,35 @@ func faultRun(t *testing.T, bin string, seed uint64, d time.Duration) {
 	if t.Failed() {
 		keep := filepath.Join(os.TempDir(), fmt.Sprintf("faultrun-seed%d-%d", seed, time.Now().Unix()))
 		if err := os.CopyFS(keep, os.DirFS(dir)); err == nil {
-			b, _ := json.MarshalIndent(faults, "", " ")
-			_ = os.WriteFile(filepath.Join(keep, "faults.json"), b, 0o644)
+			run.Records = nil
+			b, _ := json.MarshalIndent(run, "", " ")
+			_ = os.WriteFile(filepath.Join(keep, "run.json"), b, 0o644)
 			t.Logf("the logs are kept in %s", keep)
 		}
+	}
+}
+
+// recheck runs Check on the logs a failed run kept in dir.
+func recheck(t *testing.T, dir string) {
+	var run Run
+	b, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &run); err != nil {
+		t.Fatal(err)
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "r*.log"))
+	for _, l := range logs {
+		recs, err := ReadLog(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run.Records = append(run.Records, recs...)
+	}
+	rep := Check(run)
+	t.Logf("%s: %s", dir, rep)
+	for _, v := range rep.Violations {
+		t.Errorf("violation: %s", v)
 	}
 }
