@@ -24,6 +24,7 @@ import (
 var (
 	flagDuration = flag.Duration("faultrun.duration", 0, "how long each seed's faults go on (default 20s, the CI run)")
 	flagSeed     = flag.Uint64("faultrun.seed", 0, "run this seed alone (default: seeds 1 and 2, the CI run)")
+	flagKeep     = flag.Bool("faultrun.keep", false, "keep the logs of every run, not only of a failed one")
 	flagRecheck  = flag.String("faultrun.recheck", "", "check the logs a failed run kept in this folder again, instead of running")
 )
 
@@ -304,7 +305,7 @@ func faultRun(t *testing.T, bin string, seed uint64, d time.Duration) {
 		}
 		t.Errorf("violation: %s", v)
 	}
-	if t.Failed() {
+	if t.Failed() || *flagKeep {
 		keep := filepath.Join(os.TempDir(), fmt.Sprintf("faultrun-seed%d-%d", seed, time.Now().Unix()))
 		if err := os.CopyFS(keep, os.DirFS(dir)); err == nil {
 			run.Records = nil
