@@ -65,6 +65,8 @@ type Report struct {
 	MaxDecision     time.Duration
 	MaxDecisionOf   string // the replica, key and time of the longest decision
 	MaxResume       time.Duration
+	MaxStall        time.Duration  // the longest time a replica's process was not scheduled
+	Stalled         int            // decisions over the limit whose process stood still long enough to explain it
 	Excused         map[string]int // transitions not announced, by the rule of docs/faults.md that allows it
 	Unverifiable    int            // resumes whose cleared park no replica saw made
 	KillsWithParks  int            // redis_kill faults with parks standing before them
@@ -86,10 +88,10 @@ func (rep Report) String() string {
 	for _, k := range slices.Sorted(maps.Keys(rep.Excused)) {
 		ex = append(ex, fmt.Sprintf("%s=%d", k, rep.Excused[k]))
 	}
-	return fmt.Sprintf("faults: %s; decisions %d (granted by the server %d, alone %d), parks %d, write-backs %d, resumes %d (refused %d), announced %d, excused [%s], unverifiable resumes %d, parks across a redis kill %d (in %d kills); max decision %v (%s), max resume %v; violations %d",
+	return fmt.Sprintf("faults: %s; decisions %d (granted by the server %d, alone %d), parks %d, write-backs %d, resumes %d (refused %d), announced %d, excused [%s], unverifiable resumes %d, parks across a redis kill %d (in %d kills); max decision %v (%s; %d over the limit while their process stood still, at most %v), max resume %v; violations %d",
 		strings.Join(f, " "), rep.Decisions, rep.Granted, rep.Alone, rep.Parks, rep.WriteBacks, rep.Resumes, rep.Refused,
 		rep.Announced, strings.Join(ex, " "), rep.Unverifiable, rep.ParksAcrossKill, rep.KillsWithParks,
-		rep.MaxDecision, rep.MaxDecisionOf, rep.MaxResume, len(rep.Violations))
+		rep.MaxDecision, rep.MaxDecisionOf, rep.Stalled, rep.MaxStall, rep.MaxResume, len(rep.Violations))
 }
 
 // transition is a transition of a key, as the records tell of it.
@@ -181,13 +183,17 @@ func Check(run Run) Report {
 			if d := time.Duration(r.Took); d > rep.MaxDecision {
 				rep.MaxDecision, rep.MaxDecisionOf = d, fmt.Sprintf("%s %s at %d", r.R, r.Key, r.T)
 			}
-			if limit := run.Timeout + run.Slack; time.Duration(r.Took) > limit {
+			if limit := run.Timeout + run.Slack; time.Duration(r.Took) > limit && time.Duration(r.Took)-stalled(recs, r) <= limit {
+				rep.Stalled++
+			} else if time.Duration(r.Took) > limit {
 				rep.violate("%s: a decision of %q at %d took %v, more than the timeout %v and the slack %v", r.R, r.Key, r.T, time.Duration(r.Took), run.Timeout, run.Slack)
 			}
 			// r.Park is not noted: a park decided alone carries the version
 			// of the key's last transition its replica knew, not its own
 		case OpResume:
 			rep.MaxResume = max(rep.MaxResume, time.Duration(r.Took))
+		case OpStall:
+			rep.MaxStall = max(rep.MaxStall, time.Duration(r.Took))
 		}
 	}
 	versions := slices.Sorted(maps.Keys(ts))
@@ -468,4 +474,21 @@ func learnersKilled(recs []Record, v int64, t *transition, killedWithin func(str
 
 func isPark(kind string) bool {
 	return kind == "agent.startup_exhausted" || kind == "rescue.needs_human" || kind == "channel.crash_loop_tripped"
+}
+
+// stalled returns how long the process of the decision d stood still
+// (its stall records) while d waited.
+func stalled(recs []Record, d *Record) time.Duration {
+	var sum int64
+	end := d.T + d.Took
+	for _, r := range recs {
+		if r.Op != OpStall || r.Pid != d.Pid {
+			continue
+		}
+		lo, hi := max(r.T, d.T), min(r.T+r.Took, end)
+		if hi > lo {
+			sum += hi - lo
+		}
+	}
+	return time.Duration(sum)
 }

@@ -84,6 +84,10 @@ func TestCheckFindsViolations(t *testing.T) {
 		{"a decision past the timeout", func(r *Run) {
 			r.Records[6].Took = int64(501 * time.Millisecond)
 		}, []string{`r1: a decision of "k" at 4000000 took 501ms, more than the timeout 300ms and the slack 200ms`}},
+		{"a decision past the timeout, its process stalled but not enough", func(r *Run) {
+			r.Records[6].Took = int64(502 * time.Millisecond)
+			r.Records = append(r.Records, Record{T: 5 * ms, R: "r1", Pid: 1, Op: OpStall, Took: 1 * ms})
+		}, []string{`r1: a decision of "k" at 4000000 took 502ms, more than the timeout 300ms and the slack 200ms`}},
 		{"state lost", func(r *Run) {
 			r.Records = append(r.Records, Record{T: 7 * ms, R: "r2", Pid: 2, Op: OpEvent, Key: "store", Kind: "store.state_lost"})
 		}, []string{`r2 announced store.state_lost at 7000000: with AOF and appendfsync always the server never loses its state`}},
@@ -109,4 +113,18 @@ func TestCheckResumeKnownFromARefusal(t *testing.T) {
 	rep := Check(run)
 	require.Empty(t, rep.Violations)
 	require.Equal(t, 4, rep.Granted)
+}
+
+// A decision over the limit whose process stood still for long enough
+// (the replica's stall records overlapping it) is counted, not a violation.
+func TestCheckDecisionOfAStalledProcess(t *testing.T) {
+	run := cleanRun()
+	ms := int64(time.Millisecond)
+	run.Records[6].Took = 600 * ms
+	run.Records = append(run.Records, Record{T: 100 * ms, R: "r1", Pid: 1, Op: OpStall, Took: 120 * ms},
+		Record{T: 300 * ms, R: "r2", Pid: 2, Op: OpStall, Took: 500 * ms}) // another process's stall explains nothing
+	rep := Check(run)
+	require.Empty(t, rep.Violations)
+	require.Equal(t, 1, rep.Stalled)
+	require.Equal(t, 500*time.Millisecond, rep.MaxStall)
 }

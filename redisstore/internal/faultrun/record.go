@@ -69,9 +69,10 @@ const (
 	OpJudge      = "judge"   // Ledger.Judge
 	OpClaim      = "claim"   // Ledger.Claim
 	OpResumeCall = "lresume" // Ledger.Resume
-	OpRestore    = "restore" // Ledger.Restore: one Record a park written back
+	OpRestore    = "restore" // Ledger.Restore: one Record a park written back (one with no key for none)
 	OpLookup     = "lookup"  // Ledger.Lookup
 	OpNotice     = "notice"  // a change the ledger told of (its notify)
+	OpStall      = "stall"   // the replica's process was not scheduled from T for Took
 )
 
 // Log writes Records to a file, one JSON line each, with one write call

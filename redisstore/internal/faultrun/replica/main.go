@@ -96,6 +96,7 @@ func run() error {
 		wg.Go(func() { crash(ctx, sup, claims, logf, "k"+strconv.Itoa(i), rng(uint64(i)+1)) })
 	}
 	wg.Go(func() { resume(ctx, sup, claims, logf, *keys, rng(0)) })
+	wg.Go(func() { meter(ctx, logf) })
 	wg.Wait()
 	// A transition this replica learnt late is claimed a second after it
 	// learnt it, and a claim that could not be sent is tried again every
@@ -165,6 +166,23 @@ func resume(ctx context.Context, sup *crashloop.Supervisor, claims *claimsByGoro
 			r.Err = err.Error()
 		}
 		logf(r)
+	}
+}
+
+// meter logs each time this process was not scheduled for a while (a
+// wake-up of a 5ms sleep more than 20ms late): the checker tells a
+// decision that waited on the store from one whose process stood still.
+// Its sleep is the instrument, not a wait for a condition.
+func meter(ctx context.Context, logf func(faultrun.Record)) {
+	const tick, least = 5 * time.Millisecond, 20 * time.Millisecond
+	last := time.Now()
+	for ctx.Err() == nil {
+		time.Sleep(tick)
+		now := time.Now()
+		if late := now.Sub(last) - tick; late > least {
+			logf(faultrun.Record{T: last.Add(tick).UnixNano(), Op: faultrun.OpStall, Took: int64(late)})
+		}
+		last = now
 	}
 }
 
@@ -305,6 +323,9 @@ func (l *ledger) Resume(ctx context.Context, key string, version int64, now time
 func (l *ledger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
 	t0 := time.Now()
 	stand, err := l.Store.Restore(ctx, parks)
+	if len(parks) == 0 {
+		l.log(record(faultrun.OpRestore, "", t0, err)) // asks whether the server answers again
+	}
 	for i, pe := range parks {
 		r := record(faultrun.OpRestore, pe.Key, t0, err)
 		r.Named = pe.Version
