@@ -96,7 +96,6 @@ type Store struct {
 	closed bool
 	notify func(crashloop.LedgerChange)
 	known  map[string]struct{} // keys this Store told its Supervisor are parked
-	doubt  map[string]struct{} // claim keys whose last claim by this Store failed: it may have been applied
 	epoch  string              // the deployment's epoch, once learnt
 	fresh  string              // the epoch this Store makes for a deployment that has none
 	ps     *redis.PubSub       // the notice subscription, while there is one
@@ -128,7 +127,7 @@ func New(client redis.UniversalClient, o Options) *Store {
 	ks, err := newKeyspace(o.Prefix)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Store{rdb: client, script: script, o: o, keys: ks, err: err, origin: randomSuffix(8), fresh: randomSuffix(16),
-		known: map[string]struct{}{}, doubt: map[string]struct{}{}, ctx: ctx, cancel: cancel, checks: checkEvery}
+		known: map[string]struct{}{}, ctx: ctx, cancel: cancel, checks: checkEvery}
 }
 
 func defaultReplica() string {
@@ -450,22 +449,10 @@ func (s *Store) Claim(ctx context.Context, version int64) (bool, error) {
 }
 
 // claim sets the claim key to this replica if no replica has, and reports
-// whether it did. A claim whose call failed may have been applied all the
-// same (its reply lost): the next claim of the key by this Store then also
-// wins if the key holds this replica, so that the transition is announced
-// by this replica rather than by no one. Only one claim at a time carries
-// that (it is taken before the call and given back if the call fails
-// again), so two claims of one key by this Store never both win.
+// whether it did.
 func (s *Store) claim(ctx context.Context, key string) (bool, error) {
-	s.mu.Lock()
-	_, again := s.doubt[key]
-	delete(s.doubt, key)
-	s.mu.Unlock()
-	res, err := s.run(ctx, "claim", []string{key}, "version", 0, "replica", s.o.Replica, "again", boolArg(again))
+	res, err := s.run(ctx, "claim", []string{key}, "version", 0, "replica", s.o.Replica)
 	if err != nil {
-		s.mu.Lock()
-		s.doubt[key] = struct{}{}
-		s.mu.Unlock()
 		return false, err
 	}
 	o, err := readObject(res, "won")

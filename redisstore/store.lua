@@ -74,7 +74,7 @@ local OPS = {
   judge = {now = 't'}, proceed = {now = 't'},
   fleet = {now = 't', fleet_ttl_ms = 'd', fleet_per_hour = 'n', cooldown_ns = 'd'}, fleet_read = {now = 't'},
   lookup = {}, parked = {}, resume = {origin = 's', version = 'd'}, forget = {origin = 's', version = 'd'},
-  restore = {origin = 's', replica = 's', park = 'l'}, claim = {version = 'd', replica = 's', again = 'n'},
+  restore = {origin = 's', replica = 's', park = 'l'}, claim = {version = 'd', replica = 's'},
   report = {report = 's', replica = 's', ttl_ms = 'd'}}
 for name, kind in pairs(CONFIG) do
   OPS.judge[name], OPS.proceed[name] = kind, kind
@@ -795,11 +795,6 @@ if op == 'claim' then
   -- KEYS: the claim of the version. The first replica to claim a
   -- transition announces it: replies won 1 to it, 0 to every other.
   if redis.call('SET', K1, A.replica, 'NX', 'EX', CLAIM_TTL) then
-    return {'won', 1}
-  end
-  -- again: the replica's last claim of it got no answer. If that claim
-  -- was applied, the replica won it, and no one else announces it.
-  if A.again == 1 and redis.call('GET', K1) == A.replica then
     return {'won', 1}
   end
   return {'won', 0}
