@@ -77,7 +77,8 @@ const (
 
 // Log writes Records to a file, one JSON line each, with one write call
 // a line, so that a process killed with SIGKILL leaves whole lines. It is
-// safe for concurrent use.
+// safe for concurrent use. The zero value is not usable: get one from
+// OpenLog.
 type Log struct {
 	mu sync.Mutex
 	f  *os.File
