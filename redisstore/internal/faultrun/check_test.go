@@ -66,10 +66,6 @@ func TestCheckFindsViolations(t *testing.T) {
 		{"never announced", func(r *Run) {
 			r.Records = append(r.Records[:4], r.Records[6:]...)
 		}, []string{`park 1 of "k" never announced (claims won: 0)`}},
-		{"claimed on the server, reply lost", func(r *Run) {
-			r.Records = append(r.Records[:4], r.Records[6:]...)
-			r.Claims = map[int64]string{1: "r1"}
-		}, []string{`park 1 of "k" never announced: its claim is held by r1 on the server, but no claim of it was answered won (the reply of the claim that won was lost)`}},
 		{"a grant past the budget", func(r *Run) {
 			r.Records[3] = Record{T: 4 * ms, R: "r1", Pid: 1, Op: OpJudge, Key: "k", Now: 4 * ms}
 			r.Records = append(r.Records, Record{T: 5 * ms, R: "r1", Pid: 1, Op: OpJudge, Key: "k", Now: 5 * ms, Park: 1, Version: 1, NewPark: true})
@@ -127,4 +123,15 @@ func TestCheckDecisionOfAStalledProcess(t *testing.T) {
 	require.Empty(t, rep.Violations)
 	require.Equal(t, 1, rep.Stalled)
 	require.Equal(t, 500*time.Millisecond, rep.MaxStall)
+}
+
+// A transition whose claim the server holds though no replica was answered
+// won is the known defect of docs/faults.md: reported apart.
+func TestCheckClaimWithALostReply(t *testing.T) {
+	run := cleanRun()
+	run.Records = append(run.Records[:4], run.Records[6:]...)
+	run.Claims = map[int64]string{1: "r1"}
+	rep := Check(run)
+	require.Empty(t, rep.Violations)
+	require.Equal(t, []string{`park 1 of "k" never announced: its claim is held by r1 on the server, but no claim of it was answered won (the reply of the claim that won was lost)`}, rep.KnownDefects)
 }
