@@ -86,6 +86,8 @@ type replica struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	cut  bool
+	seed uint64 // of its random choices
+	life int    // how many times it was started before
 }
 
 func faultRun(t *testing.T, bin string, seed uint64, d time.Duration) {
@@ -98,7 +100,7 @@ func faultRun(t *testing.T, bin string, seed uint64, d time.Duration) {
 	op := redisstore.New(srv.Client(redisstore.BoundedOptions(&redis.Options{}, time.Second)), redisstore.Options{Prefix: "faultrun"})
 	rs := make([]*replica, replicas)
 	for i := range rs {
-		rs[i] = &replica{name: fmt.Sprintf("r%d", i+1), peer: srv.Netns().AddPeer(t, i+1)}
+		rs[i] = &replica{name: fmt.Sprintf("r%d", i+1), peer: srv.Netns().AddPeer(t, i+1), seed: seed*100 + uint64(i+1)}
 	}
 	start := func(r *replica) {
 		t.Helper()
@@ -109,8 +111,9 @@ func faultRun(t *testing.T, bin string, seed uint64, d time.Duration) {
 		defer errs.Close()
 		// ip netns exec execs the replica: the process is the replica
 		r.cmd = exec.Command("ip", "netns", "exec", r.peer.NS, bin, "-redis", "redis://"+srv.Addr(), "-replica", r.name,
-			"-seed", strconv.FormatUint(seed*100+uint64(len(r.name)), 10)+r.name[1:], "-keys", strconv.Itoa(keys),
+			"-seed", strconv.FormatUint(r.seed, 10), "-life", strconv.Itoa(r.life), "-keys", strconv.Itoa(keys),
 			"-log", filepath.Join(dir, r.name+".log"), "-timeout", timeout.String())
+		r.life++
 		r.cmd.Stdout, r.cmd.Stderr = errs, errs
 		r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := r.cmd.Start(); err != nil {

@@ -44,6 +44,7 @@ func run() error {
 	keys := flag.Int("keys", 4, "how many keys it runs")
 	logPath := flag.String("log", "", "the file it appends its records to")
 	timeout := flag.Duration("timeout", redisstore.DefaultTimeout, "the store's timeout")
+	life := flag.Uint64("life", 0, "how many times this replica was started before (a restarted replica draws other numbers)")
 	flag.Parse()
 	if *url == "" || *name == "" || *logPath == "" {
 		return errors.New("-redis, -replica and -log are required")
@@ -87,10 +88,9 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	// A new stream of the seed for each life of the replica: a replica
-	// restarted after a kill does not replay its first life.
-	life := uint64(time.Now().UnixNano())
-	rng := func(i uint64) *rand.Rand { return rand.New(rand.NewPCG(*seed, i^life)) }
+	// A stream of the seed for each loop and each life of the replica: a
+	// replica restarted after a kill does not replay its first life.
+	rng := func(i uint64) *rand.Rand { return rand.New(rand.NewPCG(*seed, i|*life<<32)) }
 	var wg sync.WaitGroup
 	for i := range *keys {
 		wg.Go(func() { crash(ctx, sup, claims, logf, "k"+strconv.Itoa(i), rng(uint64(i)+1)) })
