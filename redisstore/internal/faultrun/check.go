@@ -105,7 +105,7 @@ type transition struct {
 	// judged: made by a judge step (a replica's reply said so); written: a
 	// write-back; neither: learnt from a notice or a lookup only.
 	judged, written bool
-	at              int64 // the server's time of a judged park; the call's start of a write-back or resume
+	at              int64 // the server's time of a judged park; the call's end of a write-back, its start of a resume
 	call            *Record
 }
 
@@ -159,8 +159,11 @@ func Check(run Run) Report {
 			}
 		case OpRestore:
 			if r.Err == "" && r.Written {
+				// applied at some moment of the call, unknown: at its end
+				// is the latest, which counts no grant made before it as
+				// made while it stood
 				t := note(r.Version, r.Key, "park", r)
-				t.written, t.at, t.call = true, r.T, r
+				t.written, t.at, t.call = true, r.T+r.Took, r
 			}
 		case OpResumeCall:
 			if r.Err == "" {

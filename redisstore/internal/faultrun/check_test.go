@@ -135,3 +135,24 @@ func TestCheckClaimWithALostReply(t *testing.T) {
 	require.Empty(t, rep.Violations)
 	require.Equal(t, []string{`park 1 of "k" never announced: its claim is held by r1 on the server, but no claim of it was answered won (the reply of the claim that won was lost)`}, rep.KnownDefects)
 }
+
+// A write-back is applied at some moment of its call: a grant before the
+// call ended may have come first (found by the 10-minute run of seed 7);
+// a grant after it ended came while the park stood.
+func TestCheckGrantDuringAWriteBack(t *testing.T) {
+	ms := int64(time.Millisecond)
+	for _, tc := range []struct {
+		grant int64
+		want  []string
+	}{
+		{25 * ms, nil},
+		{31 * ms, []string{`r3: the server granted a restart of "k" at 31000000 while park 3 stood`}},
+	} {
+		run := cleanRun()
+		run.Records = append(run.Records,
+			Record{T: 15 * ms, R: "r4", Pid: 4, Op: OpEvent, Key: "k", Kind: "agent.startup_exhausted"},
+			Record{T: 20 * ms, R: "r4", Pid: 4, Op: OpRestore, Key: "k", Took: 10 * ms, Named: 2, Written: true, Version: 3, Park: 3},
+			Record{T: tc.grant, R: "r3", Pid: 3, Op: OpJudge, Key: "k", Now: tc.grant})
+		require.Equal(t, tc.want, Check(run).Violations, "a grant at %dms", tc.grant/ms)
+	}
+}
