@@ -87,17 +87,87 @@ func NewNetns(t testing.TB) *Netns {
 // drops everything: packets vanish both ways without an error to anyone.
 func (n *Netns) setLink(t testing.TB, up bool) {
 	t.Helper()
+	setEnd(t, n.Server, n.sLink, ClientIP, clientMAC, up)
+}
+
+// setEnd sets the end link of a veth link in namespace ns up or down; up,
+// it puts back the permanent neighbour entry of the far end (peerIP at
+// peerMAC), which taking the link down dropped (the route comes back with
+// the address when the link is up).
+func setEnd(t testing.TB, ns, link, peerIP, peerMAC string, up bool) {
+	t.Helper()
 	state := "down"
 	if up {
 		state = "up"
 	}
-	ip(t, "-n", n.Server, "link", "set", n.sLink, state)
+	ip(t, "-n", ns, "link", "set", link, state)
 	if up {
-		// Taking the link down dropped the neighbour entry and the route of
-		// the server's end; put the entry back (the route comes back with
-		// the address when the link is up).
-		ip(t, "-n", n.Server, "neigh", "replace", ClientIP, "lladdr", clientMAC, "dev", n.sLink, "nud", "permanent")
+		ip(t, "-n", ns, "neigh", "replace", peerIP, "lladdr", peerMAC, "dev", link, "nud", "permanent")
 	}
+}
+
+// Peer is one more network namespace of a Netns, joined to the server's
+// namespace by a veth link of its own: a process run in it with "ip netns
+// exec NS" reaches the server at ServerIP over that link alone, and Cut
+// makes its packets vanish while every other peer and the client's
+// namespace still reach the server. The zero value is not usable: get one
+// from Netns.AddPeer. Its methods are safe for concurrent use.
+type Peer struct {
+	NS string // the namespace's name, for ip netns exec
+	IP string // the peer's address on its link
+
+	n                  *Netns
+	serverIP           string // the server's end of the link
+	link, serverLink   string // veth ends: in NS, in n.Server
+	peerMAC, serverMAC string
+}
+
+// AddPeer makes peer number i (1 to 99) of n: a namespace joined to the
+// server's by a veth link, with address 10.213.i.1 in the peer and
+// 10.213.i.2 on the server's end, the link up and a route to ServerIP over
+// it. The namespace is deleted when t ends. It fails t for an i out of
+// range, or when ip(8) fails.
+func (n *Netns) AddPeer(t testing.TB, i int) *Peer {
+	t.Helper()
+	if i < 1 || i > 99 {
+		t.Fatalf("redistest: AddPeer: peer number %d is not within 1 to 99", i)
+	}
+	id := fmt.Sprintf("%sp%d", strings.TrimSuffix(n.Server, "s"), i) // at most 14 bytes, and its server end 15: the most an interface name holds
+	p := &Peer{NS: id, IP: fmt.Sprintf("10.213.%d.1", i), n: n, serverIP: fmt.Sprintf("10.213.%d.2", i),
+		link: id, serverLink: id + "s",
+		peerMAC: fmt.Sprintf("02:c1:00:00:%02x:01", i), serverMAC: fmt.Sprintf("02:c1:00:00:%02x:02", i)}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", p.NS).Run() })
+	steps := [][]string{
+		{"netns", "add", p.NS},
+		{"link", "add", p.link, "address", p.peerMAC, "netns", p.NS, "type", "veth", "peer", "name", p.serverLink, "address", p.serverMAC, "netns", n.Server},
+		{"-n", p.NS, "addr", "add", p.IP + "/30", "dev", p.link},
+		{"-n", n.Server, "addr", "add", p.serverIP + "/30", "dev", p.serverLink},
+		{"-n", p.NS, "neigh", "replace", p.serverIP, "lladdr", p.serverMAC, "dev", p.link, "nud", "permanent"},
+		{"-n", n.Server, "neigh", "replace", p.IP, "lladdr", p.peerMAC, "dev", p.serverLink, "nud", "permanent"},
+		{"-n", p.NS, "link", "set", "lo", "up"},
+		{"-n", p.NS, "link", "set", p.link, "up"},
+		{"-n", n.Server, "link", "set", p.serverLink, "up"},
+		{"-n", p.NS, "route", "add", ServerIP + "/32", "via", p.serverIP, "dev", p.link},
+	}
+	for _, s := range steps {
+		ip(t, s...)
+	}
+	return p
+}
+
+// Cut takes the server's end of the peer's link down: every packet between
+// the peer and the server vanishes, with no refusal and no reset, as
+// Server.BlackHole does for the client's namespace.
+func (p *Peer) Cut(t testing.TB) {
+	t.Helper()
+	setEnd(t, p.n.Server, p.serverLink, p.IP, p.peerMAC, false)
+}
+
+// Mend sets the server's end of the peer's link up again; connections
+// whose packets were lost resume once TCP retransmits them.
+func (p *Peer) Mend(t testing.TB) {
+	t.Helper()
+	setEnd(t, p.n.Server, p.serverLink, p.IP, p.peerMAC, true)
 }
 
 func ip(t testing.TB, args ...string) {

@@ -390,3 +390,46 @@ func TestStartSentinelFailsOver(t *testing.T) {
 	require.Eventually(t, func() bool { return c.Get(ctx, "x").Val() == "1" && c.Set(ctx, "y", "1", 0).Err() == nil },
 		20*time.Second, 10*time.Millisecond, "the promoted replica takes writes")
 }
+
+// pingFrom sends PING to s with redis-cli run in the namespace ns, giving
+// up after a second, and returns what it printed.
+func pingFrom(ns string, s *Server) string {
+	host, port, _ := net.SplitHostPort(s.Addr())
+	out, _ := exec.Command("ip", "netns", "exec", ns, "timeout", "1", "redis-cli", "-h", host, "-p", port, "ping").Output()
+	return strings.TrimSpace(string(out))
+}
+
+// A peer reaches the server over its own link, which Cut takes away from
+// it alone, and Mend gives back; its only routes are its link and the
+// server.
+func TestPeerCutAndMend(t *testing.T) {
+	s := Start(t, InNetns())
+	p1, p2 := s.Netns().AddPeer(t, 1), s.Netns().AddPeer(t, 2)
+	require.Equal(t, "10.213.1.1", p1.IP)
+	require.Equal(t, "PONG", pingFrom(p1.NS, s))
+	require.Equal(t, "PONG", pingFrom(p2.NS, s))
+	out, err := exec.Command("ip", "-n", p1.NS, "-4", "route", "show").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Len(t, lines, 2, "%s", out)
+	require.True(t, strings.HasPrefix(lines[0], "10.213.0.2 via 10.213.1.2 dev crl"), "%s", out)
+	require.True(t, strings.HasPrefix(lines[1], "10.213.1.0/30 dev crl"), "%s", out)
+
+	p1.Cut(t)
+	require.Empty(t, pingFrom(p1.NS, s), "cut off")
+	require.Equal(t, "PONG", pingFrom(p2.NS, s), "another peer still reaches it")
+	require.Equal(t, "PONG", s.Client(nil).Ping(context.Background()).Val(), "the client's namespace too")
+
+	p1.Mend(t)
+	require.Eventually(t, func() bool { return pingFrom(p1.NS, s) == "PONG" }, 10*time.Second, 10*time.Millisecond)
+}
+
+func TestAddPeerRefusesANumberOutOfRange(t *testing.T) {
+	s := Start(t, InNetns())
+	ft := &fatalRecorder{TB: t}
+	func() {
+		defer func() { _ = recover() }()
+		s.Netns().AddPeer(ft, 100)
+	}()
+	require.Equal(t, "redistest: AddPeer: peer number 100 is not within 1 to 99", ft.msg)
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package faultrun
+
+const raceEnabled = false
