@@ -239,14 +239,14 @@ type memoryState struct {
 	next     atomic.Int64
 	seq      int64            // the last version given
 	ver      map[string]int64 // each key's version: its last transition's
-	claims   map[int64]bool   // the versions claimed
+	claims   map[int64]string // the replica that claimed each version claimed (restored for a write-back's)
 }
 
 // NewMemoryLedger returns an empty MemoryLedger, reading time from the
 // Judgment of each call.
 func NewMemoryLedger() *MemoryLedger {
 	st := &memoryState{keys: map[string]*keyGuards{}, reports: map[string][2]int{}, ver: map[string]int64{},
-		claims: map[int64]bool{}}
+		claims: map[int64]string{}}
 	return st.replica()
 }
 
@@ -458,7 +458,7 @@ func (l *MemoryLedger) Restore(_ context.Context, parks []*ParkedError) ([]Resto
 		}
 		w := *pe
 		w.Version = st.bump(pe.Key)
-		st.claims[w.Version] = true // its writer announced it when it parked the key alone
+		st.claims[w.Version] = restored // its writer announced it when it parked the key alone: no claim wins
 		g.park = &w
 		ch := LedgerChange{Key: pe.Key, Version: w.Version, Park: &w}
 		told = append(told, ch)
@@ -471,15 +471,22 @@ func (l *MemoryLedger) Restore(_ context.Context, parks []*ParkedError) ([]Resto
 	return out, nil
 }
 
-// Claim reports whether this caller is the first to claim version.
+// restored is the claim of a park Restore wrote: no replica's name, so
+// every claim of it loses, its writer's included.
+const restored = "-"
+
+// Claim reports whether this caller is the first to claim version. A
+// replica that claims again a version it won wins again, as a claim
+// retried after its reply was lost must.
 func (l *MemoryLedger) Claim(_ context.Context, version int64) (bool, error) {
 	l.st.mu.Lock()
 	defer l.st.mu.Unlock()
-	if l.st.claims[version] {
-		return false, nil
+	holder, ok := l.st.claims[version]
+	if !ok {
+		holder = l.replica
+		l.st.claims[version] = holder
 	}
-	l.st.claims[version] = true
-	return true, nil
+	return holder == l.replica, nil
 }
 
 // Parked returns the parks of every key, sorted by key.

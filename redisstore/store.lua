@@ -776,7 +776,10 @@ if op == 'restore' then
     if not r.p and version(key) == tonumber(p.version) then
       p.version = bump(key)
       -- its writer announced it when it parked the key alone: claimed
-      redis.call('SET', tag .. 'claim:' .. p.version, A.replica, 'EX', CLAIM_TTL)
+      -- with a value no claimer sends (claim refuses ''), so that every
+      -- claim of it loses, its writer's included (a writer whose reply was
+      -- lost learns the park from its notice, and claims it)
+      redis.call('SET', tag .. 'claim:' .. p.version, '', 'EX', CLAIM_TTL)
       r.p = p
       rsave(rk, r, 'keep')
       redis.call('SADD', K1, key)
@@ -793,8 +796,18 @@ end
 
 if op == 'claim' then
   -- KEYS: the claim of the version. The first replica to claim a
-  -- transition announces it: replies won 1 to it, 0 to every other.
-  if redis.call('SET', K1, A.replica, 'NX', 'EX', CLAIM_TTL) then
+  -- transition announces it: replies won 1 to it, 0 to every other. A
+  -- replica that claims again what it holds wins again: a claim whose
+  -- reply was lost is tried again, and must not lose to itself.
+  if A.replica == '' then
+    return redis.error_reply('crashloop: claim: an empty replica')
+  end
+  local holder = redis.call('GET', K1)
+  if not holder then
+    redis.call('SET', K1, A.replica, 'EX', CLAIM_TTL)
+    holder = A.replica
+  end
+  if holder == A.replica then
     return {'won', 1}
   end
   return {'won', 0}
