@@ -369,11 +369,18 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 	var evs events
 	s.mu.Lock()
 	rec := s.record(key, now)
+	known := rec.park // the mirror before the reply: it may know newer transitions
 	d := s.apply(rec, &j, cause, v, &evs)
 	if v.Park != nil {
-		if v.Park.Version >= rec.ver {
+		switch {
+		case v.Park.Version >= rec.ver:
 			rec.ver = v.Park.Version
-		} else {
+		case known != nil:
+			// parked again since, as this Supervisor learnt first: a reply
+			// never moves the mirror back
+			rec.park = known
+			s.setState(rec, stateOf(known), v.Now)
+		default:
 			s.unpark(rec, v.Now) // resumed since, as this Supervisor learnt first
 		}
 	}
@@ -441,11 +448,12 @@ func (s *Supervisor) proceedShared(ctx context.Context, key string, now time.Tim
 	s.mu.Lock()
 	d := Decision{Action: ActionRestart}
 	if r := s.keys[key]; r != nil {
-		if v.Park == nil || v.Park.Version >= r.ver {
+		// A verdict without a park carries no version: it lifts no park
+		// (a resume does, with its version, from its notice or a lookup),
+		// and one with an older park than the mirror knows changes nothing.
+		if v.Park != nil && v.Park.Version >= r.ver {
 			r.mirror(v.Park)
-			if v.Park != nil {
-				r.ver = v.Park.Version
-			}
+			r.ver = v.Park.Version
 		}
 		d = s.proceeded(r, v)
 	}

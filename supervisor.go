@@ -525,16 +525,21 @@ func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) er
 			return s.unavailable("resume", key)
 		}
 		cleared, resumed = pe, v
-		s.mu.Lock()
-		if r := s.keys[key]; r != nil {
-			r.ver = max(r.ver, v)
-		}
-		s.mu.Unlock()
 	}
 	off := s.tb.off(now)
 	s.mu.Lock()
 	s.tb.at(off)
 	r := s.keys[key]
+	if r != nil && s.shared != nil {
+		if r.ver > resumed {
+			// parked again since the resume, as this Supervisor learnt
+			// first: the reply never moves the mirror back
+			s.mu.Unlock()
+			s.claim(ctx, resumed, []Event{s.cfg.Budget.resumedEvent(cleared, now)})
+			return nil
+		}
+		r.ver = resumed
+	}
 	if (r == nil || r.park == nil) && cleared == nil {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrNotParked, key)
