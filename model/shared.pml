@@ -463,7 +463,10 @@ init {
 		!nh[0] && !nh[1] && pc[0] == 0 && pc[1] == 0 && kp[0] == 0 && kp[1] == 0 &&
 		synced[0] && synced[1] ->
 		/* P2 at least once: each transition a replica learned was announced,
-		 * unless its claim was pending when its epoch was lost */
+		 * unless its claim was pending when its epoch was lost: such a claim
+		 * cannot be settled (the claims went with S's state, and another
+		 * replica may have won it and announced), so at least once does not
+		 * hold for it (docs/redis.md, Announcing) */
 		i = 0;
 		do
 		:: i < NPID ->
