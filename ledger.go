@@ -119,6 +119,11 @@ type LedgerChange struct {
 	// Forgotten tells a forget of a parked key from a resume, where the
 	// ledger knows (a notice does; a lookup does not).
 	Forgotten bool
+	// StateLost, when set, tells no change of a key (Key is empty) but
+	// that the ledger found, outside any call of the Supervisor, that its
+	// server lost its state: the Supervisor writes back the parks it knows
+	// at once, as when a call returns the *StateLostError.
+	StateLost *StateLostError
 }
 
 // Restored is what Ledger.Restore did with one park: whether it wrote it,

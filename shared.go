@@ -35,6 +35,8 @@ type shared struct {
 	cause   string                  // what the failures since the last success were announced as
 	alone   map[string]*ParkedError // parks decided alone, to write back
 	quiet   bool                    // down for a state loss only: no store.recovered
+	epoch   string                  // the state the last loss told of (StateLostError.Epoch)
+	gen     uint64                  // losses taken: a claim learnt before one is dropped
 }
 
 // NewSharedSupervisor returns a Supervisor whose guards keep their state in
@@ -262,6 +264,14 @@ func orBackground(ctx context.Context) context.Context {
 func (s *Supervisor) stateLost(sl *StateLostError, now time.Time) {
 	s.mu.Lock()
 	sh := s.shared
+	if sl.Epoch != "" && sl.Epoch == sh.epoch {
+		// told before (a late announcement of it): written back already
+		s.mu.Unlock()
+		s.announceLoss(sl, now)
+		return
+	}
+	sh.epoch = sl.Epoch
+	sh.gen++ // the claims pending are of the state lost: dropped
 	sh.lastErr = sl
 	for key, r := range s.keys {
 		r.ver = 0
@@ -277,9 +287,30 @@ func (s *Supervisor) stateLost(sl *StateLostError, now time.Time) {
 	}
 	sh.retryAt = now // the next call writes them back
 	s.mu.Unlock()
+	s.announceLoss(sl, now)
+}
+
+// announceLoss announces the loss sl if the ledger says this replica is
+// the one to.
+func (s *Supervisor) announceLoss(sl *StateLostError, now time.Time) {
 	if sl.Announce {
-		emit(s.o.handler, Event{Kind: EventStoreStateLost, Key: "store", Time: now})
+		emit(s.o.handler, Event{Kind: EventStoreStateLost, Key: "store", Time: now, Reason: sl.Reason})
 	}
+}
+
+// stateLostNow takes a loss of state that the ledger found outside a call
+// of this Supervisor (LedgerChange.StateLost, or a claim refused for it),
+// and writes back the parks it knows at once, on a goroutine of its own
+// (the ledger bounds the call), rather than at the next decision: an idle
+// replica's parks are back as soon as the loss is found.
+func (s *Supervisor) stateLostNow(sl *StateLostError) {
+	now := s.o.clock.Now()
+	s.stateLost(sl, now)
+	go func() {
+		ctx, cancel := s.decisionContext(context.Background())
+		defer cancel()
+		_, _ = s.useShared(ctx, now)
+	}()
 }
 
 // reloaded reports, for err from a call of the ledger, whether the ledger
@@ -409,9 +440,14 @@ func isParkEvent(k EventKind) bool {
 // announces it with evs if this Supervisor wins; a claim that could not be
 // sent is tried again later.
 func (s *Supervisor) claim(ctx context.Context, v int64, evs []Event) {
+	s.mu.Lock()
+	gen := s.shared.gen
+	s.mu.Unlock()
 	won, err := s.shared.l.Claim(ctx, v)
 	if err != nil {
-		s.claimLater(v, evs, sharedRetry, 1)
+		if !s.claimLost(err) {
+			s.claimAfter(v, evs, sharedRetry, 1, gen)
+		}
 		return
 	}
 	if won {
@@ -420,17 +456,42 @@ func (s *Supervisor) claim(ctx context.Context, v int64, evs []Event) {
 }
 
 // claimLater claims the transition of version v after a wait, and
-// announces it with evs if this Supervisor wins.
+// announces it with evs if this Supervisor wins. s.mu may be held.
 func (s *Supervisor) claimLater(v int64, evs []Event, after time.Duration, try int) {
+	s.claimAfter(v, evs, after, try, s.shared.gen)
+}
+
+// claimAfter is claimLater of a transition learnt in generation gen of the
+// ledger's state: once the ledger lost that state (a later generation),
+// the claim is dropped, as its version may name another transition now.
+func (s *Supervisor) claimAfter(v int64, evs []Event, after time.Duration, try int, gen uint64) {
 	time.AfterFunc(after, func() {
+		s.mu.Lock()
+		current := s.shared.gen == gen
+		s.mu.Unlock()
+		if !current {
+			return
+		}
 		won, err := s.shared.l.Claim(context.Background(), v)
 		switch {
+		case err != nil && s.claimLost(err):
 		case err != nil && try < claimTries:
-			s.claimLater(v, evs, sharedRetry, try+1)
+			s.claimAfter(v, evs, sharedRetry, try+1, gen)
 		case err == nil && won:
 			emitAll(s.o.handler, evs)
 		}
 	})
+}
+
+// claimLost reports whether err, from a claim, tells that the ledger lost
+// its state, and takes the loss: the claim is dropped (see claimAfter).
+func (s *Supervisor) claimLost(err error) bool {
+	var sl *StateLostError
+	if !errors.As(err, &sl) {
+		return false
+	}
+	s.stateLostNow(sl)
+	return true
 }
 
 // proceedShared is ProceedAt through the ledger; like decideShared, it
@@ -517,6 +578,10 @@ func (r *record) mirror(pe *ParkedError) {
 // learn takes a change another Supervisor made, as the ledger tells of it:
 // the park or resume of a key this Supervisor knows.
 func (s *Supervisor) learn(ch LedgerChange) {
+	if ch.StateLost != nil {
+		s.stateLostNow(ch.StateLost)
+		return
+	}
 	now := s.o.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()

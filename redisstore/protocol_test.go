@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -339,8 +340,10 @@ func TestStaleNoticeIgnored(t *testing.T) {
 
 	// The park's notice again, as a late copy of it would arrive.
 	admin := s.Client(nil)
-	stale := "P" + "5:stale" + "1:k" + micros16(time.Now().UnixMicro()) + "0,1," + "15:permanent_error" + "ebad config"
-	ch, _, ok := decodeNotice(stale)
+	epoch, err := rs[0].store.knownEpoch(ctx)
+	require.NoError(t, err)
+	stale := "P" + strconv.Itoa(len(epoch)) + ":" + epoch + "5:stale" + "1:k" + micros16(time.Now().UnixMicro()) + "0,1," + "15:permanent_error" + "ebad config"
+	ch, _, _, ok := decodeNotice(stale)
 	require.True(t, ok)
 	require.Equal(t, int64(1), ch.Version)
 	require.NoError(t, admin.SPublish(ctx, rs[0].store.keys.events(), stale).Err())

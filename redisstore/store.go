@@ -90,6 +90,7 @@ type Store struct {
 	full    atomic.Pointer[MisconfiguredError] // a write refused for lack of memory, until one goes through
 	checked atomic.Bool                        // a check has found what it could
 	checks  time.Duration                      // how often watch checks: checkEvery; tests shorten it before Open
+	epochs  time.Duration                      // how often receive checks the epoch: pingEvery; tests change it before Open
 
 	mu     sync.Mutex
 	opened bool
@@ -127,7 +128,7 @@ func New(client redis.UniversalClient, o Options) *Store {
 	ks, err := newKeyspace(o.Prefix)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Store{rdb: client, script: script, o: o, keys: ks, err: err, origin: randomSuffix(8), fresh: randomSuffix(16),
-		known: map[string]struct{}{}, ctx: ctx, cancel: cancel, checks: checkEvery}
+		known: map[string]struct{}{}, ctx: ctx, cancel: cancel, checks: checkEvery, epochs: pingEvery}
 }
 
 func defaultReplica() string {

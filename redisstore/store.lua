@@ -317,8 +317,9 @@ local function parkObject(key, p)
 end
 
 -- notice publishes a park (p) or a resume or forget (p false, at version
--- v) of key on the deployment's channel, with the origin of the change:
--- 'P' or 'R', the origin and the key as fields, then for a park the park
+-- v) of key on the deployment's channel, with the epoch it is made in and
+-- the origin of the change: 'P' or 'R', the epoch, the origin and the key
+-- as fields, then for a park the park
 -- (see pdec, with its version), else the version ('F' instead of 'R' for
 -- the forget of a parked key). It is sharded pub/sub
 -- (SPUBLISH): the channel hashes to the slot of the keys, so on Redis
@@ -327,9 +328,9 @@ end
 local function notice(origin, key, p, v, kind)
   local msg
   if p then
-    msg = 'P' .. field(origin) .. field(key) .. penc(p)
+    msg = 'P' .. field(A.epoch) .. field(origin) .. field(key) .. penc(p)
   else
-    msg = (kind or 'R') .. field(origin) .. field(key) .. v
+    msg = (kind or 'R') .. field(A.epoch) .. field(origin) .. field(key) .. v
   end
   redis.call('SPUBLISH', tag .. 'events', msg)
 end
