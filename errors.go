@@ -54,9 +54,10 @@ type StateLostError struct {
 	// report is then a loss of its own).
 	Epoch string
 	// Reason says what lost the state: "" when the ledger found the state
-	// gone or replaced (a flush, a restart without persistence), "failover"
-	// when it saw its server replaced by a promoted replica, which may have
-	// lost the last writes. EventStoreStateLost carries it.
+	// gone or replaced (a flush, a restart without persistence),
+	// ReasonFailover when the server kept it but lost its last
+	// acknowledged writes (a failover to a replica they had not reached).
+	// EventStoreStateLost carries it.
 	Reason string
 }
 
@@ -135,6 +136,11 @@ const (
 	// ReasonCleanExit: EventRestartScheduled of a run that returned nil
 	// after it was healthy, with RestartOnCleanExit.
 	ReasonCleanExit = "clean_exit"
+	// ReasonFailover: EventStoreStateLost of a shared ledger whose server
+	// kept its state but lost its last acknowledged writes (a failover to
+	// a replica they had not reached). A loss with no reason is a state
+	// gone or replaced (a flush, a restart without persistence).
+	ReasonFailover = "failover"
 )
 
 // checkKey refuses the empty key.

@@ -37,6 +37,7 @@ type shared struct {
 	quiet   bool                    // down for a state loss only: no store.recovered
 	epoch   string                  // the state the last loss told of (StateLostError.Epoch)
 	gen     uint64                  // losses taken: a claim learnt before one is dropped
+	won     map[int64]time.Time     // the versions this Supervisor won and announced lately (see firstWin)
 }
 
 // NewSharedSupervisor returns a Supervisor whose guards keep their state in
@@ -73,7 +74,7 @@ func NewSharedSupervisor(cfg SupervisorConfig, l Ledger, opts ...Option) (*Super
 	if err != nil {
 		return nil, err
 	}
-	s.shared = &shared{l: l, alone: map[string]*ParkedError{}}
+	s.shared = &shared{l: l, alone: map[string]*ParkedError{}, won: map[int64]time.Time{}}
 	if err := l.Open(s.cfg.clone(), s.learn); err != nil {
 		return nil, err
 	}
@@ -272,6 +273,7 @@ func (s *Supervisor) stateLost(sl *StateLostError, now time.Time) {
 	}
 	sh.epoch = sl.Epoch
 	sh.gen++ // the claims pending are of the state lost: dropped
+	clear(sh.won)
 	sh.lastErr = sl
 	for key, r := range s.keys {
 		r.ver = 0
@@ -450,9 +452,38 @@ func (s *Supervisor) claim(ctx context.Context, v int64, evs []Event) {
 		}
 		return
 	}
-	if won {
+	if won && s.firstWin(v, gen) {
 		emitAll(s.o.handler, evs)
 	}
+}
+
+// wonFor is how long a Supervisor remembers a version it won: longer than
+// the last retry of a claim of it.
+const wonFor = claimGrace + claimTries*sharedRetry + time.Minute
+
+// firstWin reports whether this Supervisor won the claim of version v, in
+// generation gen of the ledger's state, for the first time. A claim that
+// its holder makes again wins again (a retry after a lost reply must), and
+// a Supervisor may claim one version twice: at its step's reply, and from
+// the step's notice when that came first. It announces the first win only.
+func (s *Supervisor) firstWin(v int64, gen uint64) bool {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.shared
+	if sh.gen != gen {
+		return false // a claim of the state lost
+	}
+	if _, ok := sh.won[v]; ok {
+		return false
+	}
+	for w, at := range sh.won {
+		if now.Sub(at) > wonFor {
+			delete(sh.won, w)
+		}
+	}
+	sh.won[v] = now
+	return true
 }
 
 // claimLater claims the transition of version v after a wait, and
@@ -477,7 +508,7 @@ func (s *Supervisor) claimAfter(v int64, evs []Event, after time.Duration, try i
 		case err != nil && s.claimLost(err):
 		case err != nil && try < claimTries:
 			s.claimAfter(v, evs, sharedRetry, try+1, gen)
-		case err == nil && won:
+		case err == nil && won && s.firstWin(v, gen):
 			emitAll(s.o.handler, evs)
 		}
 	})

@@ -26,24 +26,27 @@ func TestClaimRetriedAfterALostReplyWins(t *testing.T) {
 	prefix := newPrefix()
 	st := New(proxy.Client(BoundedOptions(nil, time.Second)), Options{Prefix: prefix, Replica: "replica-0", Timeout: 200 * time.Millisecond})
 	other := New(testClient(t, s), Options{Prefix: prefix, Replica: "replica-1"})
+	require.NoError(t, other.Open(crashloop.DefaultSupervisorConfig(), nil))
+	t.Cleanup(func() { _ = other.Close() })
 	ctx := context.Background()
+	require.Equal(t, int64(1), park(t, other, "k", time.Now()).Park.Version)
 	_, err := st.Lookup(ctx, "k") // learns the epoch
 	require.NoError(t, err)
 
 	proxy.SetDelay(time.Second)
-	_, err = st.Claim(ctx, 7)
+	_, err = st.Claim(ctx, 1)
 	require.Error(t, err, "the reply came too late")
 	proxy.SetDelay(0)
 	admin := s.Client(nil)
 	require.Eventually(t, func() bool {
-		holder, err := admin.Get(ctx, st.keys.claim(7)).Result()
+		holder, err := admin.Get(ctx, st.keys.claim(1)).Result()
 		return err == nil && holder == "replica-0"
 	}, watchdog, time.Millisecond, "the server took the claim")
 
-	won, err := st.Claim(ctx, 7)
+	won, err := st.Claim(ctx, 1)
 	require.NoError(t, err)
 	require.True(t, won, "the retried claim wins")
-	won, err = other.Claim(ctx, 7)
+	won, err = other.Claim(ctx, 1)
 	require.NoError(t, err)
 	require.False(t, won)
 }

@@ -25,6 +25,13 @@ type lateReplies struct {
 	held    chan struct{} // closed when a reply is held
 	release chan struct{}
 	told    atomic.Int64
+	claims  atomic.Int32 // claims answered
+}
+
+func (l *lateReplies) Claim(ctx context.Context, version int64) (bool, error) {
+	won, err := l.Store.Claim(ctx, version)
+	l.claims.Add(1)
+	return won, err
 }
 
 func newLateReplies(st *Store) *lateReplies {
@@ -61,12 +68,12 @@ func (l *lateReplies) Resume(ctx context.Context, key string, version int64, now
 
 // lateFleet is a replica on a lateReplies and another on a plain Store,
 // both knowing key k.
-func lateFleet(t *testing.T) (*lateReplies, *crashloop.Supervisor, *replica) {
+func lateFleet(t *testing.T, h crashloop.EventHandler) (*lateReplies, *crashloop.Supervisor, *replica) {
 	s := redistest.Start(t)
 	newStore := onServer(t, s, Options{})
 	late := newLateReplies(newStore(0))
 	t.Cleanup(func() { _ = late.Close() })
-	sup0, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), late)
+	sup0, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), late, crashloop.WithEventHandler(h))
 	require.NoError(t, err)
 	rs := fleet(t, 1, crashloop.DefaultSupervisorConfig(), false, func(int) *Store { return newStore(1) })
 	reconciled(t, late.Store, rs[0].store)
@@ -84,7 +91,7 @@ func lateFleet(t *testing.T) (*lateReplies, *crashloop.Supervisor, *replica) {
 // held it parked at version 3, the replica's Parked and Status said it was
 // not, and no notice or reconcile could put it right, as none is newer.)
 func TestLateJudgeReplyKeepsTheNewerPark(t *testing.T) {
-	late, sup0, r1 := lateFleet(t)
+	late, sup0, r1 := lateFleet(t, nil)
 	ctx := context.Background()
 	late.hold.Store(true)
 	done := make(chan crashloop.Decision, 1)
@@ -107,7 +114,7 @@ func TestLateJudgeReplyKeepsTheNewerPark(t *testing.T) {
 // another replica parked the key again (3) and the replica took that
 // notice. The late reply does not lift the newer park. (Before, it did.)
 func TestLateResumeReplyKeepsTheNewerPark(t *testing.T) {
-	late, sup0, r1 := lateFleet(t)
+	late, sup0, r1 := lateFleet(t, nil)
 	ctx := context.Background()
 	sup0.Decide(ctx, "k", crashloop.RunResult{Err: errBadConfig})
 	parkedOn(t, []*replica{r1}, "k")
@@ -122,4 +129,24 @@ func TestLateResumeReplyKeepsTheNewerPark(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Equal(t, []string{"k"}, sup0.Parked())
 	require.Equal(t, crashloop.StateParked, sup0.Status(ctx).Keys["k"].State)
+}
+
+// A replica's judge parks the key, and the park's notice reaches it before
+// the reply: it claims the park twice, once from the notice (a second
+// later) and once at the reply (at once), and wins both, as a claim its
+// holder makes again must (a retry after a lost reply). It announces the
+// park once.
+func TestParkLearntBeforeItsReplyIsAnnouncedOnce(t *testing.T) {
+	evs := &events{}
+	late, sup0, _ := lateFleet(t, evs)
+	ctx := context.Background()
+	late.hold.Store(true)
+	done := make(chan crashloop.Decision, 1)
+	go func() { done <- sup0.Decide(ctx, "k", crashloop.RunResult{Err: errBadConfig}) }()
+	<-late.held
+	require.Eventually(t, func() bool { return late.told.Load() == 1 }, watchdog, time.Millisecond, "the notice taken first")
+	close(late.release)
+	require.ErrorIs(t, (<-done).Err, crashloop.ErrParked)
+	require.Eventually(t, func() bool { return late.claims.Load() == 2 }, watchdog, time.Millisecond, "claimed at the reply and from the notice")
+	require.Len(t, evs.of(crashloop.EventStartupExhausted), 1)
 }

@@ -131,6 +131,7 @@ func (s *Store) hear(msg string) {
 			return
 		}
 	}
+	s.saw(ch.Version)
 	s.believe(ch.Key, ch.Park != nil)
 	s.notify(ch)
 }

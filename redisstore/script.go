@@ -598,7 +598,7 @@ func (s *Store) knownEpoch(ctx context.Context) (string, error) {
 	if e != "" {
 		return e, nil
 	}
-	e, err := s.readEpoch(ctx)
+	e, err := s.readEpoch(ctx, "", 0, 0)
 	if err != nil {
 		return "", err
 	}
@@ -620,6 +620,15 @@ func (s *Store) adopt(e string) {
 	if s.fresh == e {
 		s.fresh = randomSuffix(16)
 	}
+	s.floor, s.seen = max(s.floor, s.seen), 0
+}
+
+// saw notes version v, from a reply or a notice of the epoch this Store
+// knows: a server whose {p}:seq is below it lost writes (see checkEpoch).
+func (s *Store) saw(v int64) {
+	s.mu.Lock()
+	s.seen = max(s.seen, v)
+	s.mu.Unlock()
 }
 
 // freshEpoch returns the epoch this Store makes for a deployment that has
@@ -631,9 +640,15 @@ func (s *Store) freshEpoch() string {
 }
 
 // readEpoch returns the deployment's epoch as the server holds it, making
-// it (this Store's fresh one) when there is none.
-func (s *Store) readEpoch(ctx context.Context) (string, error) {
-	res, err := s.eval(ctx, []string{s.keys.epoch()}, []any{"epoch", "fresh", s.freshEpoch()})
+// it (this Store's fresh one) when there is none. When it is known, the
+// epoch this Store knows, and the server's {p}:seq is below seen, the
+// highest version this Store saw in it, the server lost acknowledged
+// writes: it moves the deployment to a new epoch, which it returns (see
+// the state check in store.lua). seen and floor (the highest version seen
+// in the epochs before) raise {p}:seq.
+func (s *Store) readEpoch(ctx context.Context, known string, seen, floor int64) (string, error) {
+	res, err := s.eval(ctx, []string{s.keys.epoch()}, []any{"epoch", "epoch", known, "fresh", s.freshEpoch(),
+		"seen", seen, "floor", floor})
 	if err != nil {
 		return "", fmt.Errorf("epoch: %w", err)
 	}
@@ -669,11 +684,25 @@ func (s *Store) lostState(ctx context.Context, old, cur string) error {
 	announce := false
 	if adopted && opened {
 		var err error
-		if announce, err = s.claim(ctx, s.keys.claimLost(cur)); err != nil {
+		if announce, err = s.claim(ctx, s.keys.claimLost(cur), 0); err != nil {
 			s.claimLossLater(cur)
 		}
 	}
-	return &crashloop.StateLostError{Announce: announce, Epoch: cur}
+	return lossOf(cur, announce)
+}
+
+// failoverEpoch starts the epochs that the server makes when it finds that
+// it lost acknowledged writes (see the move in store.lua).
+const failoverEpoch = "failover-"
+
+// lossOf is the loss of state that made epoch: its Reason is "failover"
+// for an epoch made because the server lost acknowledged writes.
+func lossOf(epoch string, announce bool) *crashloop.StateLostError {
+	sl := &crashloop.StateLostError{Announce: announce, Epoch: epoch}
+	if strings.HasPrefix(epoch, failoverEpoch) {
+		sl.Reason = crashloop.ReasonFailover
+	}
+	return sl
 }
 
 // claimLossLater claims the loss that made epoch every second, up to
@@ -696,12 +725,12 @@ func (s *Store) claimLossLater(epoch string) {
 				return
 			case <-t.C:
 			}
-			won, err := s.claim(s.ctx, s.keys.claimLost(epoch))
+			won, err := s.claim(s.ctx, s.keys.claimLost(epoch), 0)
 			if err != nil {
 				continue
 			}
 			if won {
-				s.tellLost(&crashloop.StateLostError{Announce: true, Epoch: epoch})
+				s.tellLost(lossOf(epoch, true))
 			}
 			return
 		}
@@ -727,16 +756,18 @@ func (s *Store) tellLost(err error) {
 
 // checkEpoch reads the deployment's epoch and, when it is not the one this
 // Store knows (the server lost its state), adopts it and tells the
-// Supervisor, as a call that found it would. A Store that knows no epoch
-// yet learns it at its first call.
+// Supervisor, as a call that found it would. A server that kept the epoch
+// but lost versions this Store saw (a failover to a replica the last
+// writes had not reached) is moved to a new epoch first. A Store that
+// knows no epoch yet learns it at its first call.
 func (s *Store) checkEpoch(ctx context.Context) {
 	s.mu.Lock()
-	old := s.epoch
+	old, seen, floor := s.epoch, s.seen, s.floor
 	s.mu.Unlock()
 	if old == "" {
 		return
 	}
-	cur, err := s.readEpoch(ctx)
+	cur, err := s.readEpoch(ctx, old, seen, floor)
 	if err != nil || cur == old {
 		return
 	}

@@ -99,6 +99,8 @@ type Store struct {
 	known  map[string]struct{} // keys this Store told its Supervisor are parked
 	epoch  string              // the deployment's epoch, once learnt
 	fresh  string              // the epoch this Store makes for a deployment that has none
+	seen   int64               // the highest version this Store saw in its epoch (see checkEpoch)
+	floor  int64               // the highest version it saw in the epochs before
 	ps     *redis.PubSub       // the notice subscription, while there is one
 
 	reconciled atomic.Int64 // reconciles done, one after each (re)subscription: the tests wait for them
@@ -273,6 +275,7 @@ func (s *Store) Lookup(ctx context.Context, key string) (crashloop.LedgerChange,
 	if err != nil {
 		return crashloop.LedgerChange{}, badReply("lookup", err)
 	}
+	s.saw(ch.Version)
 	if ch.Park != nil {
 		s.believe(key, true)
 	}
@@ -315,6 +318,7 @@ func (s *Store) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verd
 		s.report.Store(&rep)
 	}
 	if v.Park != nil {
+		s.saw(v.Park.Version)
 		s.believe(j.Key, true)
 	}
 	return v, nil
@@ -341,6 +345,9 @@ func (s *Store) Proceed(ctx context.Context, key string, now time.Time) (crashlo
 	v, _, err := readVerdict(res, key, s.callTime(now), false)
 	if err != nil {
 		return crashloop.Verdict{}, badReply("proceed", err)
+	}
+	if v.Park != nil {
+		s.saw(v.Park.Version)
 	}
 	s.believe(key, v.Park != nil)
 	return v, nil
@@ -393,6 +400,7 @@ func (s *Store) clear(ctx context.Context, op, key string, version int64) (crash
 	if err != nil {
 		return crashloop.LedgerChange{}, nil, badReply(op, err)
 	}
+	s.saw(ch.Version)
 	if !applied {
 		s.believe(key, ch.Park != nil)
 		return crashloop.LedgerChange{}, nil, &crashloop.ChangedError{Key: key, Version: ch.Version, Park: ch.Park}
@@ -433,6 +441,7 @@ func (s *Store) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]
 		return nil, badReply("restore", err)
 	}
 	for _, r := range out {
+		s.saw(r.Version)
 		s.believe(r.Key, r.Park != nil)
 	}
 	return out, nil
@@ -446,13 +455,13 @@ func (s *Store) Claim(ctx context.Context, version int64) (bool, error) {
 	if s.err != nil {
 		return false, s.err
 	}
-	return s.claim(ctx, s.keys.claim(version))
+	return s.claim(ctx, s.keys.claim(version), version)
 }
 
-// claim sets the claim key to this replica if no replica has, and reports
-// whether it did.
-func (s *Store) claim(ctx context.Context, key string) (bool, error) {
-	res, err := s.run(ctx, "claim", []string{key}, "version", 0, "replica", s.o.Replica)
+// claim sets the claim key of version (0 for the claim of a loss) to this
+// replica if no replica has, and reports whether it holds it.
+func (s *Store) claim(ctx context.Context, key string, version int64) (bool, error) {
+	res, err := s.run(ctx, "claim", []string{key}, "version", version, "replica", s.o.Replica)
 	if err != nil {
 		return false, err
 	}
@@ -480,6 +489,9 @@ func (s *Store) Parked(ctx context.Context) ([]*crashloop.ParkedError, error) {
 	out, err := readParked(res)
 	if err != nil {
 		return nil, badReply("parked", err)
+	}
+	for _, pe := range out {
+		s.saw(pe.Version)
 	}
 	slices.SortFunc(out, func(a, b *crashloop.ParkedError) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil

@@ -87,7 +87,7 @@ end
 for _, spec in pairs(OPS) do
   spec.epoch, spec.fresh = 's', 's'
 end
-OPS.epoch = {fresh = 's'}
+OPS.epoch = {epoch = 's', fresh = 's', seen = 'd', floor = 'd'}
 
 -- decode reads the arguments of spec from ARGV into a table by name, or
 -- returns nil and what is wrong with them.
@@ -146,7 +146,17 @@ end
 -- restart without persistence, a failover that lost writes) does nothing
 -- and fails with 'crashloop: state_lost EPOCH' (the current epoch, made
 -- now if there is none): its Store adopts the epoch and its Supervisor
--- writes back the parks it knows. epoch returns the epoch, making it.
+-- writes back the parks it knows. epoch returns the epoch, making it; and
+-- when it is the caller's (epoch) but {p}:seq is below a version the
+-- caller saw in it (seen: the server lost acknowledged writes, as a
+-- failover to a replica that had not received them does), it moves the
+-- deployment to a new epoch (see the move, below). seen and floor (the
+-- highest version the caller saw in the epochs before) raise {p}:seq, so
+-- that no version the caller saw is given again. A claim, resume or
+-- forget that names a version above {p}:seq (one the server never gave: it
+-- lost the writes that gave it) moves it too, and fails as a step of the
+-- new epoch.
+local moving = false
 do
   local ek = tag .. 'epoch'
   local cur = redis.call('GET', ek)
@@ -158,10 +168,24 @@ do
     end
   end
   if op == 'epoch' then
-    return {'epoch', cur}
-  end
-  if cur ~= A.epoch then
+    if cur ~= A.epoch then
+      return {'epoch', cur}
+    end
+    local seq = tonumber(redis.call('GET', tag .. 'seq') or '0')
+    if seq < tonumber(A.floor) then
+      seq = tonumber(A.floor)
+      redis.call('SET', tag .. 'seq', A.floor)
+    end
+    if seq >= tonumber(A.seen) then
+      return {'epoch', cur}
+    end
+    moving = true
+  elseif cur ~= A.epoch then
     return redis.error_reply('crashloop: state_lost ' .. cur)
+  elseif (op == 'claim' or op == 'resume' or op == 'forget') and
+      tonumber(A.version) > tonumber(redis.call('GET', tag .. 'seq') or '0') then
+    -- a version the server never gave: it lost the writes that gave it
+    A.seen, A.floor, moving = A.version, '0', true
   end
 end
 
@@ -793,6 +817,38 @@ if op == 'restore' then
     out[#out + 1] = o
   end
   return out
+end
+
+if moving then
+  -- The move (see the state check): the server lost versions the caller
+  -- saw. The deployment gets a new epoch ('failover-' and the caller's
+  -- fresh one), so every replica finds the loss and writes back the parks
+  -- it knows; {p}:seq is raised above every version the caller saw; the
+  -- versions of the keys are dropped, so that a write-back (which names
+  -- version 0) is written over any key not parked, and each park that
+  -- stands takes a new version, claimed by nobody (it was announced when
+  -- it was made) and published under the new epoch.
+  A.epoch = 'failover-' .. A.fresh
+  redis.call('SET', tag .. 'epoch', A.epoch)
+  redis.call('SET', tag .. 'seq', string.format('%d', math.max(tonumber(A.seen), tonumber(A.floor))))
+  redis.call('DEL', tag .. 'ver')
+  for _, key in ipairs(redis.call('SMEMBERS', tag .. 'parked')) do
+    local rk = tag .. 'k:' .. key
+    local r = rdec(redis.call('GET', rk))
+    if r.p then
+      r.p.version = bump(key)
+      -- announced when it was made: claimed, as a write-back is, by nobody
+      redis.call('SET', tag .. 'claim:' .. r.p.version, '', 'EX', CLAIM_TTL)
+      rsave(rk, r, 'keep')
+      notice('failover', key, r.p)
+    else
+      redis.call('SREM', tag .. 'parked', key)
+    end
+  end
+  if op ~= 'epoch' then
+    return redis.error_reply('crashloop: state_lost ' .. A.epoch)
+  end
+  return {'epoch', A.epoch}
 end
 
 if op == 'claim' then
