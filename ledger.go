@@ -60,7 +60,9 @@ type Ledger interface {
 	// resume of a key (from any goroutine; it does not block). It may also
 	// be called with changes this Supervisor made, and with changes told
 	// before: a Supervisor takes only a change whose Version is newer than
-	// the one it knows for the key.
+	// the one it knows for the key. A ledger that finds, outside a call,
+	// that its server lost its state tells it with a LedgerChange whose
+	// StateLost is set.
 	Open(cfg SupervisorConfig, notify func(LedgerChange)) error
 	// Lookup returns key as it stands: its Version and its Park (nil when
 	// it is not parked).

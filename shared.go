@@ -311,7 +311,9 @@ func (s *Supervisor) stateLostNow(sl *StateLostError) {
 	go func() {
 		ctx, cancel := s.decisionContext(context.Background())
 		defer cancel()
-		_, _ = s.useShared(ctx, now)
+		// not through useShared: the decisions made meanwhile must not
+		// decide alone while this one writes back (they write back too)
+		_ = s.writeBack(ctx, now)
 	}()
 }
 

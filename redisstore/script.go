@@ -668,12 +668,12 @@ func (s *Store) readEpoch(ctx context.Context, known string, seen, floor int64) 
 // state of epoch old, and returns the error of the step that found it:
 // exactly one replica of the deployment (the first opened Store to claim
 // the loss) is told to announce it. The Store that adopts the epoch tells
-// the loss once: in the error it returns here, to the caller that found
-// it, or (found by the Store itself: a check, a notice, a reconcile) to
-// its Supervisor (see tellLost). A claim of the loss that cannot be sent
-// is tried again every second, up to a minute, and a late win is told to
-// the Supervisor with Announce set.
-func (s *Store) lostState(ctx context.Context, old, cur string) error {
+// its Supervisor at once (see tellLost), then claims the loss; the caller
+// gets the loss again, with Announce for the winner (a Supervisor takes
+// each epoch's loss once, and announces it when told so). A claim of the
+// loss that cannot be sent is tried again every second, up to a minute,
+// and a late win is told to the Supervisor with Announce set.
+func (s *Store) lostState(ctx context.Context, old, cur string) *crashloop.StateLostError {
 	s.mu.Lock()
 	adopted := s.epoch == old
 	if adopted {
@@ -683,6 +683,12 @@ func (s *Store) lostState(ctx context.Context, old, cur string) error {
 	s.mu.Unlock()
 	announce := false
 	if adopted && opened {
+		// The Supervisor takes the loss before anything else is sent: a
+		// claim it learnt in the state lost, sent now, would claim another
+		// transition of the new epoch (it drops them at the loss). It is
+		// told the loss again, by the caller's error or with Announce, and
+		// takes each epoch's once.
+		s.tellLost(lossOf(cur, false))
 		var err error
 		if announce, err = s.claim(ctx, s.keys.claimLost(cur), 0); err != nil {
 			s.claimLossLater(cur)
@@ -771,5 +777,7 @@ func (s *Store) checkEpoch(ctx context.Context) {
 	if err != nil || cur == old {
 		return
 	}
-	s.tellLost(s.lostState(ctx, old, cur))
+	if sl := s.lostState(ctx, old, cur); sl.Announce {
+		s.tellLost(sl)
+	}
 }

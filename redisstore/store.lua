@@ -152,10 +152,7 @@ end
 -- failover to a replica that had not received them does), it moves the
 -- deployment to a new epoch (see the move, below). seen and floor (the
 -- highest version the caller saw in the epochs before) raise {p}:seq, so
--- that no version the caller saw is given again. A claim, resume or
--- forget that names a version above {p}:seq (one the server never gave: it
--- lost the writes that gave it) moves it too, and fails as a step of the
--- new epoch.
+-- that no version the caller saw is given again.
 local moving = false
 do
   local ek = tag .. 'epoch'
@@ -182,10 +179,6 @@ do
     moving = true
   elseif cur ~= A.epoch then
     return redis.error_reply('crashloop: state_lost ' .. cur)
-  elseif (op == 'claim' or op == 'resume' or op == 'forget') and
-      tonumber(A.version) > tonumber(redis.call('GET', tag .. 'seq') or '0') then
-    -- a version the server never gave: it lost the writes that gave it
-    A.seen, A.floor, moving = A.version, '0', true
   end
 end
 
@@ -845,9 +838,6 @@ if moving then
       redis.call('SREM', tag .. 'parked', key)
     end
   end
-  if op ~= 'epoch' then
-    return redis.error_reply('crashloop: state_lost ' .. A.epoch)
-  end
   return {'epoch', A.epoch}
 end
 
@@ -858,6 +848,11 @@ if op == 'claim' then
   -- reply was lost is tried again, and must not lose to itself.
   if A.replica == '' then
     return redis.error_reply('crashloop: claim: an empty replica')
+  end
+  if tonumber(A.version) > tonumber(redis.call('GET', tag .. 'seq') or '0') then
+    -- a version the server never gave (it lost the writes that gave it,
+    -- whose claim went with them): nobody wins it
+    return {'won', 0}
   end
   local holder = redis.call('GET', K1)
   if not holder then
