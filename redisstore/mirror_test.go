@@ -60,6 +60,12 @@ func (l *lateReplies) Judge(ctx context.Context, j crashloop.Judgment) (crashloo
 	return v, err
 }
 
+func (l *lateReplies) Forget(ctx context.Context, key string, version int64) (int64, error) {
+	v, err := l.Store.Forget(ctx, key, version)
+	l.wait()
+	return v, err
+}
+
 func (l *lateReplies) Resume(ctx context.Context, key string, version int64, now time.Time) (*crashloop.ParkedError, int64, error) {
 	pe, v, err := l.Store.Resume(ctx, key, version, now)
 	l.wait()
@@ -149,4 +155,22 @@ func TestParkLearntBeforeItsReplyIsAnnouncedOnce(t *testing.T) {
 	require.ErrorIs(t, (<-done).Err, crashloop.ErrParked)
 	require.Eventually(t, func() bool { return late.claims.Load() == 2 }, watchdog, time.Millisecond, "claimed at the reply and from the notice")
 	require.Len(t, evs.of(crashloop.EventStartupExhausted), 1)
+}
+
+// A replica's forget (version 1, of a key not parked) is applied, and its
+// reply comes only after another replica parked the key (2) and the
+// replica took that notice. The late reply does not drop the newer park
+// from its mirror. (Before, the replica dropped the key, park and all.)
+func TestLateForgetReplyKeepsTheNewerPark(t *testing.T) {
+	late, sup0, r1 := lateFleet(t, nil)
+	ctx := context.Background()
+	late.hold.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- sup0.Forget(ctx, "k") }()
+	<-late.held
+	r1.sup.Decide(ctx, "k", crashloop.RunResult{Err: errBadConfig})
+	require.Eventually(t, func() bool { return late.told.Load() == 2 }, watchdog, time.Millisecond, "the notice of 2 taken")
+	close(late.release)
+	require.NoError(t, <-done)
+	require.Equal(t, []string{"k"}, sup0.Parked())
 }
