@@ -102,11 +102,29 @@ type Ledger interface {
 	// Restore that wrote it). The winner announces the transition, so each
 	// is announced once, by whichever replica learns it first and claims.
 	Claim(ctx context.Context, version int64) (bool, error)
+	// Member tells the ledger that this Supervisor now counts key as a
+	// fleet member (member true: it runs the key, waits to restart it, holds
+	// it or holds it parked) or no longer does (it exited, was resumed
+	// elsewhere, was forgotten). The Supervisor calls it at each such change
+	// of a key, with its own lock held: it must return at once, doing no
+	// I/O and never failing. A ledger on a server records it and writes it
+	// later, before its next Judge or Fleet and within a round trip of the
+	// change; its members count only while the replica lives, and are
+	// withdrawn when it closes.
+	//
+	// The fleet breaker's failing fraction is counted over the keys of the
+	// deployment, each once whatever the number of replicas that count it
+	// as a member: the live keys are the keys some live replica counts as
+	// members, and the failing ones are the live keys that stand parked
+	// (for any reason, needs_human included). A Judge that parks a key
+	// judges the fraction of those, the parked key counted as a live,
+	// failing one; the Judgment's Members and Failing, this Supervisor's
+	// own counts, are not used.
+	Member(key string, member bool)
 	// Fleet returns the status of the fleet breaker at now. Its
-	// FailingChannels and TotalChannels are the failing members and members
-	// that every live replica last reported with its Judgments, summed: the
-	// deployment's count now, not the count a park last noted (which the
-	// trip's event carries).
+	// FailingChannels and TotalChannels are the failing keys and the live
+	// keys of the deployment (see Member), counted now: not the counts a
+	// park last noted (which the trip's event carries).
 	Fleet(ctx context.Context, now time.Time) (FleetStatus, error)
 }
 
@@ -187,7 +205,9 @@ type Judgment struct {
 	Now         time.Time // the Supervisor's reading of its clock
 	// Members and Failing count this Supervisor's fleet members and failing
 	// members, leaving out the key judged: a park judges the failing
-	// fraction with them and the parked key.
+	// fraction with them and the parked key when the Supervisor decides
+	// alone. A Ledger counts the deployment's keys instead (see
+	// Ledger.Member) and does not use them.
 	Members, Failing int
 }
 
@@ -224,12 +244,16 @@ type Verdict struct {
 // MemoryLedger is a Ledger in this process's memory: several Supervisors
 // of one process share their guards through it (each with its own
 // Replica), and it is the reference a ledger on a server is checked
-// against. It is safe for concurrent use. The zero value is not usable:
-// create one with NewMemoryLedger.
+// against. Its fleet breaker counts each key once, whatever the number of
+// replicas that count it as a member (see Ledger.Member); a replica's
+// members count until it is closed. It is safe for concurrent use. The
+// zero value is not usable: create one with NewMemoryLedger.
 type MemoryLedger struct {
 	st      *memoryState
 	replica string
 	notify  func(LedgerChange)
+	mine    map[string]struct{} // the keys this replica counts as members; st.mu guards it
+	closed  bool                // Close was called; st.mu guards it
 }
 
 // memoryState is what the replicas of a MemoryLedger share.
@@ -241,7 +265,9 @@ type memoryState struct {
 	tb       timebase
 	keys     map[string]*keyGuards
 	book     fleetBook
-	reports  map[string][2]int // members and failing members per replica, as its last step left them
+	live     map[string]int // per key, the open replicas that count it as a member
+	liveN    int            // the keys of live
+	failingN int            // the keys of live that are parked
 	replicas []*MemoryLedger
 	next     atomic.Int64
 	seq      int64            // the last version given
@@ -252,13 +278,13 @@ type memoryState struct {
 // NewMemoryLedger returns an empty MemoryLedger, reading time from the
 // Judgment of each call.
 func NewMemoryLedger() *MemoryLedger {
-	st := &memoryState{keys: map[string]*keyGuards{}, reports: map[string][2]int{}, ver: map[string]int64{},
+	st := &memoryState{keys: map[string]*keyGuards{}, live: map[string]int{}, ver: map[string]int64{},
 		claims: map[int64]string{}}
 	return st.replica()
 }
 
 func (st *memoryState) replica() *MemoryLedger {
-	l := &MemoryLedger{st: st, replica: "r" + strconv.FormatInt(st.next.Add(1), 10)}
+	l := &MemoryLedger{st: st, replica: "r" + strconv.FormatInt(st.next.Add(1), 10), mine: map[string]struct{}{}}
 	st.mu.Lock()
 	st.replicas = append(st.replicas, l)
 	st.mu.Unlock()
@@ -355,12 +381,12 @@ func (l *MemoryLedger) Judge(_ context.Context, j Judgment) (Verdict, error) {
 		g = &keyGuards{}
 		st.keys[j.Key] = g
 	}
-	own := [2]int{j.Members, j.Failing}
-	delete(st.reports, l.replica)
-	j.Members, j.Failing = st.sumReports()
-	j.Members, j.Failing = j.Members+own[0], j.Failing+own[1]
+	// the deployment's keys but the one judged: a park counts it, live and
+	// failing, with them
+	lb, fb := st.counts(j.Key)
+	j.Members, j.Failing = st.liveN-b2i(lb), st.failingN-b2i(fb)
 	v := st.rules.judge(g, &st.book, &j, t, j.Now)
-	st.reports[l.replica] = reportAfter(own, j.Ending, v)
+	st.recount(j.Key, lb, fb)
 	v.Rearmed = rearmed
 	if v.NewPark {
 		g.park.Version = st.bump(j.Key)
@@ -372,27 +398,65 @@ func (l *MemoryLedger) Judge(_ context.Context, j Judgment) (Verdict, error) {
 	return v, nil
 }
 
-// reportAfter is what a replica counts after a step: the counts it gave
-// without the key judged, and the key as the verdict leaves it (parked: a
-// failing member; restarting: a member; a clean exit: neither).
-func reportAfter(own [2]int, e Ending, v Verdict) [2]int {
-	switch {
-	case v.Park != nil:
-		return [2]int{own[0] + 1, own[1] + 1}
-	case e == EndingClean:
-		return own
-	}
-	return [2]int{own[0] + 1, own[1]}
+// counts reports whether key counts as a live key of the deployment (a
+// member of an open replica) and as a failing one (live and parked). st.mu
+// must be held.
+func (st *memoryState) counts(key string) (live, failing bool) {
+	live = st.live[key] > 0
+	g := st.keys[key]
+	return live, live && g != nil && g.park != nil
 }
 
-// sumReports returns the members and failing members of every replica, as
-// last reported. st.mu must be held.
-func (st *memoryState) sumReports() (members, failing int) {
-	for _, r := range st.reports {
-		members += r[0]
-		failing += r[1]
+// recount moves the counts of live and failing keys from what key counted
+// before a change (live, failing: see counts) to what it counts now. st.mu
+// must be held.
+func (st *memoryState) recount(key string, live, failing bool) {
+	l, f := st.counts(key)
+	st.liveN += b2i(l) - b2i(live)
+	st.failingN += b2i(f) - b2i(failing)
+}
+
+// Member records whether this replica counts key as a fleet member. It
+// does nothing after Close.
+func (l *MemoryLedger) Member(key string, member bool) {
+	st := l.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	_, had := l.mine[key]
+	if l.closed || had == member {
+		return
 	}
-	return members, failing
+	lb, fb := st.counts(key)
+	if member {
+		l.mine[key] = struct{}{}
+		st.live[key]++
+	} else {
+		delete(l.mine, key)
+		if st.live[key]--; st.live[key] == 0 {
+			delete(st.live, key)
+		}
+	}
+	st.recount(key, lb, fb)
+}
+
+// Close withdraws this replica's members from the fleet's count, as a
+// replica on a server that closes or dies, and ignores its Member calls
+// from then on. Its other methods still work. Close is idempotent and
+// returns nil.
+func (l *MemoryLedger) Close() error {
+	st := l.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	l.closed = true
+	for key := range l.mine {
+		lb, fb := st.counts(key)
+		if st.live[key]--; st.live[key] == 0 {
+			delete(st.live, key)
+		}
+		st.recount(key, lb, fb)
+	}
+	clear(l.mine)
+	return nil
 }
 
 // Proceed asks at now whether the held restart of key may go.
@@ -420,7 +484,9 @@ func (l *MemoryLedger) Resume(_ context.Context, key string, version int64, _ ti
 		return nil, 0, err
 	}
 	pe := g.park
+	lb, fb := st.counts(key)
 	g.resume()
+	st.recount(key, lb, fb)
 	v := st.bump(key)
 	st.mu.Unlock()
 	st.tell(l, LedgerChange{Key: key, Version: v})
@@ -437,7 +503,9 @@ func (l *MemoryLedger) Forget(_ context.Context, key string, version int64) (int
 		return 0, err
 	}
 	g := st.keys[key]
+	lb, fb := st.counts(key)
 	delete(st.keys, key)
+	st.recount(key, lb, fb)
 	v := st.bump(key)
 	st.mu.Unlock()
 	if g != nil && g.park != nil {
@@ -466,7 +534,9 @@ func (l *MemoryLedger) Restore(_ context.Context, parks []*ParkedError) ([]Resto
 		w := *pe
 		w.Version = st.bump(pe.Key)
 		st.claims[w.Version] = restored // its writer announced it when it parked the key alone: no claim wins
+		lb, fb := st.counts(pe.Key)
 		g.park = &w
+		st.recount(pe.Key, lb, fb)
 		ch := LedgerChange{Key: pe.Key, Version: w.Version, Park: &w}
 		told = append(told, ch)
 		out = append(out, Restored{LedgerChange: ch, Written: true})
@@ -510,8 +580,8 @@ func (l *MemoryLedger) Parked(context.Context) ([]*ParkedError, error) {
 	return out, nil
 }
 
-// Fleet returns the status of the fleet breaker at now, with the members
-// and failing members every replica last reported. It changes nothing: a
+// Fleet returns the status of the fleet breaker at now, with the live and
+// failing keys of the deployment (see Ledger.Member). It changes nothing: a
 // breaker due to re-arm reads as re-armed, and re-arms (with its event) at
 // the next Judge or Proceed.
 func (l *MemoryLedger) Fleet(_ context.Context, now time.Time) (FleetStatus, error) {
@@ -524,6 +594,6 @@ func (l *MemoryLedger) Fleet(_ context.Context, now time.Time) (FleetStatus, err
 	f := copyFleet(&st.book.f)
 	st.cfg.Fleet.rearm(&f, t)
 	fs := st.cfg.Fleet.status(&f, t, &st.tb)
-	fs.TotalChannels, fs.FailingChannels = st.sumReports()
+	fs.TotalChannels, fs.FailingChannels = st.liveN, st.failingN
 	return fs, nil
 }

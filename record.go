@@ -16,6 +16,7 @@ import (
 // what the ledger decided.
 type record struct {
 	keyGuards
+	key         string
 	state       KeyState
 	since       time.Time // time of the last state change
 	running     bool      // a Run, Wrap or Process is running the key
@@ -32,7 +33,7 @@ type record struct {
 func (s *Supervisor) record(key string, now time.Time) *record {
 	r := s.keys[key]
 	if r == nil {
-		r = &record{state: StateExited, since: now}
+		r = &record{key: key, state: StateExited, since: now}
 		s.keys[key] = r
 		s.peak = max(s.peak, len(s.keys))
 	}
@@ -66,13 +67,19 @@ func failing(st KeyState) bool { return st == StateParked || st == StateNeedsHum
 // setState moves r to st at now, keeping the counts of fleet members and
 // failing members, which the fleet breaker shows as its noted state; the
 // empty state removes r from them (Forget). Only a park judges the counts
-// (see park): a count that changes otherwise never trips the breaker. s.mu
-// must be held.
+// (see park): a count that changes otherwise never trips the breaker. A
+// shared ledger is told when the key becomes a member or stops being one
+// (Ledger.Member). s.mu must be held.
 func (s *Supervisor) setState(r *record, st KeyState, now time.Time) {
 	if st == r.state {
 		return
 	}
-	s.members += b2i(member(st)) - b2i(member(r.state))
+	if d := b2i(member(st)) - b2i(member(r.state)); d != 0 {
+		s.members += d
+		if s.shared != nil {
+			s.shared.l.Member(r.key, d > 0)
+		}
+	}
 	s.failing += b2i(failing(st)) - b2i(failing(r.state))
 	r.state, r.since = st, now
 	if s.cfg.Fleet != nil {
@@ -212,6 +219,7 @@ func (s *Supervisor) install(st *supervisorState) error {
 			return fmt.Errorf("%w: %q: a Supervisor cannot be restored while it runs a key", ErrAlreadyRunning, key)
 		}
 	}
+	old := s.keys
 	s.keys, s.peak = st.keys, len(st.keys)
 	if st.fleet != nil {
 		s.book = fleetBook{f: *st.fleet}
@@ -220,6 +228,18 @@ func (s *Supervisor) install(st *supervisorState) error {
 	for _, r := range s.keys {
 		s.members += b2i(member(r.state))
 		s.failing += b2i(failing(r.state))
+	}
+	if s.shared != nil { // the ledger learns the members that changed
+		for key, r := range old {
+			if n := s.keys[key]; member(r.state) && (n == nil || !member(n.state)) {
+				s.shared.l.Member(key, false)
+			}
+		}
+		for key, r := range s.keys {
+			if o := old[key]; member(r.state) && (o == nil || !member(o.state)) {
+				s.shared.l.Member(key, true)
+			}
+		}
 	}
 	return nil
 }
@@ -236,7 +256,7 @@ func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*sup
 	get := func(key string) *record {
 		r := st.keys[key]
 		if r == nil {
-			r = &record{state: StateExited, since: now}
+			r = &record{key: key, state: StateExited, since: now}
 			st.keys[key] = r
 		}
 		return r

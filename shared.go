@@ -11,7 +11,8 @@ import (
 )
 
 // sharedRetry is how long a Supervisor whose ledger failed decides alone
-// before it asks the ledger again.
+// before it asks the ledger again: at its next call, or by itself while a
+// key runs (rejoin.go).
 const sharedRetry = time.Second
 
 // claimGrace is how long a Supervisor that learns a transition it did not
@@ -38,6 +39,9 @@ type shared struct {
 	epoch   string                  // the state the last loss told of (StateLostError.Epoch)
 	gen     uint64                  // losses taken: a claim learnt before one is dropped
 	won     map[int64]time.Time     // the versions this Supervisor won and announced lately (see firstWin)
+
+	running  int       // keys that a Run, Wrap or Process runs (rejoin.go)
+	rejoiner *rejoiner // asks the ledger again while it is down and a key runs; nil: none
 }
 
 // NewSharedSupervisor returns a Supervisor whose guards keep their state in
@@ -55,10 +59,15 @@ type shared struct {
 // bounds each call), the Supervisor announces EventStoreUnavailable once
 // and decides alone with its own guards, as NewSupervisor's would, so it
 // keeps guarding and restarting within its own limits; it asks the ledger
-// again at most once a second. When the ledger answers again, it writes
-// back the parks it decided alone and announces EventStoreRecovered. A
-// Resume or Forget while the ledger fails returns an error matching
-// ErrStoreUnavailable and changes nothing. The context of each call bounds
+// again at most once a second: at its next call, and, while a Run, Wrap or
+// Process runs a key, by itself every second (one ask for all of them,
+// each bounded by the ledger's CallTimeout as a decision is), so that it
+// comes back even when the work it restarted keeps running and no call
+// comes. When the ledger answers again, it writes back the parks it decided
+// alone and announces EventStoreRecovered, once. While the ledger is in
+// use nothing asks it but the Supervisor's own calls. A Resume or Forget
+// while the ledger fails returns an error matching ErrStoreUnavailable and
+// changes nothing. The context of each call bounds
 // its wait on the ledger too: a caller's cancel or deadline ends the call
 // with the context's error, and is no failure of the ledger (nothing is
 // announced, and nothing is decided alone). A nil l is NewSupervisor. A
@@ -119,11 +128,14 @@ func (s *Supervisor) useShared(ctx context.Context, now time.Time) (bool, error)
 // Flush writes back to the shared ledger the parks this Supervisor decided
 // alone while the ledger failed, now, rather than at its next decision:
 // for a program about to exit, so that the other replicas refuse the keys
-// it parked. It returns nil when there is nothing to write back, or when
-// the ledger took it (announcing EventStoreRecovered if the ledger had
-// failed); an error matching ErrStoreUnavailable when the ledger still
-// fails (call it again, within the time the program allows). Without a
-// shared ledger it does nothing.
+// it parked. (While a Run, Wrap or Process runs a key, the Supervisor does
+// this itself every second: see NewSharedSupervisor. Flush is for a
+// program that runs none, or that cannot wait that second.) It returns nil
+// when there is nothing to write back, or when the ledger took it
+// (announcing EventStoreRecovered if the ledger had failed); an error
+// matching ErrStoreUnavailable when the ledger still fails (call it again,
+// within the time the program allows). Without a shared ledger it does
+// nothing.
 //
 // ctx bounds the call together with the ledger's own timeout. If ctx is
 // already done, or ends while Flush waits on the ledger, Flush returns at
@@ -288,6 +300,7 @@ func (s *Supervisor) stateLost(sl *StateLostError, now time.Time) {
 		sh.down, sh.quiet = true, true
 	}
 	sh.retryAt = now // the next call writes them back
+	s.rejoin()
 	s.mu.Unlock()
 	s.announceLoss(sl, now)
 }
@@ -349,6 +362,7 @@ func (s *Supervisor) lost(err error, now time.Time) {
 	sh := s.shared
 	announce := !sh.down || sh.quiet || sh.cause != cause
 	sh.down, sh.retryAt, sh.lastErr, sh.quiet, sh.cause = true, now.Add(sharedRetry), err, false, cause
+	s.rejoin()
 	s.mu.Unlock()
 	if !announce {
 		return

@@ -431,3 +431,47 @@ func TestSharedFleetCountsReports(t *testing.T) {
 		assert.Equal(t, [2]int{1, 3}, [2]int{fs.FailingChannels, fs.TotalChannels}, "replica %d", i)
 	}
 }
+
+// Replicas on the same keys count each key once: three Supervisors on four
+// keys with two parked note 2 of 4 and trip (half the fleet, at least 2),
+// as one Supervisor of the four keys would; a key counts while a run of it
+// goes on, and stops counting when it exits cleanly on every replica.
+func TestSharedFleetCountsKeysOnce(t *testing.T) {
+	ledgers := memoryReplicas(3)
+	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), ledgers)
+	boom := crashloop.RunResult{Err: errors.New("boom")}
+	keys := []string{"a", "b", "c", "d"}
+	for _, s := range sups {
+		for _, key := range keys {
+			require.Equal(t, crashloop.ActionRestart, s.DecideAt(context.Background(), key, boom, testT0).Action)
+		}
+	}
+	fleet := func(i int) string {
+		fs := sups[i].StatusAt(context.Background(), testT0).Fleet
+		return fmt.Sprintf("tripped=%v %d/%d", fs.BreakerTripped, fs.FailingChannels, fs.TotalChannels)
+	}
+	assert.Equal(t, "tripped=false 0/4", fleet(0))
+	fatal := crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))}
+	require.ErrorIs(t, sups[0].DecideAt(context.Background(), "a", fatal, testT0).Err, crashloop.ErrParked)
+	assert.Equal(t, "tripped=false 1/4", fleet(1))
+	require.ErrorIs(t, sups[1].DecideAt(context.Background(), "b", fatal, testT0).Err, crashloop.ErrParked)
+	assert.Equal(t, "tripped=true 2/4", fleet(2))
+	require.Equal(t, 1, countKind(recs, crashloop.EventFleetTripped))
+	trip := recs[1].Filter(func(ev crashloop.Event) bool { return ev.Kind == crashloop.EventFleetTripped })
+	require.Len(t, trip, 1, "announced by the replica whose park tripped it")
+	assert.Equal(t, []any{crashloop.ReasonFleetFailingFraction, 2, 4}, []any{trip[0].Reason, trip[0].Failing, trip[0].Total})
+
+	// e counts while it runs, on one replica, and not once it exited
+	require.NoError(t, sups[2].Run(context.Background(), "e", func(context.Context) error {
+		assert.Equal(t, "tripped=true 2/5", fleet(0))
+		return nil
+	}))
+	assert.Equal(t, "tripped=true 2/4", fleet(0))
+	// c and d exit cleanly everywhere: 2 of 2 left, the parked ones
+	for _, s := range sups {
+		for _, key := range []string{"c", "d"} {
+			require.Equal(t, crashloop.ActionStop, s.DecideAt(context.Background(), key, crashloop.RunResult{}, testT0).Action)
+		}
+	}
+	assert.Equal(t, "tripped=true 2/2", fleet(0))
+}

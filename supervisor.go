@@ -211,8 +211,10 @@ func clonePtr[T any](p *T) *T {
 // construction. Each decision is taken whole under that lock, committed,
 // and then announced once through the EventHandler of WithEventHandler,
 // with no lock held. Every wait reads the injected clock, and no goroutine
-// outlives Run, so code using a Supervisor can be tested with a *clock.Mock
-// or inside a testing/synctest bubble. Time never runs backwards for a
+// outlives Run (the one that asks a failed shared ledger again while keys
+// run ends with the last of them, as soon as its ask, cancelled, returns),
+// so code using a Supervisor can be tested with a *clock.Mock or inside a
+// testing/synctest bubble. Time never runs backwards for a
 // Supervisor: a reading earlier than one it already used is read as that
 // later one.
 //
@@ -341,6 +343,13 @@ func (ro runOptions) refuse(err error) error {
 // empty key; and an error for a nil fn. When an EventHandler resumes the
 // key from the event that parked it, the Resume wins: Run goes on with a
 // full budget instead of returning.
+//
+// With a shared Ledger (NewSharedSupervisor) that a decision found failing,
+// the Supervisor asks it again every second while Run runs (fn, a backoff
+// or a hold), with Wrap's and Process's runs, one ask at a time for all of
+// them, until it answers: it is back on the shared state, its parks decided
+// alone written back, with no decision needed to bring it. It stops asking
+// once the last of them returns.
 func (s *Supervisor) Run(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...RunOption) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -428,6 +437,7 @@ func (s *Supervisor) begin(ctx context.Context, key, incarnation string, fresh b
 	}
 	r = s.record(key, s.o.clock.Now())
 	r.running = true
+	s.runs()
 	switch {
 	case incarnation != "":
 		r.incarnation = incarnation
@@ -447,7 +457,10 @@ func (s *Supervisor) end(key string, waiting bool) {
 	if r == nil {
 		return
 	}
-	r.running = false
+	if r.running {
+		r.running = false
+		s.ran() // the rejoin (rejoin.go) ends with the last run
+	}
 	switch {
 	case r.state == StateRunning, !waiting && (r.state == StateBackoff || r.state == StateHeld):
 		r.held, r.release = 0, 0

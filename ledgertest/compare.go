@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -212,6 +213,37 @@ func (p *pair) restore(i int, pes []*crashloop.ParkedError) {
 	}
 }
 
+// member tells replica i of both whether it counts key as a fleet member.
+func (p *pair) member(i int, key string, member bool) {
+	p.t.Helper()
+	p.got[i].Member(key, member)
+	p.want[i].Member(key, member)
+	p.log = append(p.log, fmt.Sprintf("r%d Member(%q, %v)", i, key, member))
+}
+
+// close closes replica i of both, withdrawing its members; a candidate
+// that is no io.Closer fails the check.
+func (p *pair) close(i int) {
+	p.t.Helper()
+	gc, ok := p.got[i].(io.Closer)
+	if !ok {
+		p.fail("r%d: %T has no Close: a replica's members must be withdrawn when it closes", i, p.got[i])
+	}
+	gerr, werr := gc.Close(), p.want[i].(io.Closer).Close()
+	p.step(fmt.Sprintf("r%d Close()", i), fmt.Sprint(gerr), fmt.Sprint(werr), gerr, werr)
+}
+
+// fleet returns the fleet status replica i of both gives at now,
+// comparing them.
+func (p *pair) fleet(i int, now time.Time) crashloop.FleetStatus {
+	p.t.Helper()
+	ctx := context.Background()
+	gf, gerr := p.got[i].Fleet(ctx, now)
+	wf, werr := p.want[i].Fleet(ctx, now)
+	p.step(fmt.Sprintf("r%d Fleet(%s)", i, at(now)), fleet(gf), fleet(wf), gerr, werr)
+	return wf
+}
+
 // stands writes a key as it stands: its version and its park.
 func stands(ch crashloop.LedgerChange) string {
 	return fmt.Sprintf("%s@v%d %s", ch.Key, ch.Version, park(ch.Park))
@@ -247,9 +279,7 @@ func (p *pair) state(i int, now time.Time, keys []string) {
 	gp, gerr := p.got[i].Parked(ctx)
 	wp, werr := p.want[i].Parked(ctx)
 	p.step(fmt.Sprintf("r%d Parked()", i), parks(gp), parks(wp), gerr, werr)
-	gf, gerr := p.got[i].Fleet(ctx, now)
-	wf, werr := p.want[i].Fleet(ctx, now)
-	p.step(fmt.Sprintf("r%d Fleet(%s)", i, at(now)), fleet(gf), fleet(wf), gerr, werr)
+	p.fleet(i, now)
 }
 
 func at(t time.Time) string { return "T0+" + t.Sub(T0).String() }

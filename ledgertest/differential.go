@@ -66,8 +66,10 @@ func Differential(t *testing.T, newLedger NewFunc, n int) {
 						p.judge(i, crashloop.Judgment{Key: key, Ending: e, Healthy: e == crashloop.EndingCrash || rng.IntN(4) == 0,
 							Incarnation: fmt.Sprintf("%s#%d", key, 1+rng.IntN(2)), Cause: []string{"", "boom", "dial: refused"}[rng.IntN(3)],
 							Now: now, Members: rng.IntN(4), Failing: rng.IntN(3)})
-					case op < 16:
+					case op < 14:
 						p.proceed(i, key, now)
+					case op < 16:
+						p.member(i, key, rng.IntN(3) > 0)
 					case op < 17:
 						p.resume(i, key, now)
 					case op < 18:

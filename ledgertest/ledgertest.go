@@ -12,6 +12,13 @@
 // checks both ways). The times of the calls sometimes run backwards, as a
 // server's clock stepped back would: a ledger keeps one latest time, and
 // reads an earlier time as that one, whichever clock gave it.
+//
+// The checks tell replicas which keys they count as fleet members
+// (crashloop.Ledger.Member) and expect every replica's next step to count
+// them: a candidate that writes them later (redisstore's Store, within a
+// round trip) is given to the checks wrapped so that Member writes at once.
+// A candidate's replicas must be io.Closers whose Close withdraws their
+// members, as MemoryLedger's does.
 package ledgertest
 
 import (
@@ -50,6 +57,7 @@ func Conform(t *testing.T, newLedger NewFunc) {
 	t.Run("Sequences", func(t *testing.T) { Sequences(t, newLedger, 150) })
 	t.Run("Replicas", func(t *testing.T) { Replicas(t, newLedger) })
 	t.Run("ExactlyOnce", func(t *testing.T) { ExactlyOnce(t, newLedger) })
+	t.Run("Keys", func(t *testing.T) { Keys(t, newLedger) })
 	t.Run("Differential", func(t *testing.T) { Differential(t, newLedger, 60) })
 	t.Run("Scenarios", func(t *testing.T) { Scenarios(t, newLedger) })
 }
@@ -152,6 +160,8 @@ func Sequences(t *testing.T, newLedger NewFunc, n int) {
 				p.judge(0, crashloop.Judgment{Key: key, Ending: e, Healthy: e == crashloop.EndingCrash || rng.IntN(4) == 0,
 					Incarnation: fmt.Sprintf("%s#%d", key, 1+rng.IntN(2)), Cause: "boom", Now: now,
 					Members: 1 + rng.IntN(4), Failing: rng.IntN(3)})
+			case op < 7:
+				p.member(0, key, rng.IntN(3) > 0)
 			case op < 8:
 				p.proceed(0, key, now)
 			case op < 9:
@@ -197,6 +207,13 @@ func ExactlyOnce(t *testing.T, newLedger NewFunc) {
 		if err := l.Open(cfg, nil); err != nil {
 			t.Fatalf("Open: %v", err)
 		}
+		l.Member("k", true)
+		l.Member("p", true)
+	}
+	// p parked: k's park makes 2 failing keys of 2, and trips the breaker
+	if v, err := ledgers[0].Judge(context.Background(), crashloop.Judgment{Key: "p", Ending: crashloop.EndingPermanent,
+		Incarnation: "p#1", Cause: "bad", Now: T0}); err != nil || !v.NewPark || v.Tripped != nil {
+		t.Fatalf("the park of p: %+v, %v", v, err)
 	}
 	var mu sync.Mutex
 	parks, trips := 0, 0
@@ -227,4 +244,90 @@ func ExactlyOnce(t *testing.T, newLedger NewFunc) {
 	if parks != 1 || trips != 1 {
 		t.Errorf("3 replicas failing one key 30 times: %d parks and %d trips, want 1 and 1", parks, trips)
 	}
+}
+
+// Keys checks the fleet breaker's failing fraction: the failing keys over
+// the live keys of the deployment, each counted once whatever the number
+// of replicas that count it as a member (Member), a parked key failing
+// whatever its reason; a replica that closes stops counting.
+func Keys(t *testing.T, newLedger NewFunc) {
+	cfg := Config() // trips at half the keys failing, at least 2
+	fatal := func(key string, now time.Time) crashloop.Judgment {
+		return crashloop.Judgment{Key: key, Ending: crashloop.EndingPermanent, Incarnation: key + "#1", Cause: "bad config", Now: now}
+	}
+	counts := func(p *pair, i int, now time.Time, failing, total int) {
+		p.t.Helper()
+		if f := p.fleet(i, now); f.FailingChannels != failing || f.TotalChannels != total {
+			p.fail("r%d: %d of %d keys failing, want %d of %d", i, f.FailingChannels, f.TotalChannels, failing, total)
+		}
+	}
+	trip := func(p *pair, v crashloop.Verdict, failing, total int) {
+		p.t.Helper()
+		if failing == 0 {
+			if v.Tripped != nil {
+				p.fail("tripped at %d of %d", v.Tripped.Failing, v.Tripped.Total)
+			}
+			return
+		}
+		if v.Tripped == nil || v.Tripped.Failing != failing || v.Tripped.Total != total {
+			p.fail("trip %s, want one at %d of %d", change(v.Tripped), failing, total)
+		}
+	}
+	t.Run("replicas on the same keys", func(t *testing.T) {
+		p := newPair(t, newLedger, 3, cfg)
+		for i := range 3 {
+			for _, key := range []string{"a", "b", "c", "d"} {
+				p.member(i, key, true)
+			}
+		}
+		counts(p, 0, T0, 0, 4)
+		trip(p, p.judge(0, fatal("a", T0)), 0, 0) // 1 of 4
+		counts(p, 1, T0, 1, 4)
+		for i := range 3 { // each replica counts the parked key, as its Supervisor learns of it
+			p.member(i, "a", true)
+		}
+		trip(p, p.judge(1, fatal("b", T0)), 2, 4) // 2 of 4, not 2 of 12
+		counts(p, 2, T0, 2, 4)
+	})
+	t.Run("one replica's parks are not the deployment's fraction", func(t *testing.T) {
+		p := newPair(t, newLedger, 2, cfg)
+		p.member(0, "a", true)
+		p.member(0, "b", true)
+		for _, key := range []string{"c", "d", "e", "f", "a"} {
+			p.member(1, key, true)
+		}
+		trip(p, p.judge(0, fatal("a", T0)), 0, 0)
+		trip(p, p.judge(0, fatal("b", T0)), 0, 0) // 2 of 6; replica 0 alone has 2 of 2
+		counts(p, 1, T0, 2, 6)
+		p.member(1, "c", false) // c exited on replica 1: no replica counts it
+		p.member(1, "a", false) // a still counts: replica 0 holds it parked
+		counts(p, 0, T0, 2, 5)
+	})
+	t.Run("a needs_human park fails", func(t *testing.T) {
+		p := newPair(t, newLedger, 2, cfg)
+		p.member(0, "a", true)
+		p.member(1, "b", true)
+		p.restore(1, []*crashloop.ParkedError{{Key: "b", Reason: crashloop.ReasonNeedsHuman, Since: T0,
+			LastError: fmt.Errorf("%w: restored", crashloop.ErrNeedsHuman)}})
+		counts(p, 0, T0, 1, 2)
+		p.resume(0, "b", T0)
+		counts(p, 0, T0, 0, 2)
+	})
+	t.Run("a replica that closes stops counting", func(t *testing.T) {
+		p := newPair(t, newLedger, 2, cfg)
+		for _, key := range []string{"a", "b", "c"} {
+			p.member(0, key, true)
+		}
+		for _, key := range []string{"c", "d"} {
+			p.member(1, key, true)
+		}
+		trip(p, p.judge(1, fatal("d", T0)), 0, 0) // 1 of 4
+		counts(p, 0, T0, 1, 4)
+		p.close(1)
+		counts(p, 0, T0, 0, 3) // d, parked, no longer counts; c does: replica 0 runs it
+		p.member(1, "e", true) // a closed replica counts nothing
+		counts(p, 0, T0, 0, 3)
+		p.member(0, "d", true)
+		trip(p, p.judge(0, fatal("c", T0)), 2, 4)
+	})
 }

@@ -34,10 +34,10 @@ var (
 		"Restarts the fleet breaker counted in its rolling hour (it trips at fleet.restarts_per_hour).",
 		nil, nil)
 	fleetFailingDesc = prometheus.NewDesc("crashloop_fleet_failing_keys",
-		"Fleet members failing (parked or needing a human); with a shared ledger, every live replica's, summed.",
+		"Fleet members failing (parked or needing a human); with a shared ledger, the deployment's failing keys, each once.",
 		nil, nil)
 	fleetTotalDesc = prometheus.NewDesc("crashloop_fleet_keys",
-		"Fleet members (keys running, waiting to run or parked); with a shared ledger, every live replica's, summed.",
+		"Fleet members (keys running, waiting to run or parked); with a shared ledger, the deployment's live keys, each once.",
 		nil, nil)
 )
 

@@ -35,7 +35,9 @@ const DefaultTimeout = 300 * time.Millisecond
 //   - MaxRetries to -1: no command is sent twice. The default (3 retries,
 //     each with its own dials) turns one refused decision into 20 dials,
 //     and a decision whose reply was lost (a reset, a timeout) may have run
-//     on the server already: sending it again would count a failure twice;
+//     on the server already: sending it again would count a failure twice.
+//     A cluster client sends commands again in a loop of its own, which
+//     MaxRetries does not bound: build one with BoundedClusterOptions;
 //   - ContextTimeoutEnabled: the deadline of the caller's context bounds the
 //     socket reads and writes too, so a decision made under
 //     context.WithTimeout(ctx, timeout) ends by its deadline even when the
@@ -61,6 +63,50 @@ func BoundedOptions(o *redis.Options, timeout time.Duration) *redis.Options {
 	c.PoolTimeout = timeout
 	c.MaxRetries = -1
 	c.ContextTimeoutEnabled = true
+	return &c
+}
+
+// BoundedClusterOptions returns a copy of o (nil for the zero
+// ClusterOptions) for a cluster client bounded as BoundedOptions bounds a
+// client (timeout <= 0: DefaultTimeout), and that never sends a command
+// again once it may have run. It sets
+//
+//   - the timeouts, DialerRetries, MaxRetries and ContextTimeoutEnabled as
+//     BoundedOptions does: every node client takes them;
+//   - NewClient (default redis.NewClient) wrapped to add a hook to every
+//     node client. A cluster client sends a command again, up to
+//     MaxRedirects times (default 3), after a MOVED or ASK redirection,
+//     but also after a lost reply (io.EOF, a reset, a read timeout), when
+//     the command may have run already: a judge step would count a failure
+//     twice. The hook returns such an error as a *LostReplyError, which the
+//     cluster client does not send again.
+//
+// The cluster client still follows MOVED and ASK, and still tries again
+// after an error the server answered with (READONLY, LOADING, CLUSTERDOWN,
+// TRYAGAIN: the command did not run) and after a dial that failed (nothing
+// was sent): that is how it reaches the master that took over a slot. Build
+// a redis.ClusterClient of your own from it: the Store counts on no step
+// being sent twice. Connect does, and also sets ClusterStateReloadInterval
+// to 1s (go-redis's default is 60s) so that a failover is seen sooner.
+// Everything else of o is kept. BoundedClusterOptions is a pure function,
+// safe for concurrent use.
+func BoundedClusterOptions(o *redis.ClusterOptions, timeout time.Duration) *redis.ClusterOptions {
+	var c redis.ClusterOptions
+	if o != nil {
+		c = *o
+	}
+	b := BoundedOptions(nil, timeout)
+	c.DialTimeout, c.ReadTimeout, c.WriteTimeout, c.PoolTimeout = b.DialTimeout, b.ReadTimeout, b.WriteTimeout, b.PoolTimeout
+	c.DialerRetries, c.DialerRetryBackoff, c.MaxRetries, c.ContextTimeoutEnabled = b.DialerRetries, b.DialerRetryBackoff, b.MaxRetries, b.ContextTimeoutEnabled
+	newClient := c.NewClient
+	if newClient == nil {
+		newClient = redis.NewClient
+	}
+	c.NewClient = func(opt *redis.Options) *redis.Client {
+		nc := newClient(opt)
+		nc.AddHook(sendOnce{addr: opt.Addr})
+		return nc
+	}
 	return &c
 }
 
@@ -117,7 +163,7 @@ const clusterReload = time.Second
 
 // Connect returns a client of the Redis deployment at rawURL, whatever its
 // shape, bounded as BoundedOptions bounds a client (timeouts, one dial
-// attempt, no retries):
+// attempt, no command sent twice):
 //
 //   - Sentinel: a URL with master_name, as redis.ParseFailoverURL reads it:
 //     redis://[user:password@]sentinel1:26379/db?master_name=NAME&addr=sentinel2:26379.
@@ -125,7 +171,8 @@ const clusterReload = time.Second
 //     come from ?username= and ?password=, else from o.Password.
 //   - Cluster: any other URL of a node whose INFO says cluster_enabled:1
 //     (Connect asks the server, within the timeout): a cluster client
-//     seeded with that node, whose map of slots is at most a second old.
+//     seeded with that node, of BoundedClusterOptions, whose map of slots
+//     is at most a second old.
 //   - Otherwise a plain client, as NewClient makes it. A server that cannot
 //     be reached (or that refuses INFO) is taken for a plain one; if it is a
 //     cluster node after all, the Store's steps fail with a
@@ -159,8 +206,9 @@ func Connect(ctx context.Context, rawURL string, o ClientOptions) (redis.Univers
 		if fo.TLSConfig, err = withFiles(fo.TLSConfig, o); err != nil {
 			return nil, fail(err)
 		}
-		fo.DialTimeout, fo.ReadTimeout, fo.WriteTimeout, fo.PoolTimeout = timeout, timeout, timeout, timeout
-		fo.DialerRetries, fo.DialerRetryBackoff, fo.MaxRetries, fo.ContextTimeoutEnabled = 1, nil, -1, true
+		b := BoundedOptions(nil, timeout)
+		fo.DialTimeout, fo.ReadTimeout, fo.WriteTimeout, fo.PoolTimeout = b.DialTimeout, b.ReadTimeout, b.WriteTimeout, b.PoolTimeout
+		fo.DialerRetries, fo.DialerRetryBackoff, fo.MaxRetries, fo.ContextTimeoutEnabled = b.DialerRetries, b.DialerRetryBackoff, b.MaxRetries, b.ContextTimeoutEnabled
 		return redis.NewFailoverClient(fo), nil
 	}
 	opt, err := redis.ParseURL(rawURL)
@@ -182,11 +230,11 @@ func Connect(ctx context.Context, rawURL string, o ClientOptions) (redis.Univers
 		return plain, nil
 	}
 	_ = plain.Close()
-	return redis.NewClusterClient(&redis.ClusterOptions{
+	co := BoundedClusterOptions(&redis.ClusterOptions{
 		Addrs: []string{b.Addr}, Dialer: b.Dialer, Username: b.Username, Password: b.Password, TLSConfig: b.TLSConfig,
-		DialTimeout: b.DialTimeout, ReadTimeout: b.ReadTimeout, WriteTimeout: b.WriteTimeout, PoolTimeout: b.PoolTimeout,
-		DialerRetries: 1, MaxRetries: -1, ContextTimeoutEnabled: true, ClusterStateReloadInterval: clusterReload,
-	}), nil
+	}, timeout)
+	co.ClusterStateReloadInterval = clusterReload
+	return redis.NewClusterClient(co), nil
 }
 
 // errUnparsable is the error of a URL that url.Parse refuses: url.Parse

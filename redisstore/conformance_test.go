@@ -60,9 +60,22 @@ func ledgersOn(s *redistest.Server) ledgertest.NewFunc {
 	return func(t *testing.T, n int) []crashloop.Ledger {
 		var out []crashloop.Ledger
 		for _, st := range replicasOn(t, s, n, Options{ClientTime: true}) {
-			out = append(out, st)
+			out = append(out, members{st})
 		}
 		return out
+	}
+}
+
+// members is a Store that writes each change of its members at once: the
+// suite's next step may be another replica's, which counts them, where a
+// Store writes them within a round trip (TestFailingFractionCountsKeysOnce
+// waits for that).
+type members struct{ *Store }
+
+func (m members) Member(key string, member bool) {
+	m.Store.Member(key, member)
+	if err := m.writeMembers(context.Background(), false); err != nil {
+		panic(err)
 	}
 }
 
@@ -113,6 +126,8 @@ type serverClock struct {
 	*Store
 	rdb *redis.Client
 }
+
+func (c *serverClock) Member(key string, member bool) { members{c.Store}.Member(key, member) }
 
 func (c *serverClock) set(ctx context.Context, now time.Time) error {
 	return c.rdb.Set(ctx, c.keys.tag+"clock", micros16(now.UnixMicro()), 0).Err()

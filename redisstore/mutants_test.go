@@ -49,9 +49,15 @@ var mutants = []struct{ name, old, new string }{
 	{"the release of held restarts starts a gap late",
 		"string.format('%d', (i - 1) * gap)", "string.format('%d', i * gap)"},
 	{"a park does not count its own key as failing",
-		"math.min(math.max(tf + 1, 0), total)", "math.min(math.max(tf, 0), total)"},
-	{"a park ignores the other replicas' reports",
-		"if name ~= A.replica then", "if false then"},
+		"local total, fl = tm + 1, tf + 1", "local total, fl = tm + 1, tf"},
+	{"a key counts once per replica that counts it",
+		"if key ~= skip and not live[key] then", "if key ~= skip then"},
+	{"a parked key does not count as failing",
+		"if redis.call('SISMEMBER', tag .. 'parked', key) == 1 then", "if false then"},
+	{"the member set written without its TTL",
+		"  redis.call('PEXPIRE', K1, A.ttl_ms)\n", ""},
+	{"changes written over a member set that expired",
+		"elseif n ~= A.expect then", "elseif false then"},
 	{"a hold may wait 0 (at least 1ns dropped)",
 		"  if left < 1 then\n    left = 1", "  if left < 0 then\n    left = 1"},
 	{"a held restart waits on at its turn (> for >=)",
@@ -67,7 +73,7 @@ var mutants = []struct{ name, old, new string }{
 
 // mutantTests are the tests each mutant runs against, in stages, the
 // quickest first: a mutant caught by one stage runs no other.
-var mutantTests = []string{"^(TestKeysAndExpiry|TestServerTime)$", "^TestConformance$", "^TestConformanceServerTime$"}
+var mutantTests = []string{"^(TestKeysAndExpiry|TestServerTime|TestMembersWrittenWhole)$", "^TestConformance$", "^TestConformanceServerTime$"}
 
 // mutantEnv names the mutant a test process runs with (see TestMain).
 const mutantEnv = "REDISSTORE_MUTANT"

@@ -144,7 +144,7 @@ func (s *Store) hear(msg string) {
 func (s *Store) reconcile() bool {
 	parks, err := s.Parked(s.ctx)
 	if err != nil {
-		s.tellLost(err) // a server restarted without its state: found here first
+		s.lostLater(err) // a loss of state found here is the Supervisor's
 		return false
 	}
 	var changes []crashloop.LedgerChange
@@ -165,7 +165,7 @@ func (s *Store) reconcile() bool {
 	for _, key := range gone { // resumed or forgotten: at which version?
 		ch, err := s.Lookup(s.ctx, key)
 		if err != nil {
-			s.tellLost(err)
+			s.lostLater(err)
 			return false
 		}
 		if ch.Park == nil {
@@ -180,26 +180,4 @@ func (s *Store) reconcile() bool {
 	}
 	s.reconciled.Add(1)
 	return true
-}
-
-// refresh keeps this replica's member report alive every interval until
-// Close: a replica that dies stops counting once its report expires.
-func (s *Store) refresh(every time.Duration) {
-	defer s.wg.Done()
-	t := time.NewTicker(max(every, time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-			rep := ""
-			if p := s.report.Load(); p != nil {
-				rep = *p
-			}
-			_, err := s.run(s.ctx, "report", []string{s.keys.report(s.o.Replica), s.keys.replicas()},
-				"report", rep, "replica", s.o.Replica, "ttl_ms", ttlMillis(s.o.ReportTTL))
-			s.tellLost(err)
-		}
-	}
 }

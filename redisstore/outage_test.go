@@ -127,6 +127,54 @@ func TestOutageServerKilledMidRun(t *testing.T) {
 	require.NoError(t, rs[2].sup.Resume(context.Background(), "solo"), "a Resume goes through again")
 }
 
+// A Run whose program keeps running after a decision that found the server
+// dead comes back on its own once the server answers again: no decision,
+// Flush or Status brings it. The server is killed by the first run, whose
+// failure is decided alone (store.unavailable); the second run keeps
+// running; meanwhile a key is parked alone. The server restarts empty:
+// while the run goes on, the Supervisor (real clock) finds it, writes the
+// park back and announces store.recovered, once; the other replica then
+// refuses the key.
+func TestOutageRejoinWhileRunRuns(t *testing.T) {
+	s := redistest.Start(t)
+	rs := fleet(t, 2, crashloop.DefaultSupervisorConfig(), false, boundedOn(t, s.Options))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var runs atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- rs[0].sup.Run(ctx, "web", func(ctx context.Context) error {
+			if runs.Add(1) == 1 {
+				s.Kill()
+				return errors.New("exit 1")
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		})
+	}()
+	require.Eventually(t, func() bool { return runs.Load() == 2 }, watchdog, time.Millisecond, "the restart, decided alone")
+	require.Len(t, rs[0].evs.of(crashloop.EventStoreUnavailable), 1)
+	d := rs[0].sup.Decide(t.Context(), "solo", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))})
+	require.ErrorIs(t, d.Err, crashloop.ErrParked)
+
+	s.Restart()
+	require.Eventually(t, func() bool { return len(rs[0].evs.of(crashloop.EventStoreRecovered)) > 0 }, watchdog, time.Millisecond,
+		"store.recovered while the run goes on")
+	rec := rs[0].evs.of(crashloop.EventStoreRecovered)
+	require.Len(t, rec, 1)
+	require.Equal(t, 1, rec[0].Attempts, "the park written back")
+	require.Equal(t, int32(2), runs.Load(), "no run ended to bring it back")
+	require.Eventually(t, func() bool {
+		err := rs[1].sup.Run(t.Context(), "solo", func(context.Context) error { return nil })
+		return errors.Is(err, crashloop.ErrParked)
+	}, watchdog, 10*time.Millisecond, "the other replica refuses the park written back")
+
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Len(t, rs[0].evs.of(crashloop.EventStoreRecovered), 1, "still once")
+	require.Len(t, rs[0].evs.of(crashloop.EventStoreUnavailable), 1, "still once")
+}
+
 // A refused connection and a black hole are different failures: a refusal
 // is an answer, and comes at once; a black hole answers nothing, and each
 // call runs into the bound, the read timeout on an open connection and the

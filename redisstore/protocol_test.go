@@ -433,3 +433,60 @@ func TestParksSurviveALossOfState(t *testing.T) {
 	announced(t, rs, crashloop.EventStoreStateLost, rs[0].store.keys.claimLost(serverEpoch(t, s, rs[0].store)), s, []int{0, 0, 0})
 	require.Equal(t, 1, count(rs, crashloop.EventStartupExhausted), "the park written back is not announced again")
 }
+
+// A loss of state that the members' refresher finds first (an idle
+// replica: nothing else asks the server) is its Supervisor's to handle
+// all the same: its next step writes back the parks it knows, and it
+// announces store.state_lost.
+func TestALossTheRefresherFindsIsWrittenBack(t *testing.T) {
+	s := redistest.Start(t)
+	const ttl = 30 * time.Millisecond // the refresher writes every 10ms
+	rs := fleet(t, 1, crashloop.DefaultSupervisorConfig(), false, onServer(t, s, Options{MemberTTL: ttl}))
+	r := rs[0]
+	ctx := context.Background()
+	r.sup.Decide(ctx, "k", crashloop.RunResult{Err: errBadConfig})
+	require.Equal(t, []string{"k"}, r.sup.Parked())
+	rdb := s.Client(nil)
+	set := r.store.keys.member("replica-0")
+	require.Eventually(t, func() bool { return rdb.Exists(ctx, set).Val() == 1 }, watchdog, time.Millisecond)
+
+	require.NoError(t, rdb.FlushAll(ctx).Err()) // the refresher finds the loss
+	writtenBackAfterLoss(t, s, r)
+}
+
+// So is a loss that the notices' reconcile finds first: a server restarted
+// without persistence drops the subscription, and the reconcile after the
+// new one is the replica's first call.
+func TestALossTheReconcileFindsIsWrittenBack(t *testing.T) {
+	s := redistest.Start(t)
+	cfg := crashloop.DefaultSupervisorConfig()
+	cfg.Fleet = nil // no refresher
+	rs := fleet(t, 1, cfg, false, onServer(t, s, Options{}))
+	r := rs[0]
+	reconciled(t, r.store)
+	ctx := context.Background()
+	r.sup.Decide(ctx, "k", crashloop.RunResult{Err: errBadConfig})
+	require.Equal(t, []string{"k"}, r.sup.Parked())
+	before := r.store.reconciled.Load()
+	s.Kill()
+	s.Restart() // the reconcile after the new subscription finds the loss
+	writtenBackAfterLoss(t, s, r)
+	require.Eventually(t, func() bool { return r.store.reconciled.Load() > before }, watchdog, time.Millisecond,
+		"the reconcile done at the next ping")
+}
+
+// writtenBackAfterLoss checks that r writes back its park of k, without
+// waiting for a decision of its own, once its Store found a loss of state,
+// and announces the loss once.
+func writtenBackAfterLoss(t *testing.T, s *redistest.Server, r *replica) {
+	t.Helper()
+	ctx := context.Background()
+	op := New(testClient(t, s), Options{Prefix: r.store.o.Prefix})
+	require.Eventually(t, func() bool {
+		ch, err := op.Lookup(ctx, "k")
+		return err == nil && ch.Park != nil
+	}, watchdog, time.Millisecond, "written back")
+	require.Eventually(t, func() bool { return len(r.evs.of(crashloop.EventStoreStateLost)) > 0 }, watchdog, time.Millisecond)
+	require.Equal(t, crashloop.ActionRestart, r.sup.Decide(ctx, "other", crashloop.RunResult{Err: errors.New("flaky")}).Action)
+	require.Len(t, r.evs.of(crashloop.EventStoreStateLost), 1)
+}

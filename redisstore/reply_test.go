@@ -21,8 +21,8 @@ func verdictReply(extra ...any) []any {
 		"park", []any{"key", "k", "reason", "respawn_budget_exhausted", "attempts", int64(2), "since", int64(999_999), "cause", "eboom",
 			"version", int64(5)},
 		"tripped", []any{"reason", "fleet_failing_fraction", "restarts", int64(4), "failing", int64(2), "total", int64(3)},
-		"rearmed", []any{"reason", "fleet_restart_rate", "restarts", int64(8), "failing", int64(0), "total", int64(1)},
-		"report", "4,2"}, extra...)
+		"rearmed", []any{"reason", "fleet_restart_rate", "restarts", int64(8), "failing", int64(0), "total", int64(1)}},
+		extra...)
 }
 
 // without returns reply r without its field name.
@@ -49,9 +49,8 @@ func with(r []any, name string, v any) []any {
 
 // A reply of the shape store.lua writes is read field by field.
 func TestReadVerdict(t *testing.T) {
-	v, rep, err := readVerdict(verdictReply(), "k", time.Time{}, true)
+	v, err := readVerdict(verdictReply(), "k", time.Time{})
 	require.NoError(t, err)
-	require.Equal(t, "4,2", rep)
 	require.Equal(t, time.UnixMicro(1_000_000), v.Now)
 	require.EqualError(t, v.Park.LastError, "boom")
 	v.Park.LastError = nil
@@ -65,10 +64,9 @@ func TestReadVerdict(t *testing.T) {
 	// The time of a client-time call is kept as given; the optional fields
 	// may be left out.
 	given := ledgertest.T0.Add(time.Nanosecond)
-	v, rep, err = readVerdict([]any{"now", int64(5), "new_park", int64(0), "held", int64(1), "attempt", int64(0),
-		"restarts", int64(1), "wait_ns", int64(30)}, "k", given, false)
+	v, err = readVerdict([]any{"now", int64(5), "new_park", int64(0), "held", int64(1), "attempt", int64(0),
+		"restarts", int64(1), "wait_ns", int64(30)}, "k", given)
 	require.NoError(t, err)
-	require.Equal(t, "", rep)
 	require.Equal(t, crashloop.Verdict{Now: given, Restarts: 1, Held: true, Wait: 30}, v)
 }
 
@@ -87,35 +85,32 @@ func TestWrongShapedReplies(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		reply any
-		judge bool
 		want  string
 	}{
-		{"a string", "OK", true, `the string "OK", want an array of name/value pairs`},
-		{"nil", nil, true, `nil, want an array of name/value pairs`},
-		{"an integer", int64(1), true, `the integer 1, want an array of name/value pairs`},
-		{"odd length", []any{"now"}, true, `an array of 1, want name/value pairs`},
-		{"a name that is no string", []any{int64(1), int64(2)}, true, `a name that is the integer 1`},
-		{"unknown field", verdictReply("surprise", int64(1)), true, `unknown field "surprise"`},
-		{"report from proceed", good, false, `unknown field "report"`},
-		{"a field twice", verdictReply("now", int64(2)), true, `field "now" twice`},
-		{"missing field", without(good, "wait_ns"), true, `no field "wait_ns"`},
-		{"string for integer", with(good, "restarts", "3"), true, `field "restarts": the string "3", want an integer`},
-		{"flag out of range", with(good, "held", int64(2)), true, `field "held": the integer 2, want 0 or 1`},
-		{"report not a string", with(good, "report", int64(4)), true, `field "report": the integer 4, want a string`},
-		{"park of another key", with(good, "park", park("key", "other")), true, `field "park": the park of "other", want "k"'s`},
-		{"park without reason", with(good, "park", park("reason", "")), true, `field "park": a park without a reason`},
-		{"park with a bad cause", with(good, "park", park("cause", "boom")), true, `field "park": cause "boom": want '' or 'e' and its text`},
-		{"park missing a field", with(good, "park", without(park(), "since")), true, `field "park": no field "since"`},
-		{"park not an object", with(good, "park", "k"), true, `field "park": the string "k", want an array of name/value pairs`},
-		{"trip with an unknown field", with(good, "tripped", []any{"why", "x"}), true, `field "tripped": unknown field "why"`},
-		{"re-arm missing a field", with(good, "rearmed", []any{"reason", "x"}), true, `field "rearmed": no field "restarts"`},
-		{"a new park without its park", without(good, "park"), true, `a new park without its park`},
+		{"a string", "OK", `the string "OK", want an array of name/value pairs`},
+		{"nil", nil, `nil, want an array of name/value pairs`},
+		{"an integer", int64(1), `the integer 1, want an array of name/value pairs`},
+		{"odd length", []any{"now"}, `an array of 1, want name/value pairs`},
+		{"a name that is no string", []any{int64(1), int64(2)}, `a name that is the integer 1`},
+		{"unknown field", verdictReply("surprise", int64(1)), `unknown field "surprise"`},
+		{"a report, which no step writes", verdictReply("report", "4,2"), `unknown field "report"`},
+		{"a field twice", verdictReply("now", int64(2)), `field "now" twice`},
+		{"missing field", without(good, "wait_ns"), `no field "wait_ns"`},
+		{"string for integer", with(good, "restarts", "3"), `field "restarts": the string "3", want an integer`},
+		{"flag out of range", with(good, "held", int64(2)), `field "held": the integer 2, want 0 or 1`},
+		{"park of another key", with(good, "park", park("key", "other")), `field "park": the park of "other", want "k"'s`},
+		{"park without reason", with(good, "park", park("reason", "")), `field "park": a park without a reason`},
+		{"park with a bad cause", with(good, "park", park("cause", "boom")), `field "park": cause "boom": want '' or 'e' and its text`},
+		{"park missing a field", with(good, "park", without(park(), "since")), `field "park": no field "since"`},
+		{"park not an object", with(good, "park", "k"), `field "park": the string "k", want an array of name/value pairs`},
+		{"trip with an unknown field", with(good, "tripped", []any{"why", "x"}), `field "tripped": unknown field "why"`},
+		{"re-arm missing a field", with(good, "rearmed", []any{"reason", "x"}), `field "rearmed": no field "restarts"`},
+		{"a new park without its park", without(good, "park"), `a new park without its park`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v, rep, err := readVerdict(tc.reply, "k", time.Time{}, tc.judge)
+			v, err := readVerdict(tc.reply, "k", time.Time{})
 			require.EqualError(t, err, tc.want)
 			require.Equal(t, crashloop.Verdict{}, v)
-			require.Equal(t, "", rep)
 			err = badReply("judge", err)
 			require.ErrorIs(t, err, errBadReply)
 			require.EqualError(t, err, "redisstore: judge: reply of the wrong shape: "+tc.want)
@@ -207,7 +202,8 @@ func TestScriptRefusesWrongArguments(t *testing.T) {
 		{[]any{"resume", "origin", "a", "version", "-1"}, "crashloop: resume: argument version: -1 is not a whole number"},
 		{[]any{"resume", "origin", "a", "origin", "b"}, "crashloop: resume: argument origin given twice"},
 		{[]any{"fleet_read", "now", "123"}, "crashloop: fleet_read: argument now: 123 is not a time ('' or 16 digits)"},
-		{[]any{"report", "report", "", "replica", "r", "ttl_ms", "-1"}, "crashloop: report: argument ttl_ms: -1 is not a whole number"},
+		{[]any{"members", "replica", "r", "ttl_ms", "-1", "full", "0", "expect", "0"}, "crashloop: members: argument ttl_ms: -1 is not a whole number"},
+		{[]any{"members", "replica", "r", "ttl_ms", "1", "full", "0", "epoch", "", "fresh", "f"}, "crashloop: members: missing argument expect"},
 	} {
 		err := st.script.Run(ctx, st.rdb, keys, tc.args...).Err()
 		require.EqualError(t, err, tc.want, "%q", tc.args)

@@ -52,7 +52,7 @@ func (k keyspace) record(key string) string     { return k.tag + "k:" + key }
 func (k keyspace) fleet() string                { return k.tag + "fleet" }
 func (k keyspace) parked() string               { return k.tag + "parked" }
 func (k keyspace) held() string                 { return k.tag + "held" }
-func (k keyspace) report(replica string) string { return k.tag + "r:" + replica }
+func (k keyspace) member(replica string) string { return k.tag + "m:" + replica }
 func (k keyspace) replicas() string             { return k.tag + "replicas" }
 func (k keyspace) events() string               { return k.tag + "events" }
 func (k keyspace) claim(version int64) string {
@@ -440,17 +440,13 @@ func readStands(v any, key, flag string) (crashloop.LedgerChange, bool, error) {
 	return ch, set, nil
 }
 
-// readVerdict reads the verdict of a judge (with the report it wrote, if
-// any) or proceed step on key. now is the time of the call in client-time
-// mode (the Verdict keeps it as given), or the zero time for the server's.
-func readVerdict(v any, key string, now time.Time, judge bool) (crashloop.Verdict, string, error) {
-	known := []string{"now", "new_park", "held", "attempt", "restarts", "wait_ns", "park", "tripped", "rearmed"}
-	if judge {
-		known = append(known, "report")
-	}
-	o, err := readObject(v, known...)
+// readVerdict reads the verdict of a judge or proceed step on key. now is
+// the time of the call in client-time mode (the Verdict keeps it as
+// given), or the zero time for the server's.
+func readVerdict(v any, key string, now time.Time) (crashloop.Verdict, error) {
+	o, err := readObject(v, "now", "new_park", "held", "attempt", "restarts", "wait_ns", "park", "tripped", "rearmed")
 	if err != nil {
-		return crashloop.Verdict{}, "", err
+		return crashloop.Verdict{}, err
 	}
 	f := fields{o: o}
 	ts := f.int("now")
@@ -459,28 +455,24 @@ func readVerdict(v any, key string, now time.Time, judge bool) (crashloop.Verdic
 	}
 	vd := crashloop.Verdict{Now: now, NewPark: f.flag("new_park"), Held: f.flag("held"), Attempt: int(f.int("attempt")),
 		Restarts: int(f.int("restarts")), Wait: time.Duration(f.int("wait_ns"))}
-	var rep string
-	if _, ok := o["report"]; ok {
-		rep = f.str("report")
-	}
 	if f.err != nil {
-		return crashloop.Verdict{}, "", f.err
+		return crashloop.Verdict{}, f.err
 	}
 	if p, ok := o["park"]; ok {
 		if vd.Park, err = readPark(p, key); err != nil {
-			return crashloop.Verdict{}, "", fmt.Errorf("field \"park\": %w", err)
+			return crashloop.Verdict{}, fmt.Errorf("field \"park\": %w", err)
 		}
 	}
 	if vd.Tripped, err = readChangeField(o, "tripped"); err != nil {
-		return crashloop.Verdict{}, "", err
+		return crashloop.Verdict{}, err
 	}
 	if vd.Rearmed, err = readChangeField(o, "rearmed"); err != nil {
-		return crashloop.Verdict{}, "", err
+		return crashloop.Verdict{}, err
 	}
 	if vd.NewPark && vd.Park == nil {
-		return crashloop.Verdict{}, "", errors.New("a new park without its park")
+		return crashloop.Verdict{}, errors.New("a new park without its park")
 	}
-	return vd, rep, nil
+	return vd, nil
 }
 
 // fleetReply is the reply of a fleet step.
@@ -566,7 +558,9 @@ func (s *Store) run(ctx context.Context, op string, keys []string, args ...any) 
 	full = append(append(append(full, op), args...), "epoch", epoch, "fresh", s.freshEpoch())
 	res, err := s.eval(ctx, keys, full)
 	if cur, ok := stateLost(err); ok {
-		return nil, fmt.Errorf("redisstore: %s: %w", op, s.lostState(ctx, epoch, cur))
+		err := s.lostState(ctx, epoch, cur)
+		s.membersLost() // written again, in the adopted epoch
+		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		err = s.classify(err)
@@ -777,7 +771,5 @@ func (s *Store) checkEpoch(ctx context.Context) {
 	if err != nil || cur == old {
 		return
 	}
-	if sl := s.lostState(ctx, old, cur); sl.Announce {
-		s.tellLost(sl)
-	}
+	s.lostLater(s.lostState(ctx, old, cur))
 }

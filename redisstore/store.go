@@ -39,22 +39,24 @@ type Options struct {
 	// forbid TIME in scripts, and for tests with explicit times. Default
 	// false: the server's clock, one clock for every replica.
 	ClientTime bool
-	// Replica is this replica's name in the fleet's member reports; each
-	// replica of a deployment needs its own. Default: the hostname, the
-	// process id and a random suffix.
+	// Replica is this replica's name in the fleet's members ({p}:m:REPLICA);
+	// each replica of a deployment needs its own. Default: the hostname,
+	// the process id and a random suffix.
 	Replica string
-	// ReportTTL is how long a replica's report of its fleet members counts
-	// after its last step, so that a replica that dies stops counting in
-	// the failing fraction; the Store refreshes its report while it lives
-	// (every ReportTTL/3, between Open and Close). Default 1m.
-	ReportTTL time.Duration
+	// MemberTTL is how long the keys this replica counts as fleet members
+	// (crashloop.Ledger.Member) count after their last write, so that a
+	// replica that dies stops counting in the failing fraction; the Store
+	// keeps them alive while it is open (every MemberTTL/3, between Open and
+	// Close) and withdraws them at Close. It must be 0 or at least 1ms.
+	// Default 1m (DefaultMemberTTL).
+	MemberTTL time.Duration
 }
 
 // DefaultPrefix is the Prefix of Options that set none.
 const DefaultPrefix = "crashloop"
 
-// DefaultReportTTL is the ReportTTL of Options that set none.
-const DefaultReportTTL = time.Minute
+// DefaultMemberTTL is the MemberTTL of Options that set none.
+const DefaultMemberTTL = time.Minute
 
 // ttlGrace is added to the span of every key's TTL: a key expires this long
 // after everything it holds has aged out of its windows.
@@ -84,8 +86,7 @@ type Store struct {
 	err    error  // an invalid Prefix: every method returns it
 	origin string // this Store's name in notices, to tell its own apart
 
-	plan    atomic.Pointer[plan] // set by Open
-	report  atomic.Pointer[string]
+	plan    atomic.Pointer[plan]               // set by Open
 	found   atomic.Pointer[MisconfiguredError] // the last check's finding (check.go)
 	full    atomic.Pointer[MisconfiguredError] // a write refused for lack of memory, until one goes through
 	checked atomic.Bool                        // a check has found what it could
@@ -102,6 +103,14 @@ type Store struct {
 	seen   int64               // the highest version this Store saw in its epoch (see checkEpoch)
 	floor  int64               // the highest version it saw in the epochs before
 	ps     *redis.PubSub       // the notice subscription, while there is one
+
+	// The keys this replica counts as fleet members (members.go), kept
+	// with a fleet breaker only (mine is nil without).
+	mine    map[string]struct{}
+	pending map[string]bool // changes of mine not yet written: true added, false removed
+	written int             // the keys the server's set holds after the last write; -1: unknown, write it whole
+	wmu     sync.Mutex      // one write of the members at a time, in order
+	poke    chan struct{}   // wakes the refresher to write a change
 
 	reconciled atomic.Int64 // reconciles done, one after each (re)subscription: the tests wait for them
 
@@ -124,13 +133,18 @@ func New(client redis.UniversalClient, o Options) *Store {
 	if o.Replica == "" {
 		o.Replica = defaultReplica()
 	}
-	if o.ReportTTL <= 0 {
-		o.ReportTTL = DefaultReportTTL
-	}
 	ks, err := newKeyspace(o.Prefix)
+	switch {
+	case err != nil:
+	case o.MemberTTL < 0 || (o.MemberTTL > 0 && o.MemberTTL < time.Millisecond):
+		err = fmt.Errorf("redisstore: Options.MemberTTL %v: must be 0 (the default, %v) or at least 1ms", o.MemberTTL, DefaultMemberTTL)
+	case o.MemberTTL == 0:
+		o.MemberTTL = DefaultMemberTTL
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Store{rdb: client, script: script, o: o, keys: ks, err: err, origin: randomSuffix(8), fresh: randomSuffix(16),
-		known: map[string]struct{}{}, ctx: ctx, cancel: cancel, checks: checkEvery, epochs: pingEvery}
+		known: map[string]struct{}{}, ctx: ctx, cancel: cancel, checks: checkEvery, epochs: pingEvery,
+		poke: make(chan struct{}, 1)}
 }
 
 func defaultReplica() string {
@@ -159,7 +173,7 @@ type plan struct {
 
 // newPlan turns cfg into the script's arguments, or an error for a
 // configuration the script cannot keep exactly.
-func newPlan(cfg crashloop.SupervisorConfig, o Options) (*plan, error) {
+func newPlan(cfg crashloop.SupervisorConfig) (*plan, error) {
 	span := cfg.Budget.Window
 	var cmax, cgap, gmax, gwin, rph, minf, cdus, cdns int64
 	frac := "1"
@@ -194,7 +208,7 @@ func newPlan(cfg crashloop.SupervisorConfig, o Options) (*plan, error) {
 		"chain_max", cmax, "chain_gap_us", cgap, "guard_max", gmax, "guard_window_us", gwin,
 		"hourly_cap", cfg.HourlyCap, "fleet_per_hour", rph, "cooldown_us", cdus, "cooldown_ns", cdns,
 		"fraction", frac, "min_failing", minf, "record_ttl_ms", ttlMillis(span + ttlGrace),
-		"fleet_ttl_ms", p.fttl, "report_ttl_ms", ttlMillis(o.ReportTTL)}
+		"fleet_ttl_ms", p.fttl}
 	return p, nil
 }
 
@@ -205,7 +219,7 @@ func newPlan(cfg crashloop.SupervisorConfig, o Options) (*plan, error) {
 // by Restore included; on every (re)subscription it also compares the
 // parks it told of with the parks that stand, and tells the differences, so
 // a notice lost while disconnected is made good. With a fleet breaker it
-// keeps this replica's member report alive until Close. It checks the
+// keeps this replica's fleet members (see Member) alive until Close. It checks the
 // server's configuration at once and every 10s (see Check): while a
 // misconfiguration stands, every step that writes fails with it. Open does
 // no I/O itself: an unreachable server does not keep a Supervisor from
@@ -217,7 +231,7 @@ func (s *Store) Open(cfg crashloop.SupervisorConfig, notify func(crashloop.Ledge
 	if s.err != nil {
 		return s.err
 	}
-	p, err := newPlan(cfg, s.o)
+	p, err := newPlan(cfg)
 	if err != nil {
 		return err
 	}
@@ -238,18 +252,22 @@ func (s *Store) Open(cfg crashloop.SupervisorConfig, notify func(crashloop.Ledge
 		go s.listen()
 	}
 	if cfg.Fleet != nil {
+		s.mine, s.pending, s.written = map[string]struct{}{}, map[string]bool{}, -1
 		s.wg.Add(1)
-		go s.refresh(s.o.ReportTTL / 3)
+		go s.refresh(s.o.MemberTTL / 3)
 	}
 	return nil
 }
 
-// Close ends the notice subscription and the report refresher, and waits
-// until they have stopped; the replica's report then expires after
-// ReportTTL. It does not close the client, which the caller owns. Calls
-// after Close still reach the server. Close is idempotent and returns nil.
+// Close ends the notice subscription and the members' refresher, and waits
+// until they have stopped; then it withdraws this replica's fleet members
+// (one call, bounded by Timeout; should it fail, they expire after
+// MemberTTL). It does not close the client, which the caller owns. Calls
+// after Close still reach the server, but Member does nothing. Close is
+// idempotent and returns nil.
 func (s *Store) Close() error {
 	s.mu.Lock()
+	first := !s.closed
 	s.closed = true
 	ps := s.ps
 	s.mu.Unlock()
@@ -258,6 +276,9 @@ func (s *Store) Close() error {
 		_ = ps.Close() // ends a read in progress at once
 	}
 	s.wg.Wait()
+	if first {
+		s.withdraw()
+	}
 	return nil
 }
 
@@ -283,10 +304,11 @@ func (s *Store) Lookup(ctx context.Context, key string) (crashloop.LedgerChange,
 }
 
 // Judge decides j and commits the decision in one step, as the library's
-// rules do in memory, with the members and failing members that every
-// live replica last reported; at the server's time unless ClientTime. A
-// park is announced to the other replicas. It needs Open. A Judgment whose
-// Ending is none of the library's is an error.
+// rules do in memory, a park judging the failing fraction over the keys
+// of the deployment (see Member); at the server's time unless ClientTime.
+// It first writes this replica's changes of members not yet written, if
+// any (a round trip more). A park is announced to the other replicas. It
+// needs Open. A Judgment whose Ending is none of the library's is an error.
 func (s *Store) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
 	p := s.plan.Load()
 	if s.err != nil || p == nil {
@@ -299,23 +321,21 @@ func (s *Store) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verd
 	if err != nil {
 		return crashloop.Verdict{}, fmt.Errorf("redisstore: judge: %w", err)
 	}
-	args := make([]any, 0, 2+len(p.args)+16)
+	if err := s.membersFirst(ctx); err != nil {
+		return crashloop.Verdict{}, err
+	}
+	args := make([]any, 0, 2+len(p.args)+12)
 	args = append(args, "now", at)
 	args = append(args, p.args...)
 	args = append(args, "ending", j.Ending.String(), "healthy", boolArg(j.Healthy), "incarnation", j.Incarnation,
-		"cause", encodeCause(j.Cause, j.Cause != ""), "members", j.Members, "failing", j.Failing,
-		"origin", s.origin, "replica", s.o.Replica)
-	res, err := s.run(ctx, "judge", []string{s.keys.record(j.Key), s.keys.fleet(), s.keys.parked(), s.keys.held(),
-		s.keys.report(s.o.Replica), s.keys.replicas()}, args...)
+		"cause", encodeCause(j.Cause, j.Cause != ""), "origin", s.origin, "replica", s.o.Replica)
+	res, err := s.run(ctx, "judge", []string{s.keys.record(j.Key), s.keys.fleet(), s.keys.parked(), s.keys.held()}, args...)
 	if err != nil {
 		return crashloop.Verdict{}, err
 	}
-	v, rep, err := readVerdict(res, j.Key, s.callTime(j.Now), true)
+	v, err := readVerdict(res, j.Key, s.callTime(j.Now))
 	if err != nil {
 		return crashloop.Verdict{}, badReply("judge", err)
-	}
-	if rep != "" {
-		s.report.Store(&rep)
 	}
 	if v.Park != nil {
 		s.saw(v.Park.Version)
@@ -342,7 +362,7 @@ func (s *Store) Proceed(ctx context.Context, key string, now time.Time) (crashlo
 	if err != nil {
 		return crashloop.Verdict{}, err
 	}
-	v, _, err := readVerdict(res, key, s.callTime(now), false)
+	v, err := readVerdict(res, key, s.callTime(now))
 	if err != nil {
 		return crashloop.Verdict{}, badReply("proceed", err)
 	}
@@ -498,10 +518,12 @@ func (s *Store) Parked(ctx context.Context) ([]*crashloop.ParkedError, error) {
 }
 
 // Fleet returns the status of the fleet breaker at now (the server's time
-// unless ClientTime). It changes nothing but the latest time (a breaker due
-// to re-arm reads as re-armed, and re-arms, with its event, at the next
-// Judge or Proceed); without Open it changes nothing at all, and reports
-// the limit and cooldown the replicas last wrote.
+// unless ClientTime), with the failing and live keys of the deployment
+// (see Member; it first writes this replica's changes of members not yet
+// written). It changes nothing else but the latest time (a breaker due to
+// re-arm reads as re-armed, and re-arms, with its event, at the next Judge
+// or Proceed); without Open it changes nothing at all, and reports the
+// limit and cooldown the replicas last wrote.
 func (s *Store) Fleet(ctx context.Context, now time.Time) (crashloop.FleetStatus, error) {
 	if s.err != nil {
 		return crashloop.FleetStatus{}, s.err
@@ -509,6 +531,9 @@ func (s *Store) Fleet(ctx context.Context, now time.Time) (crashloop.FleetStatus
 	at, err := timeArg(now, !s.o.ClientTime)
 	if err != nil {
 		return crashloop.FleetStatus{}, fmt.Errorf("redisstore: fleet: %w", err)
+	}
+	if err := s.membersFirst(ctx); err != nil {
+		return crashloop.FleetStatus{}, err
 	}
 	p := s.plan.Load()
 	op, args := "fleet_read", []any{"now", at}

@@ -21,8 +21,9 @@
 --   {p}:parked     set     the keys that stand parked (Parked in one call)
 --   {p}:held       zset    the keys held by the fleet breaker, scored by
 --                          the order they were held in
---   {p}:r:REPLICA  string  a replica's report of its members, "members,failing"
---   {p}:replicas   set     the replicas that report
+--   {p}:m:REPLICA  set     the keys a replica counts as fleet members (see
+--                          fleetKeys)
+--   {p}:replicas   set     the replicas that have members
 --   {p}:epoch      string  the deployment's epoch (see the state check)
 --   {p}:seq        string  the last version given to a transition (see bump)
 --   {p}:ver        hash    each key's version: its last transition's
@@ -66,16 +67,15 @@ local CLAIM_TTL = 86400 -- how long a claim is kept, in seconds: a day
 local CONFIG = {
   budget_max = 'n', budget_window_us = 'n', chain_max = 'n', chain_gap_us = 'n', guard_max = 'n',
   guard_window_us = 'n', hourly_cap = 'n', fleet_per_hour = 'n', cooldown_us = 'n', cooldown_ns = 'd',
-  fraction = 'n', min_failing = 'n', record_ttl_ms = 'd', fleet_ttl_ms = 'd', report_ttl_ms = 'd'}
+  fraction = 'n', min_failing = 'n', record_ttl_ms = 'd', fleet_ttl_ms = 'd'}
 local JUDGMENT = {
-  ending = 's', healthy = 'n', incarnation = 's', cause = 's', members = 'n', failing = 'n', origin = 's',
-  replica = 's'}
+  ending = 's', healthy = 'n', incarnation = 's', cause = 's', origin = 's', replica = 's'}
 local OPS = {
   judge = {now = 't'}, proceed = {now = 't'},
   fleet = {now = 't', fleet_ttl_ms = 'd', fleet_per_hour = 'n', cooldown_ns = 'd'}, fleet_read = {now = 't'},
   lookup = {}, parked = {}, resume = {origin = 's', version = 'd'}, forget = {origin = 's', version = 'd'},
   restore = {origin = 's', replica = 's', park = 'l'}, claim = {version = 'd', replica = 's'},
-  report = {report = 's', replica = 's', ttl_ms = 'd'}}
+  members = {replica = 's', ttl_ms = 'd', full = 'n', expect = 'n', add = 'l', remove = 'l'}}
 for name, kind in pairs(CONFIG) do
   OPS.judge[name], OPS.proceed[name] = kind, kind
 end
@@ -463,7 +463,7 @@ end
 -- verdict is the reply of a judge or proceed step on key: the time of the
 -- call, whether it parked the key, whether the restart is held, the
 -- attempt, the key's restarts, the wait in nanoseconds, then, when there
--- is one, the key's park, the trip, the re-arm and the report written.
+-- is one, the key's park, the trip and the re-arm.
 local function verdict(key, r, v)
   local out = {'now', now, 'new_park', v.newPark or 0, 'held', v.held or 0, 'attempt', v.attempt or 0,
     'restarts', r.n, 'wait_ns', v.wait or 0}
@@ -475,46 +475,46 @@ local function verdict(key, r, v)
   add('park', r.p and parkObject(key, r.p))
   add('tripped', v.trip)
   add('rearmed', v.re)
-  if v.rep and v.rep ~= '' then
-    add('report', v.rep)
-  end
   return out
 end
 
--- report writes this replica's report of its members, rep, unless it
--- stands already (the Store's refresher keeps it alive): KEYS[5] the
--- report, KEYS[6] the set of replicas. A new report lists the replica, and
--- drops the replicas whose report expired.
-local function report(rep)
-  local old = redis.call('GET', KEYS[5])
-  if old == rep then
-    return
-  end
-  redis.call('SET', KEYS[5], rep, 'PX', A.report_ttl_ms)
-  if not old then
-    for _, name in ipairs(redis.call('SMEMBERS', KEYS[6])) do
-      if redis.call('EXISTS', tag .. 'r:' .. name) == 0 then
-        redis.call('SREM', KEYS[6], name)
+-- fleetKeys counts the keys of the deployment for the fleet's failing
+-- fraction: the live keys (those in the member set of some live replica,
+-- {p}:m:REPLICA, each once however many replicas count it) and the failing
+-- ones (live keys that stand parked, for any reason), both without skip.
+-- With prune it drops from {p}:replicas the replicas whose members expired.
+-- It reads every live replica's members: O(members), for parks and status.
+local function fleetKeys(skip, prune)
+  local live, total, failing = {}, 0, 0
+  for _, name in ipairs(redis.call('SMEMBERS', tag .. 'replicas')) do
+    local keys = redis.call('SMEMBERS', tag .. 'm:' .. name)
+    if #keys == 0 and prune then
+      redis.call('SREM', tag .. 'replicas', name)
+    end
+    for _, key in ipairs(keys) do
+      if key ~= skip and not live[key] then
+        live[key] = true
+        total = total + 1
+        if redis.call('SISMEMBER', tag .. 'parked', key) == 1 then
+          failing = failing + 1
+        end
       end
     end
-    redis.call('SADD', KEYS[6], A.replica)
-    redis.call('PEXPIRE', KEYS[6], A.report_ttl_ms)
   end
+  return total, failing
 end
 
 if op == 'judge' then
-  -- KEYS: record, fleet, parked, held, this replica's report, replicas.
-  -- The judgment: ending (clean, permanent, failed_start, crash,
-  -- planned), healthy (1/0), incarnation, cause ('' none, else 'e' and its
-  -- text), members and failing (this replica's, without the key), origin,
-  -- replica.
+  -- KEYS: record, fleet, parked, held. The judgment: ending (clean,
+  -- permanent, failed_start, crash, planned), healthy (1/0), incarnation,
+  -- cause ('' none, else 'e' and its text), origin, replica.
   local ending = A.ending
   if ending ~= 'clean' and ending ~= 'permanent' and ending ~= 'failed_start' and ending ~= 'crash' and
     ending ~= 'planned' then
     return redis.error_reply('crashloop: judge: argument ending: unknown ending ' .. ending)
   end
   local f, t, re = begin()
-  local healthy, inc, members, failing = A.healthy == 1, A.incarnation, A.members, A.failing
+  local healthy, inc = A.healthy == 1, A.incarnation
   local r = rdec(redis.call('GET', K1))
   local key = keyOf(K1)
   local v = {re = re}
@@ -561,25 +561,13 @@ if op == 'judge' then
       end
       if reason then
         -- The park: no restart is recorded; the fleet judges its failing
-        -- fraction with every replica's members and the parked key.
+        -- fraction over the deployment's keys and the parked key.
         r.p = {since = nows, attempts = string.format('%d', n), reason = reason, cause = A.cause, version = bump(key)}
         r.held, r.rel = 0, false
         v.newPark = 1
         if A.fleet_per_hour > 0 then
-          local tm, tf = members, failing
-          for _, name in ipairs(redis.call('SMEMBERS', tag .. 'replicas')) do
-            if name ~= A.replica then
-              local rep = redis.call('GET', tag .. 'r:' .. name)
-              if rep then
-                local a, b = string.match(rep, '^(%d+),(%d+)$')
-                tm, tf = tm + tonumber(a), tf + tonumber(b)
-              else
-                redis.call('SREM', tag .. 'replicas', name)
-              end
-            end
-          end
-          local total = math.max(tm + 1, 0)
-          local fl = math.min(math.max(tf + 1, 0), total)
+          local tm, tf = fleetKeys(key, true)
+          local total, fl = tm + 1, tf + 1
           f.failing, f.total = fl, total
           if fl >= A.min_failing and fl / total >= A.fraction then
             if f.tripped then
@@ -645,17 +633,6 @@ if op == 'judge' then
     rsave(K1, r, A.record_ttl_ms)
   end
   fsave(f, A.fleet_ttl_ms)
-  -- This replica's report: its members and failing members as the verdict
-  -- leaves them (reportAfter).
-  if A.fleet_per_hour > 0 then
-    if r.p then
-      members, failing = members + 1, failing + 1
-    elseif ending ~= 'clean' then
-      members = members + 1
-    end
-    v.rep = string.format('%d,%d', members, failing)
-    report(v.rep)
-  end
   return verdict(key, r, v)
 end
 
@@ -694,9 +671,9 @@ if op == 'fleet' or op == 'fleet_read' then
   -- as the library's ledger does, and writes the configuration (its TTL,
   -- its fleet_per_hour and cooldown_ns); 'fleet_read' only reads. Returns
   -- the breaker at t as it would be after a re-arm (which it does not
-  -- make): tripped (1/0), since, failing and total as the live replicas
-  -- report them, restarts in the hour, fleet_per_hour and cooldown_ns as
-  -- last written, and the time.
+  -- make): tripped (1/0), since, the failing and live keys (fleetKeys),
+  -- restarts in the hour, fleet_per_hour and cooldown_ns as last written,
+  -- and the time.
   local f = fload()
   local t = at(f)
   if op == 'fleet' then
@@ -711,18 +688,9 @@ if op == 'fleet' or op == 'fleet_read' then
   if tripped then
     flag = 1
   end
-  -- failing and total: what every live replica last reported, summed (a
-  -- park notes them in the fleet string only when it judges them)
-  local failing, total = 0, 0
-  for _, name in ipairs(redis.call('SMEMBERS', tag .. 'replicas')) do
-    local rep = redis.call('GET', tag .. 'r:' .. name)
-    if rep then
-      local a, b = string.match(rep, '^(%d+),(%d+)$')
-      if a then
-        total, failing = total + tonumber(a), failing + tonumber(b)
-      end
-    end
-  end
+  -- the keys now (a park notes them in the fleet string only when it
+  -- judges them)
+  local total, failing = fleetKeys('', false)
   return {'tripped', flag, 'since', f.since, 'failing', failing, 'total', total, 'hour', #prune(w, t, HOUR) / 16,
     'per_hour', tonumber(f.rph), 'cooldown_ns', tonumber(f.cdns), 'now', now}
 end
@@ -879,14 +847,34 @@ if op == 'parked' then
   return out
 end
 
--- op == 'report'. KEYS: this replica's report, replicas. report is the
--- report as last written ('' none yet). Keeps the report of a live replica
--- from expiring.
-if redis.call('PEXPIRE', K1, A.ttl_ms) == 0 and A.report ~= '' then
-  redis.call('SET', K1, A.report, 'PX', A.ttl_ms)
+-- op == 'members'. KEYS: this replica's member set, replicas. Writes the
+-- keys this replica counts as fleet members: with full, the set is add;
+-- else add and remove change it, if it still holds expect keys (else it
+-- expired, or the server lost it: nothing is written, and the Store writes
+-- it whole). A set that holds keys expires ttl_ms after its last write,
+-- and lists the replica in {p}:replicas (which lives as long as the
+-- longest-lived set); an empty one takes the replica off it. Replies
+-- whether it wrote, and the keys the set holds.
+local n = redis.call('SCARD', K1)
+if A.full == 1 then
+  redis.call('DEL', K1)
+elseif n ~= A.expect then
+  return {'applied', 0, 'count', n}
 end
-if A.report ~= '' then
+for _, change in ipairs({{'SADD', A.add}, {'SREM', A.remove}}) do
+  local list = change[2]
+  for i = 1, #list, 1000 do -- unpack has a limit
+    redis.call(change[1], K1, unpack(list, i, math.min(i + 999, #list)))
+  end
+end
+n = redis.call('SCARD', K1)
+if n > 0 then
+  redis.call('PEXPIRE', K1, A.ttl_ms)
   redis.call('SADD', KEYS[2], A.replica)
+  if redis.call('PTTL', KEYS[2]) < tonumber(A.ttl_ms) then
+    redis.call('PEXPIRE', KEYS[2], A.ttl_ms)
+  end
+else
+  redis.call('SREM', KEYS[2], A.replica)
 end
-redis.call('PEXPIRE', KEYS[2], A.ttl_ms)
-return 0
+return {'applied', 1, 'count', n}

@@ -197,7 +197,7 @@ func pttl(t testing.TB, rdb *redis.Client, key string) time.Duration {
 // while it is tripped.
 func TestKeysAndExpiry(t *testing.T) {
 	s := redistest.Start(t)
-	st := replicasOn(t, s, 1, Options{ClientTime: true, Prefix: "deploy", ReportTTL: 30 * time.Second})[0]
+	st := replicasOn(t, s, 1, Options{ClientTime: true, Prefix: "deploy", MemberTTL: 30 * time.Second})[0]
 	cfg := ledgertest.Config() // the longest span: the hourly cap's hour
 	require.NoError(t, st.Open(cfg, nil))
 	rdb := s.Client(nil)
@@ -216,13 +216,14 @@ func TestKeysAndExpiry(t *testing.T) {
 	}
 
 	j := crashloop.Judgment{Key: "a", Ending: crashloop.EndingFailedStart, Incarnation: "a#1", Cause: "boom", Now: ledgertest.T0, Members: 1}
+	st.Member("a", true) // written before the judge step
 	_, err := st.Judge(ctx, j)
 	require.NoError(t, err)
-	require.Equal(t, []string{"{deploy}:epoch", "{deploy}:fleet", "{deploy}:k:a", "{deploy}:r:replica-0", "{deploy}:replicas"}, keys())
+	require.Equal(t, []string{"{deploy}:epoch", "{deploy}:fleet", "{deploy}:k:a", "{deploy}:m:replica-0", "{deploy}:replicas"}, keys())
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:epoch"), "the epoch never expires")
 	within("{deploy}:k:a", time.Hour+ttlGrace)
 	within("{deploy}:fleet", time.Hour+cfg.Fleet.Cooldown+ttlGrace)
-	within("{deploy}:r:replica-0", 30*time.Second)
+	within("{deploy}:m:replica-0", 30*time.Second)
 	within("{deploy}:replicas", 30*time.Second)
 
 	park(t, st, "a", ledgertest.T0)
@@ -230,7 +231,7 @@ func TestKeysAndExpiry(t *testing.T) {
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:parked"))
 	_, _, err = st.Resume(ctx, "a", 1, ledgertest.T0)
 	require.NoError(t, err)
-	require.Equal(t, []string{"{deploy}:epoch", "{deploy}:fleet", "{deploy}:r:replica-0", "{deploy}:replicas", "{deploy}:seq", "{deploy}:ver"},
+	require.Equal(t, []string{"{deploy}:epoch", "{deploy}:fleet", "{deploy}:m:replica-0", "{deploy}:replicas", "{deploy}:seq", "{deploy}:ver"},
 		keys(), "a resume drops the record, and keeps the key's version")
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:seq"), "versions never expire")
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:ver"))
@@ -264,6 +265,57 @@ func TestKeysAndExpiry(t *testing.T) {
 	}
 }
 
+// A replica's members are written as changes while the server's set is
+// what the Store last wrote, and whole when it is not (it expired while the
+// replica could not reach the server, or the server lost it); Close
+// withdraws them.
+func TestMembersWrittenWhole(t *testing.T) {
+	s := redistest.Start(t)
+	st := replicasOn(t, s, 1, Options{ClientTime: true})[0]
+	require.NoError(t, st.Open(ledgertest.Config(), nil))
+	rdb := s.Client(nil)
+	ctx := context.Background()
+	set := st.keys.member("replica-0")
+	members := func() []string {
+		ks, err := rdb.SMembers(ctx, set).Result()
+		require.NoError(t, err)
+		slices.Sort(ks)
+		return ks
+	}
+	write := func() {
+		t.Helper()
+		require.NoError(t, st.writeMembers(ctx, false)) // or the refresher has: one write at a time
+	}
+	for _, key := range []string{"a", "b", "c"} {
+		st.Member(key, true)
+	}
+	write()
+	require.Equal(t, []string{"a", "b", "c"}, members())
+	st.Member("b", false)
+	write()
+	require.Equal(t, []string{"a", "c"}, members())
+	require.NoError(t, rdb.Del(ctx, set).Err()) // expired
+	st.Member("d", true)
+	write()
+	require.Equal(t, []string{"a", "c", "d"}, members())
+	f, err := st.Fleet(ctx, ledgertest.T0)
+	require.NoError(t, err)
+	require.Equal(t, 3, f.TotalChannels)
+	require.NoError(t, rdb.FlushAll(ctx).Err()) // the server lost its state: the step that finds it fails
+	_, err = st.Fleet(ctx, ledgertest.T0)
+	var sl *crashloop.StateLostError
+	require.ErrorAs(t, err, &sl)
+	f, err = st.Fleet(ctx, ledgertest.T0) // the next writes the members whole first
+	require.NoError(t, err)
+	require.Equal(t, 3, f.TotalChannels)
+	require.Equal(t, []string{"a", "c", "d"}, members())
+	require.NoError(t, st.Close())
+	require.Zero(t, rdb.Exists(ctx, set, st.keys.replicas()).Val(), "withdrawn at Close")
+	st.Member("e", true) // after Close: nothing
+	write()
+	require.Zero(t, rdb.Exists(ctx, set).Val())
+}
+
 // Operator tools use a Store they do not open: Parked, Lookup, Resume and
 // Fleet work, the last with what the replicas stored; Judge and Proceed
 // refuse; nothing they do moves the deployment's clock.
@@ -273,6 +325,8 @@ func TestOperatorWithoutOpen(t *testing.T) {
 	replica, op := sts[0], sts[1]
 	cfg := ledgertest.Config()
 	require.NoError(t, replica.Open(cfg, nil))
+	replica.Member("k", true) // written by the first Judge
+	replica.Member("p7", true)
 	ctx := context.Background()
 	for i := range cfg.Fleet.RestartsPerHour {
 		_, err := replica.Judge(ctx, crashloop.Judgment{Key: fmt.Sprintf("p%d", i), Ending: crashloop.EndingPlanned, Incarnation: "i", Now: ledgertest.T0})
@@ -342,6 +396,13 @@ func TestOpenRefuses(t *testing.T) {
 	require.NoError(t, closed.Close())
 	require.ErrorContains(t, closed.Open(cfg, nil), "closed")
 
+	for _, ttl := range []time.Duration{-time.Second, time.Microsecond} {
+		bad := New(s.Client(nil), Options{Prefix: newPrefix(), MemberTTL: ttl})
+		require.ErrorContains(t, bad.Open(cfg, nil), "redisstore: Options.MemberTTL "+ttl.String()+": must be 0 (the default, 1m0s) or at least 1ms")
+		_, err := bad.Fleet(context.Background(), time.Now())
+		require.ErrorContains(t, err, "Options.MemberTTL")
+	}
+
 	bad := New(s.Client(nil), Options{Prefix: "a{b}"})
 	require.ErrorContains(t, bad.Open(cfg, nil), `key prefix "a{b}"`)
 	_, err := bad.Parked(context.Background())
@@ -356,7 +417,7 @@ func TestDefaults(t *testing.T) {
 	st := New(nil, Options{})
 	require.Equal(t, "crashloop", st.o.Prefix)
 	require.Equal(t, DefaultTimeout, st.o.Timeout)
-	require.Equal(t, time.Minute, st.o.ReportTTL)
+	require.Equal(t, time.Minute, st.o.MemberTTL)
 	require.Regexp(t, `^.+-[0-9]+-[0-9a-f]{8}$`, st.o.Replica)
 	require.NotEqual(t, st.o.Replica, New(nil, Options{}).o.Replica, "each Store a replica of its own")
 	require.Equal(t, "{crashloop}:k:worker", st.keys.record("worker"))

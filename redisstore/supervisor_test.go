@@ -171,54 +171,101 @@ func TestFleetBreakerFleetWide(t *testing.T) {
 	}
 }
 
-// The failing fraction sums every live replica's report; a replica that
-// dies stops counting once its report expires.
-func TestFailingFractionSumsReplicas(t *testing.T) {
-	s := redistest.Start(t)
+// fleetState is the fleet breaker as replica r's Supervisor reports it.
+func fleetState(r *replica) string {
+	st := r.sup.Status(context.Background()).Fleet
+	return fmt.Sprintf("tripped=%v %d/%d", st.BreakerTripped, st.FailingChannels, st.TotalChannels)
+}
+
+// fractionConfig trips the fleet breaker at half the keys failing, at
+// least 2, and on no rate that the tests reach.
+func fractionConfig() crashloop.SupervisorConfig {
 	cfg := crashloop.DefaultSupervisorConfig()
 	cfg.Chain = nil
 	cfg.Fleet = &crashloop.FleetConfig{RestartsPerHour: 100, FailingFraction: 0.5, MinFailing: 2, Cooldown: time.Hour}
-	const ttl = 300 * time.Millisecond
-	rs := fleet(t, 2, cfg, true, onServer(t, s, Options{ClientTime: true, ReportTTL: ttl}))
-	a, b := rs[0], rs[1]
+	return cfg
+}
+
+// Three replicas on the same four keys count four keys, not twelve: two
+// parked are half the fleet, and trip the breaker, as in one Supervisor.
+func TestFailingFractionCountsKeysOnce(t *testing.T) {
+	s := redistest.Start(t)
+	rs := fleet(t, 3, fractionConfig(), true, onServer(t, s, Options{ClientTime: true}))
 	boom := crashloop.RunResult{Err: errors.New("boom")}
+	for _, r := range rs {
+		for _, key := range []string{"a", "b", "c", "d"} {
+			require.Equal(t, crashloop.ActionRestart, r.sup.Decide(context.Background(), key, boom).Action)
+		}
+	}
+	for i, r := range rs {
+		require.Eventually(t, func() bool { return fleetState(r) == "tripped=false 0/4" }, watchdog, time.Millisecond,
+			"replica %d: %s", i, fleetState(r))
+	}
 	fatal := crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))}
-	for _, key := range []string{"a1", "a2", "a3"} {
+	require.ErrorIs(t, rs[0].sup.Decide(context.Background(), "a", fatal).Err, crashloop.ErrParked)
+	require.Equal(t, "tripped=false 1/4", fleetState(rs[1]))
+	require.ErrorIs(t, rs[1].sup.Decide(context.Background(), "b", fatal).Err, crashloop.ErrParked)
+	require.Equal(t, 1, count(rs, crashloop.EventFleetTripped))
+	require.Len(t, rs[1].evs.of(crashloop.EventFleetTripped), 1, "announced by the replica whose park tripped it")
+	trip := rs[1].evs.of(crashloop.EventFleetTripped)[0]
+	require.Equal(t, []any{crashloop.ReasonFleetFailingFraction, 2, 4}, []any{trip.Reason, trip.Failing, trip.Total})
+	for i, r := range rs {
+		require.Equal(t, "tripped=true 2/4", fleetState(r), "replica %d", i)
+	}
+}
+
+// The fraction is the deployment's, not the parking replica's: a replica
+// whose two keys are parked while another runs four others notes 2 of 6,
+// and does not trip. Keys count from the start of their run, before any
+// failure; a replica that closes stops counting at once, and one that
+// dies once its members expire, while the live ones keep theirs alive.
+func TestFailingFractionIsTheDeployments(t *testing.T) {
+	s := redistest.Start(t)
+	const ttl = 300 * time.Millisecond
+	rs := fleet(t, 3, fractionConfig(), true, onServer(t, s, Options{ClientTime: true, MemberTTL: ttl}))
+	a, b, c := rs[0], rs[1], rs[2]
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	run := func(r *replica, keys ...string) {
+		for _, key := range keys {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = r.sup.Run(ctx, key, func(ctx context.Context) error { <-ctx.Done(); return nil })
+			}()
+		}
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	run(b, "c", "d", "e", "f")
+	run(c, "g")
+	boom := crashloop.RunResult{Err: errors.New("boom")}
+	for _, key := range []string{"a", "b"} {
 		require.Equal(t, crashloop.ActionRestart, a.sup.Decide(context.Background(), key, boom).Action)
 	}
-	fleetState := func(r *replica) string {
-		st := r.sup.Status(context.Background()).Fleet
-		return fmt.Sprintf("tripped=%v %d/%d", st.BreakerTripped, st.FailingChannels, st.TotalChannels)
+	require.Eventually(t, func() bool { return fleetState(a) == "tripped=false 0/7" }, watchdog, time.Millisecond, "%s", fleetState(a))
+	fatal := crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))}
+	for _, key := range []string{"a", "b"} {
+		require.ErrorIs(t, a.sup.Decide(context.Background(), key, fatal).Err, crashloop.ErrParked)
 	}
-	// Before any park the status counts what the replicas report, on
-	// every replica (it read 0/0 when only a park noted the counts).
-	require.Equal(t, "tripped=false 0/3", fleetState(a))
-	require.Equal(t, "tripped=false 0/3", fleetState(b))
-	b.sup.Decide(context.Background(), "b1", fatal) // 1 failing of 4: A's three and b1
-	require.Equal(t, "tripped=false 1/4", fleetState(a))
+	require.Equal(t, "tripped=false 2/7", fleetState(b), "2 of 7: A alone has 2 of 2")
+	require.Zero(t, count(rs, crashloop.EventFleetTripped))
 
-	a.sup.Decide(context.Background(), "a1", fatal) // 2 of 4 with b1: half the fleet; A alone has 1 of 3
-	require.Equal(t, "tripped=true 2/4", fleetState(b))
-	require.Equal(t, 1, count(rs, crashloop.EventFleetTripped))
-	trip := a.evs.of(crashloop.EventFleetTripped)[0]
-	require.Equal(t, []any{crashloop.ReasonFleetFailingFraction, 2, 4}, []any{trip.Reason, trip.Failing, trip.Total}, "the code, and the fleet noted")
-
-	// While B lives, its Store keeps its report alive, idle or not: the
-	// report's time to live goes back up.
+	// While C lives, its Store keeps its members alive, idle or not.
 	rdb := s.Client(nil)
-	low := pttl(t, rdb, b.store.keys.report("replica-1"))
+	cm := c.store.keys.member("replica-2")
+	low := pttl(t, rdb, cm)
 	require.Eventually(t, func() bool {
-		left := pttl(t, rdb, b.store.keys.report("replica-1"))
+		left := pttl(t, rdb, cm)
 		low = min(low, left)
 		return left > low+ttl/6
 	}, watchdog, 5*time.Millisecond)
 
-	require.NoError(t, b.store.Close()) // B dies: nobody keeps its report alive
-	require.Eventually(t, func() bool {
-		return rdb.Exists(context.Background(), b.store.keys.report("replica-1")).Val() == 0
-	}, watchdog, 10*time.Millisecond)
-	a.sup.Decide(context.Background(), "a2", fatal) // a1, a2 of a1..a3: B's b1 no longer counts
-	require.Equal(t, "tripped=true 2/3", fleetState(a))
+	require.NoError(t, b.store.Close()) // B closes: its members are withdrawn
+	require.Equal(t, "tripped=false 2/3", fleetState(a))
+	c.store.cancel() // C dies: nobody keeps its members alive
+	c.store.wg.Wait()
+	require.Eventually(t, func() bool { return fleetState(a) == "tripped=false 2/2" }, watchdog, 10*time.Millisecond, "%s", fleetState(a))
+	require.Zero(t, rdb.Exists(context.Background(), cm).Val())
 }
 
 // A park or a resume made by one replica reaches the others through the

@@ -232,7 +232,7 @@ func statusRedis(c redisConfig, asJSON bool, stdout io.Writer) error {
 			state += ", re-arms at " + fleet.RearmAt.Format(time.RFC3339)
 		}
 	}
-	fmt.Fprintf(stdout, "fleet breaker: %s; %s in the last hour; %d of %d members failing\n", state,
+	fmt.Fprintf(stdout, "fleet breaker: %s; %s in the last hour; %d of %d keys failing\n", state,
 		errtext.Plural(fleet.RestartsInHour, "restart"), fleet.FailingChannels, fleet.TotalChannels)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -70,6 +71,47 @@ func TestReplicasShareOneBudget(t *testing.T) {
 	r = runCL(t, args...)
 	assert.Equal(t, exitParked, r.code, r.stderr)
 	assert.Len(t, lines(t, starts), 10, "a full budget again: a start and three respawns")
+}
+
+// TestStatusCountsTheDeploymentsKeys runs three crashloops of one key on
+// one Redis with --on-park wait: the key parks, and each crashloop waits
+// with it parked. status --redis counts the key once, not once per
+// crashloop: 1 of 1 keys failing. Once they exit, the key still parked,
+// no crashloop counts it.
+func TestStatusCountsTheDeploymentsKeys(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	starts, gate := filepath.Join(dir, "starts"), filepath.Join(dir, "gate")
+	args := with("--redis="+srv.URL(), "--on-park=wait", "--key=web", "--max-respawns=0", "--", helper, "record="+starts, "wait="+gate, "exit=1")
+	var cls []*bg
+	for range 3 {
+		cls = append(cls, startCL(t, args...))
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Len(c, lines(c, starts), 3) }, patience, tick, "the three first starts")
+	touch(t, gate)
+	for _, c := range cls {
+		waitingOn(t, c)
+	}
+	const parked = "fleet breaker: armed; 0 restarts in the last hour; 1 of 1 keys failing\n"
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		r := runCL(t, "status", "--redis", srv.URL())
+		require.Equal(c, 0, r.code, r.stderr)
+		assert.True(c, strings.HasSuffix(r.stdout, parked), r.stdout)
+	}, patience, tick, "each crashloop's count of the key written")
+	r := runCL(t, "status", "--redis", srv.URL(), "--json")
+	var st redisStatus
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	assert.Equal(t, [2]int{1, 1}, [2]int{st.Fleet.FailingChannels, st.Fleet.TotalChannels})
+
+	for _, c := range cls {
+		c.signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, c.wait(t), c.stderr.String())
+	}
+	r = runCL(t, "status", "--redis", srv.URL())
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.True(t, strings.HasSuffix(r.stdout, "fleet breaker: armed; 0 restarts in the last hour; 0 of 0 keys failing\n"), r.stdout)
+	assert.Contains(t, r.stdout, "\nweb  respawn_budget_exhausted  ", "the key stays parked")
 }
 
 // TestPrefixesSeparateDeployments: the same key under two prefixes is two

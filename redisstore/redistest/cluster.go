@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -148,4 +149,35 @@ func waitFor(t testing.TB, cond func() bool, what string) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling for readiness, not timing anything
 	}
+}
+
+// Announce makes the cluster node s give addr (host:port, as a TCP proxy's
+// Addr) to clients as its address, in CLUSTER SLOTS and SHARDS and in
+// redirections, and waits until its CLUSTER SHARDS does. Other nodes learn
+// it by gossip, later: a test that needs every node to say it waits for
+// that itself.
+func (s *Server) Announce(addr string) {
+	s.t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		s.t.Fatalf("redistest: Announce %q: %v", addr, err)
+	}
+	do(s.t, s, "CONFIG", "SET", "cluster-announce-ip", host, "cluster-announce-port", port)
+	id := nodeID(s.t, s)
+	c := redis.NewClient(s.Options(nil))
+	defer c.Close()
+	waitFor(s.t, func() bool {
+		shards, err := c.ClusterShards(context.Background()).Result()
+		if err != nil {
+			return false
+		}
+		for _, sh := range shards {
+			for _, n := range sh.Nodes {
+				if n.ID == id {
+					return net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10)) == addr
+				}
+			}
+		}
+		return false
+	}, "CLUSTER SHARDS of "+s.addr+" naming "+addr)
 }

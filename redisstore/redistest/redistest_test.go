@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -154,6 +155,25 @@ func TestSlowProxyDelaysReplies(t *testing.T) {
 
 	rc := p.Client(nil)
 	require.Equal(t, "PONG", rc.Ping(context.Background()).Val())
+}
+
+// A lost reply: the command ran on the server, and its client's
+// connection ends instead of bringing the reply; the next command, on a
+// new connection, passes.
+func TestTCPProxyLosesAReply(t *testing.T) {
+	s := Start(t)
+	p := NewTCPProxy(t, s)
+	require.Equal(t, "tcp", p.Options(nil).Network)
+	ctx := context.Background()
+	rc := p.Client(&redis.Options{MaxRetries: -1})
+	require.NoError(t, rc.Ping(ctx).Err(), "PING passes")
+	p.LoseReply("set")
+	require.ErrorIs(t, rc.Set(ctx, "k", "v", 0).Err(), io.EOF)
+	require.Equal(t, 1, p.Lost())
+	require.Equal(t, "v", s.Client(nil).Get(ctx, "k").Val(), "the SET ran")
+	require.NoError(t, rc.Set(ctx, "k", "w", 0).Err(), "one reply lost")
+	require.Equal(t, "w", rc.Get(ctx, "k").Val())
+	require.Equal(t, 1, p.Lost())
 }
 
 func TestBlackHole(t *testing.T) {
