@@ -60,13 +60,13 @@ func (s *Store) membersFirst(ctx context.Context) error {
 	return nil
 }
 
-// lostLater takes a loss of state that a call of the Store's own found
+// lossFound takes a loss of state that a call of the Store's own found
 // (the refresher's, the reconcile's: it adopted the deployment's new
 // epoch, so the Supervisor's next step would not find it). The Store told
 // its Supervisor when it adopted the epoch (see lostState), which wrote
 // back at once; when the call won the loss's claim, the Supervisor is told
 // to announce it.
-func (s *Store) lostLater(err error) {
+func (s *Store) lossFound(err error) {
 	if sl, ok := errors.AsType[*crashloop.StateLostError](err); ok && sl.Announce {
 		s.tellLost(sl)
 	}
@@ -172,9 +172,9 @@ func (s *Store) refresh(every time.Duration) {
 		case <-s.ctx.Done():
 			return
 		case <-s.poke:
-			s.lostLater(s.writeMembers(s.ctx, false))
+			s.lossFound(s.writeMembers(s.ctx, false))
 		case <-t.C:
-			s.lostLater(s.writeMembers(s.ctx, true))
+			s.lossFound(s.writeMembers(s.ctx, true))
 		}
 	}
 }

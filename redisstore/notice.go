@@ -144,7 +144,7 @@ func (s *Store) hear(msg string) {
 func (s *Store) reconcile() bool {
 	parks, err := s.Parked(s.ctx)
 	if err != nil {
-		s.lostLater(err) // a loss of state found here is the Supervisor's
+		s.lossFound(err) // a loss of state found here is the Supervisor's
 		return false
 	}
 	var changes []crashloop.LedgerChange
@@ -165,7 +165,7 @@ func (s *Store) reconcile() bool {
 	for _, key := range gone { // resumed or forgotten: at which version?
 		ch, err := s.Lookup(s.ctx, key)
 		if err != nil {
-			s.lostLater(err)
+			s.lossFound(err)
 			return false
 		}
 		if ch.Park == nil {

@@ -771,5 +771,5 @@ func (s *Store) checkEpoch(ctx context.Context) {
 	if err != nil || cur == old {
 		return
 	}
-	s.lostLater(s.lostState(ctx, old, cur))
+	s.lossFound(s.lostState(ctx, old, cur))
 }
