@@ -376,8 +376,10 @@ func (s *Supervisor) ProceedAt(ctx context.Context, key string, now time.Time) D
 // proceeded acts on the verdict of a Proceed for r. s.mu must be held.
 func (s *Supervisor) proceeded(r *record, v Verdict) Decision {
 	switch {
+	case r.park != nil:
+		return Decision{Action: ActionStop, Err: r.park} // the verdict's park, or a newer one the mirror knows
 	case v.Park != nil:
-		return Decision{Action: ActionStop, Err: r.park}
+		return Decision{Action: ActionStop, Err: v.Park}
 	case v.Held:
 		return Decision{Action: ActionHold, Wait: v.Wait}
 	}

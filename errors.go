@@ -38,11 +38,27 @@ var (
 
 // StateLostError is a shared ledger's refusal of a call because its server
 // lost the state the ledger knew (a failover that lost writes, a flush, a
-// restart without persistence): the call changed nothing. Announce is set
-// for exactly one replica of a deployment for each loss: the one that
-// announces EventStoreStateLost. errors.Is(err, ErrStateLost) holds.
+// restart without persistence): the call changed nothing. A ledger that
+// finds a loss outside a call (a periodic check, a notice) tells it in
+// LedgerChange.StateLost instead. errors.Is(err, ErrStateLost) holds. It
+// is a plain value.
 type StateLostError struct {
+	// Announce is set for exactly one replica of a deployment for each
+	// loss: the one that announces EventStoreStateLost. A ledger whose
+	// claim of the announcement could not be sent at once may tell the
+	// same loss (the same Epoch) again later, with Announce set.
 	Announce bool
+	// Epoch names the state the ledger found and adopted, so that a
+	// Supervisor writes back once for each loss however many times it is
+	// told of it; "" for a ledger that does not name its states (each
+	// report is then a loss of its own).
+	Epoch string
+	// Reason says what lost the state: "" when the ledger found the state
+	// gone or replaced (a flush, a restart without persistence),
+	// ReasonFailover when the server kept it but lost its last
+	// acknowledged writes (a failover to a replica they had not reached).
+	// EventStoreStateLost carries it.
+	Reason string
 }
 
 // Error says that the state was lost.
@@ -120,6 +136,11 @@ const (
 	// ReasonCleanExit: EventRestartScheduled of a run that returned nil
 	// after it was healthy, with RestartOnCleanExit.
 	ReasonCleanExit = "clean_exit"
+	// ReasonFailover: EventStoreStateLost of a shared ledger whose server
+	// kept its state but lost its last acknowledged writes (a failover to
+	// a replica they had not reached). A loss with no reason is a state
+	// gone or replaced (a flush, a restart without persistence).
+	ReasonFailover = "failover"
 )
 
 // checkKey refuses the empty key.

@@ -60,7 +60,9 @@ type Ledger interface {
 	// resume of a key (from any goroutine; it does not block). It may also
 	// be called with changes this Supervisor made, and with changes told
 	// before: a Supervisor takes only a change whose Version is newer than
-	// the one it knows for the key.
+	// the one it knows for the key. A ledger that finds, outside a call,
+	// that its server lost its state tells it with a LedgerChange whose
+	// StateLost is set.
 	Open(cfg SupervisorConfig, notify func(LedgerChange)) error
 	// Lookup returns key as it stands: its Version and its Park (nil when
 	// it is not parked).
@@ -137,6 +139,11 @@ type LedgerChange struct {
 	// Forgotten tells a forget of a parked key from a resume, where the
 	// ledger knows (a notice does; a lookup does not).
 	Forgotten bool
+	// StateLost, when set, tells no change of a key (Key is empty) but
+	// that the ledger found, outside any call of the Supervisor, that its
+	// server lost its state: the Supervisor writes back the parks it knows
+	// at once, as when a call returns the *StateLostError.
+	StateLost *StateLostError
 }
 
 // Restored is what Ledger.Restore did with one park: whether it wrote it,
@@ -265,14 +272,14 @@ type memoryState struct {
 	next     atomic.Int64
 	seq      int64            // the last version given
 	ver      map[string]int64 // each key's version: its last transition's
-	claims   map[int64]bool   // the versions claimed
+	claims   map[int64]string // the replica that claimed each version claimed (restored for a write-back's)
 }
 
 // NewMemoryLedger returns an empty MemoryLedger, reading time from the
 // Judgment of each call.
 func NewMemoryLedger() *MemoryLedger {
 	st := &memoryState{keys: map[string]*keyGuards{}, live: map[string]int{}, ver: map[string]int64{},
-		claims: map[int64]bool{}}
+		claims: map[int64]string{}}
 	return st.replica()
 }
 
@@ -526,7 +533,7 @@ func (l *MemoryLedger) Restore(_ context.Context, parks []*ParkedError) ([]Resto
 		}
 		w := *pe
 		w.Version = st.bump(pe.Key)
-		st.claims[w.Version] = true // its writer announced it when it parked the key alone
+		st.claims[w.Version] = restored // its writer announced it when it parked the key alone: no claim wins
 		lb, fb := st.counts(pe.Key)
 		g.park = &w
 		st.recount(pe.Key, lb, fb)
@@ -541,15 +548,22 @@ func (l *MemoryLedger) Restore(_ context.Context, parks []*ParkedError) ([]Resto
 	return out, nil
 }
 
-// Claim reports whether this caller is the first to claim version.
+// restored is the claim of a park Restore wrote: no replica's name, so
+// every claim of it loses, its writer's included.
+const restored = "-"
+
+// Claim reports whether this caller is the first to claim version. A
+// replica that claims again a version it won wins again, as a claim
+// retried after its reply was lost must.
 func (l *MemoryLedger) Claim(_ context.Context, version int64) (bool, error) {
 	l.st.mu.Lock()
 	defer l.st.mu.Unlock()
-	if l.st.claims[version] {
-		return false, nil
+	holder, ok := l.st.claims[version]
+	if !ok {
+		holder = l.replica
+		l.st.claims[version] = holder
 	}
-	l.st.claims[version] = true
-	return true, nil
+	return holder == l.replica, nil
 }
 
 // Parked returns the parks of every key, sorted by key.

@@ -36,6 +36,9 @@ type shared struct {
 	cause   string                  // what the failures since the last success were announced as
 	alone   map[string]*ParkedError // parks decided alone, to write back
 	quiet   bool                    // down for a state loss only: no store.recovered
+	epoch   string                  // the state the last loss told of (StateLostError.Epoch)
+	gen     uint64                  // losses taken: a claim learnt before one is dropped
+	won     map[int64]time.Time     // the versions this Supervisor won and announced lately (see firstWin)
 
 	running  int       // keys that a Run, Wrap or Process runs (rejoin.go)
 	rejoiner *rejoiner // asks the ledger again while it is down and a key runs; nil: none
@@ -80,7 +83,7 @@ func NewSharedSupervisor(cfg SupervisorConfig, l Ledger, opts ...Option) (*Super
 	if err != nil {
 		return nil, err
 	}
-	s.shared = &shared{l: l, alone: map[string]*ParkedError{}}
+	s.shared = &shared{l: l, alone: map[string]*ParkedError{}, won: map[int64]time.Time{}}
 	if err := l.Open(s.cfg.clone(), s.learn); err != nil {
 		return nil, err
 	}
@@ -274,6 +277,15 @@ func orBackground(ctx context.Context) context.Context {
 func (s *Supervisor) stateLost(sl *StateLostError, now time.Time) {
 	s.mu.Lock()
 	sh := s.shared
+	if sl.Epoch != "" && sl.Epoch == sh.epoch {
+		// told before (a late announcement of it): written back already
+		s.mu.Unlock()
+		s.announceLoss(sl, now)
+		return
+	}
+	sh.epoch = sl.Epoch
+	sh.gen++ // the claims pending are of the state lost: dropped
+	clear(sh.won)
 	sh.lastErr = sl
 	for key, r := range s.keys {
 		r.ver = 0
@@ -290,9 +302,32 @@ func (s *Supervisor) stateLost(sl *StateLostError, now time.Time) {
 	sh.retryAt = now // the next call writes them back
 	s.rejoin()
 	s.mu.Unlock()
+	s.announceLoss(sl, now)
+}
+
+// announceLoss announces the loss sl if the ledger says this replica is
+// the one to.
+func (s *Supervisor) announceLoss(sl *StateLostError, now time.Time) {
 	if sl.Announce {
-		emit(s.o.handler, Event{Kind: EventStoreStateLost, Key: "store", Time: now})
+		emit(s.o.handler, Event{Kind: EventStoreStateLost, Key: "store", Time: now, Reason: sl.Reason})
 	}
+}
+
+// stateLostNow takes a loss of state that the ledger found outside a call
+// of this Supervisor (LedgerChange.StateLost, or a claim refused for it),
+// and writes back the parks it knows at once, on a goroutine of its own
+// (the ledger bounds the call), rather than at the next decision: an idle
+// replica's parks are back as soon as the loss is found.
+func (s *Supervisor) stateLostNow(sl *StateLostError) {
+	now := s.o.clock.Now()
+	s.stateLost(sl, now)
+	go func() {
+		ctx, cancel := s.decisionContext(context.Background())
+		defer cancel()
+		// not through useShared: the decisions made meanwhile must not
+		// decide alone while this one writes back (they write back too)
+		_ = s.writeBack(ctx, now)
+	}()
 }
 
 // reloaded reports, for err from a call of the ledger, whether the ledger
@@ -383,11 +418,18 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 	var evs events
 	s.mu.Lock()
 	rec := s.record(key, now)
+	known := rec.park // the mirror before the reply: it may know newer transitions
 	d := s.apply(rec, &j, cause, v, &evs)
 	if v.Park != nil {
-		if v.Park.Version >= rec.ver {
+		switch {
+		case v.Park.Version >= rec.ver:
 			rec.ver = v.Park.Version
-		} else {
+		case known != nil:
+			// parked again since, as this Supervisor learnt first: a reply
+			// never moves the mirror back
+			rec.park = known
+			s.setState(rec, stateOf(known), v.Now)
+		default:
 			s.unpark(rec, v.Now) // resumed since, as this Supervisor learnt first
 		}
 	}
@@ -416,28 +458,87 @@ func isParkEvent(k EventKind) bool {
 // announces it with evs if this Supervisor wins; a claim that could not be
 // sent is tried again later.
 func (s *Supervisor) claim(ctx context.Context, v int64, evs []Event) {
+	s.mu.Lock()
+	gen := s.shared.gen
+	s.mu.Unlock()
 	won, err := s.shared.l.Claim(ctx, v)
 	if err != nil {
-		s.claimLater(v, evs, sharedRetry, 1)
+		if !s.claimLost(err) {
+			s.claimAfter(v, evs, sharedRetry, 1, gen)
+		}
 		return
 	}
-	if won {
+	if won && s.firstWin(v, gen) {
 		emitAll(s.o.handler, evs)
 	}
 }
 
+// wonFor is how long a Supervisor remembers a version it won: longer than
+// the last retry of a claim of it.
+const wonFor = claimGrace + claimTries*sharedRetry + time.Minute
+
+// firstWin reports whether this Supervisor won the claim of version v, in
+// generation gen of the ledger's state, for the first time. A claim that
+// its holder makes again wins again (a retry after a lost reply must), and
+// a Supervisor may claim one version twice: at its step's reply, and from
+// the step's notice when that came first. It announces the first win only.
+func (s *Supervisor) firstWin(v int64, gen uint64) bool {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.shared
+	if sh.gen != gen {
+		return false // a claim of the state lost
+	}
+	if _, ok := sh.won[v]; ok {
+		return false
+	}
+	for w, at := range sh.won {
+		if now.Sub(at) > wonFor {
+			delete(sh.won, w)
+		}
+	}
+	sh.won[v] = now
+	return true
+}
+
 // claimLater claims the transition of version v after a wait, and
-// announces it with evs if this Supervisor wins.
+// announces it with evs if this Supervisor wins. s.mu may be held.
 func (s *Supervisor) claimLater(v int64, evs []Event, after time.Duration, try int) {
+	s.claimAfter(v, evs, after, try, s.shared.gen)
+}
+
+// claimAfter is claimLater of a transition learnt in generation gen of the
+// ledger's state: once the ledger lost that state (a later generation),
+// the claim is dropped, as its version may name another transition now.
+func (s *Supervisor) claimAfter(v int64, evs []Event, after time.Duration, try int, gen uint64) {
 	time.AfterFunc(after, func() {
+		s.mu.Lock()
+		current := s.shared.gen == gen
+		s.mu.Unlock()
+		if !current {
+			return
+		}
 		won, err := s.shared.l.Claim(context.Background(), v)
 		switch {
+		case err != nil && s.claimLost(err):
 		case err != nil && try < claimTries:
-			s.claimLater(v, evs, sharedRetry, try+1)
-		case err == nil && won:
+			s.claimAfter(v, evs, sharedRetry, try+1, gen)
+		case err == nil && won && s.firstWin(v, gen):
 			emitAll(s.o.handler, evs)
 		}
 	})
+}
+
+// claimLost reports whether err, from a claim, tells that the ledger lost
+// its state, and takes the loss: the claim is dropped (see claimAfter).
+func (s *Supervisor) claimLost(err error) bool {
+	var sl *StateLostError
+	if !errors.As(err, &sl) {
+		return false
+	}
+	s.stateLostNow(sl)
+	return true
 }
 
 // proceedShared is ProceedAt through the ledger; like decideShared, it
@@ -455,11 +556,12 @@ func (s *Supervisor) proceedShared(ctx context.Context, key string, now time.Tim
 	s.mu.Lock()
 	d := Decision{Action: ActionRestart}
 	if r := s.keys[key]; r != nil {
-		if v.Park == nil || v.Park.Version >= r.ver {
+		// A verdict without a park carries no version: it lifts no park
+		// (a resume does, with its version, from its notice or a lookup),
+		// and one with an older park than the mirror knows changes nothing.
+		if v.Park != nil && v.Park.Version >= r.ver {
 			r.mirror(v.Park)
-			if v.Park != nil {
-				r.ver = v.Park.Version
-			}
+			r.ver = v.Park.Version
 		}
 		d = s.proceeded(r, v)
 	}
@@ -523,6 +625,10 @@ func (r *record) mirror(pe *ParkedError) {
 // learn takes a change another Supervisor made, as the ledger tells of it:
 // the park or resume of a key this Supervisor knows.
 func (s *Supervisor) learn(ch LedgerChange) {
+	if ch.StateLost != nil {
+		s.stateLostNow(ch.StateLost)
+		return
+	}
 	now := s.o.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -538,16 +538,21 @@ func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) er
 			return s.unavailable("resume", key)
 		}
 		cleared, resumed = pe, v
-		s.mu.Lock()
-		if r := s.keys[key]; r != nil {
-			r.ver = max(r.ver, v)
-		}
-		s.mu.Unlock()
 	}
 	off := s.tb.off(now)
 	s.mu.Lock()
 	s.tb.at(off)
 	r := s.keys[key]
+	if r != nil && s.shared != nil {
+		if r.ver > resumed {
+			// parked again since the resume, as this Supervisor learnt
+			// first: the reply never moves the mirror back
+			s.mu.Unlock()
+			s.claim(ctx, resumed, []Event{s.cfg.Budget.resumedEvent(cleared, now)})
+			return nil
+		}
+		r.ver = resumed
+	}
 	if (r == nil || r.park == nil) && cleared == nil {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrNotParked, key)
@@ -611,9 +616,18 @@ func (s *Supervisor) Forget(ctx context.Context, key string) error {
 		} else if !use {
 			return s.unavailable("forget", key)
 		}
-		if err := s.forgetShared(ctx, key, now); err != nil {
+		forgot, err := s.forgetShared(ctx, key, now)
+		if err != nil {
 			return err
 		}
+		s.mu.Lock()
+		if r := s.keys[key]; r != nil && r.ver > forgot {
+			// parked again since the forget, as this Supervisor learnt
+			// first: the reply never moves the mirror back
+			s.mu.Unlock()
+			return nil
+		}
+		s.mu.Unlock()
 	}
 	s.mu.Lock()
 	r = s.keys[key]
@@ -662,11 +676,11 @@ func (s *Supervisor) parkVersion(ctx context.Context, key string, now time.Time)
 }
 
 // forgetShared forgets key on the shared ledger, naming the version this
-// Supervisor knows of it. A key that changed since but is not parked is
-// forgotten at its current version (it drops nothing a Forget would not);
-// a park this Supervisor had not seen stays, and Forget returns a
-// *ChangedError.
-func (s *Supervisor) forgetShared(ctx context.Context, key string, now time.Time) error {
+// Supervisor knows of it, and returns the forget's version. A key that
+// changed since but is not parked is forgotten at its current version (it
+// drops nothing a Forget would not); a park this Supervisor had not seen
+// stays, and Forget returns a *ChangedError.
+func (s *Supervisor) forgetShared(ctx context.Context, key string, now time.Time) (int64, error) {
 	s.mu.Lock()
 	var version int64
 	if r := s.keys[key]; r != nil {
@@ -674,22 +688,22 @@ func (s *Supervisor) forgetShared(ctx context.Context, key string, now time.Time
 	}
 	s.mu.Unlock()
 	for try := 0; ; try++ {
-		_, err := s.shared.l.Forget(ctx, key, version)
+		forgot, err := s.shared.l.Forget(ctx, key, version)
 		var ce *ChangedError
 		switch {
 		case err == nil:
-			return nil
+			return forgot, nil
 		case errors.As(err, &ce):
 			s.learn(LedgerChange{Key: ce.Key, Version: ce.Version, Park: ce.Park})
 			if ce.Park != nil || try > 0 {
-				return err
+				return 0, err
 			}
 			version = ce.Version
 		case ctxdone.Err(ctx) != nil:
-			return ctxdone.Err(ctx) // the caller's cancel, not an outage
+			return 0, ctxdone.Err(ctx) // the caller's cancel, not an outage
 		default:
 			s.lost(err, now)
-			return s.unavailable("forget", key)
+			return 0, s.unavailable("forget", key)
 		}
 	}
 }

@@ -83,6 +83,8 @@ func (p *pair) judge(i int, j crashloop.Judgment) crashloop.Verdict {
 		// a new park is claimed once, by the first replica to claim it
 		p.claim((i+1)%len(p.want), want.Park.Version, true)
 		p.claim(i, want.Park.Version, false)
+		// its winner claiming again (a claim whose reply was lost, retried) wins again
+		p.claim((i+1)%len(p.want), want.Park.Version, true)
 	}
 	return got
 }
@@ -157,7 +159,10 @@ func (p *pair) resume(i int, key string, now time.Time) {
 		if werr == nil {
 			// the resume is claimed once: by the first replica to claim it
 			p.claim(i, wv, true)
-			p.claim((i+1)%len(p.want), wv, false)
+			p.claim(i, wv, true) // again: a claim retried after its reply was lost wins again
+			if len(p.want) > 1 {
+				p.claim((i+1)%len(p.want), wv, false)
+			}
 		}
 	}
 }
@@ -201,7 +206,9 @@ func (p *pair) restore(i int, pes []*crashloop.ParkedError) {
 	for _, r := range want {
 		if r.Written {
 			p.seen["restore"]++
-			p.claim(i, r.Version, false) // claimed by the step that wrote it
+			// claimed by the step that wrote it: every claim loses, its writer's included
+			p.claim(i, r.Version, false)
+			p.claim((i+1)%len(p.want), r.Version, false)
 		}
 	}
 }

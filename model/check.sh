@@ -56,6 +56,7 @@ checks=(
   "restore-ignores-seen 1 -DBROKEN_RESTORE $stateloss"   # P1: a write-back over a newer park
   "no-write-back 1 -DBROKEN_NOWB $stateloss"             # P3: a park gone with S's state
   "announce-without-claim 1 -DBROKEN_NOCLAIM $ops"       # P2: a park announced twice
+  "notice-without-epoch 1 -DBROKEN_NOTICE $stateloss"    # P2: a notice of the state lost read as the new state's
 )
 pids=()
 for c in "${checks[@]}"; do

@@ -16,10 +16,17 @@
  * (one slot per replica, a newer notice overwrites an older one, and a
  * notice may be dropped).
  *
+ * A replica finds a loss of S's state at a call (state_lost), or at any
+ * moment by its periodic check of the epoch, or at a notice of S's new
+ * epoch (notices carry their epoch: one of another epoch is held until the
+ * replica adopted S's, or dropped when that epoch is gone).
+ *
  * Variants (-D): BROKEN_RESUME (today's blind resume: any park is cleared),
  * BROKEN_RESTORE (a write-back ignores seen), BROKEN_NOWB (no write-back
  * after state loss), BROKEN_NOCLAIM (the judge's replica announces its park
- * without a claim). Each must be caught.
+ * without a claim), BROKEN_NOTICE (notices without their epoch: a notice's
+ * version is compared with the mirror's whatever the epoch). Each must be
+ * caught.
  */
 
 #ifndef N
@@ -152,11 +159,17 @@ inline newwindow() {
 	sG = 0; wresp = 0; walone = 0
 }
 
+#ifdef BROKEN_NOTICE
+#define LEARN_EPOCH(e) (1)	/* the epoch not compared: a notice's version read as the current epoch's */
+#else
+#define LEARN_EPOCH(e) ((e) == rE[r])
+#endif
+
 /* replica r learns S's state (e, v, parked): a version not newer than the
  * mirror's is stale and ignored; a newer one is claimed */
 inline learn(e, v, parked) {
 	if
-	:: e == rE[r] && v > mV[r] ->
+	:: LEARN_EPOCH(e) && v > mV[r] ->
 		mV[r] = v; mP[r] = parked;
 		if
 		:: parked -> kn[r] = pidOf[G(e, v)]
@@ -182,6 +195,12 @@ inline send(k, e, v, p) {
 	cw[r] = 1; cs[r] = i; ck[r] = k; cv[r] = v
 }
 #define FREE(r) (qk[(r)*SLOTS] == 0 || qk[(r)*SLOTS+1] == 0)
+/* a notice replica r takes now: of its epoch (BROKEN_NOTICE: of any) */
+#ifdef BROKEN_NOTICE
+#define NOTICE_OK(r) (1)
+#else
+#define NOTICE_OK(r) (ne[r] == rE[r])
+#endif
 #define IDLE(r) (!cw[r] && FREE(r))
 
 /* replica r's lowest pending claim */
@@ -404,7 +423,10 @@ inline reply() {
 		:: else \
 		fi; \
 		endcall(r) } \
-	:: atomic { nk[R] -> r = R; learn(ne[r], nv[r], np[r]); nk[r] = 0; ne[r] = 0; nv[r] = 0; np[r] = 0 } \
+	:: atomic { nk[R] && NOTICE_OK(R) -> r = R; learn(ne[r], nv[r], np[r]); nk[r] = 0; ne[r] = 0; nv[r] = 0; np[r] = 0 } \
+	:: atomic { nk[R] && !NOTICE_OK(R) && ne[R] == sE && !nh[R] -> nh[R] = 1 }	/* a notice of the epoch S has now: check it first */ \
+	:: atomic { nk[R] && !NOTICE_OK(R) && ne[R] != sE -> nk[R] = 0; ne[R] = 0; nv[R] = 0; np[R] = 0 }	/* of an epoch gone: dropped */ \
+	:: atomic { IDLE(R) && !nh[R] && sE != rE[R] -> nh[R] = 1 }	/* the periodic check of the epoch finds a loss */ \
 	:: atomic { nk[R] && !ph && losses > 0 -> losses--; nk[R] = 0; ne[R] = 0; nv[R] = 0; np[R] = 0 }
 
 /* S takes request slot I, or the network drops it */
@@ -463,7 +485,10 @@ init {
 		!nh[0] && !nh[1] && pc[0] == 0 && pc[1] == 0 && kp[0] == 0 && kp[1] == 0 &&
 		synced[0] && synced[1] ->
 		/* P2 at least once: each transition a replica learned was announced,
-		 * unless its claim was pending when its epoch was lost */
+		 * unless its claim was pending when its epoch was lost: such a claim
+		 * cannot be settled (the claims went with S's state, and another
+		 * replica may have won it and announced), so at least once does not
+		 * hold for it (docs/redis.md, Announcing) */
 		i = 0;
 		do
 		:: i < NPID ->

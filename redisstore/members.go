@@ -49,14 +49,10 @@ func (s *Store) Member(key string, member bool) {
 
 // membersFirst writes the changes of members not yet written before a step
 // of the Supervisor that counts them (Judge, Fleet). Only the server's loss
-// of its state fails the step, whether this write or the refresher found
-// it (see lostLater): it is the step's own error, and its Supervisor
-// writes back the parks it knows. Any other failure shows in the step
-// itself, or is made good by the next write.
+// of its state fails the step, when this write found it: it is the step's
+// own error, and its Supervisor writes back the parks it knows. Any other
+// failure shows in the step itself, or is made good by the next write.
 func (s *Store) membersFirst(ctx context.Context) error {
-	if sl := s.lost.Swap(nil); sl != nil {
-		return sl
-	}
 	err := s.writeMembers(ctx, false)
 	if _, ok := errors.AsType[*crashloop.StateLostError](err); ok {
 		return err
@@ -64,13 +60,15 @@ func (s *Store) membersFirst(ctx context.Context) error {
 	return nil
 }
 
-// lostLater keeps a loss of state that a call of the Store's own found (the
-// refresher's, the reconcile's: it adopted the deployment's new epoch, so
-// the Supervisor's next step would not find it) for the Supervisor's next
-// Judge, Proceed or Fleet to return.
-func (s *Store) lostLater(err error) {
-	if sl, ok := errors.AsType[*crashloop.StateLostError](err); ok {
-		s.lost.Store(sl)
+// lossFound takes a loss of state that a call of the Store's own found
+// (the refresher's, the reconcile's: it adopted the deployment's new
+// epoch, so the Supervisor's next step would not find it). The Store told
+// its Supervisor when it adopted the epoch (see lostState), which wrote
+// back at once; when the call won the loss's claim, the Supervisor is told
+// to announce it.
+func (s *Store) lossFound(err error) {
+	if sl, ok := errors.AsType[*crashloop.StateLostError](err); ok && sl.Announce {
+		s.tellLost(sl)
 	}
 }
 
@@ -174,9 +172,9 @@ func (s *Store) refresh(every time.Duration) {
 		case <-s.ctx.Done():
 			return
 		case <-s.poke:
-			s.lostLater(s.writeMembers(s.ctx, false))
+			s.lossFound(s.writeMembers(s.ctx, false))
 		case <-t.C:
-			s.lostLater(s.writeMembers(s.ctx, true))
+			s.lossFound(s.writeMembers(s.ctx, true))
 		}
 	}
 }

@@ -64,6 +64,11 @@ var mutants = []struct{ name, old, new string }{
 		"if left > 0 then", "if left >= 0 then"},
 	{"the server clock's microseconds not zero-padded",
 		"nows = tm[1] .. string.sub('00000' .. tm[2], -6)", "nows = tm[1] .. tm[2]"},
+	{"a claim made again by its holder loses (SET NX alone)",
+		"  if holder == A.replica then\n", "  if false then\n"},
+	{"a write-back's claim holds its writer",
+		"redis.call('SET', tag .. 'claim:' .. p.version, '', 'EX', CLAIM_TTL)",
+		"redis.call('SET', tag .. 'claim:' .. p.version, A.replica, 'EX', CLAIM_TTL)"},
 }
 
 // mutantTests are the tests each mutant runs against, in stages, the

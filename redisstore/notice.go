@@ -50,10 +50,17 @@ func (s *Store) listen() {
 
 // receive reads the notices of one subscription until it fails or the Store
 // closes. Each (re)subscription is followed by a reconcile, retried at each
-// ping until it succeeds.
+// ping until it succeeds. Every pingEvery it also checks the deployment's
+// epoch (see checkEpoch), so that a server that lost its state is found
+// within about a second even while this replica makes no call.
 func (s *Store) receive(ps *redis.PubSub) {
 	pinged, stale := false, false
+	checked := time.Now()
 	for {
+		if time.Since(checked) >= s.epochs {
+			s.checkEpoch(s.ctx)
+			checked = time.Now()
+		}
 		msg, err := ps.ReceiveTimeout(s.ctx, pingEvery)
 		if s.ctx.Err() != nil {
 			return
@@ -99,11 +106,32 @@ func isTimeout(err error) bool {
 // still have been applied, and its Supervisor learns the outcome so. The
 // Supervisor takes a change only if its version is newer than the one it
 // knows, so a notice told twice, late or out of order changes nothing.
+//
+// A notice names the epoch it was made in. One of another epoch than this
+// Store's makes it check the deployment's epoch at once (a notice made
+// after the server lost its state comes before this replica's next call,
+// and its version must not be compared with the versions of the state
+// lost): the Supervisor is told of the loss first, then of the notice if
+// it is of the epoch adopted. A notice of an epoch that is no longer the
+// deployment's (made before a loss) is dropped.
 func (s *Store) hear(msg string) {
-	ch, _, ok := decodeNotice(msg)
+	ch, epoch, _, ok := decodeNotice(msg)
 	if !ok {
 		return
 	}
+	s.mu.Lock()
+	known := s.epoch
+	s.mu.Unlock()
+	if known != "" && epoch != known {
+		s.checkEpoch(s.ctx)
+		s.mu.Lock()
+		known = s.epoch
+		s.mu.Unlock()
+		if epoch != known {
+			return
+		}
+	}
+	s.saw(ch.Version)
 	s.believe(ch.Key, ch.Park != nil)
 	s.notify(ch)
 }
@@ -116,7 +144,7 @@ func (s *Store) hear(msg string) {
 func (s *Store) reconcile() bool {
 	parks, err := s.Parked(s.ctx)
 	if err != nil {
-		s.lostLater(err) // a loss of state found here is the Supervisor's
+		s.lossFound(err) // a loss of state found here is the Supervisor's
 		return false
 	}
 	var changes []crashloop.LedgerChange
@@ -137,7 +165,7 @@ func (s *Store) reconcile() bool {
 	for _, key := range gone { // resumed or forgotten: at which version?
 		ch, err := s.Lookup(s.ctx, key)
 		if err != nil {
-			s.lostLater(err)
+			s.lossFound(err)
 			return false
 		}
 		if ch.Park == nil {

@@ -140,7 +140,7 @@ func decodeCause(c, reason string) error {
 }
 
 // The notices of the deployment's channel (see notice in store.lua): a park
-// ('P') or a resume ('R') of a key, with its origin.
+// ('P') or a resume ('R') of a key, with its epoch and origin.
 
 // field reads a length-prefixed field ("5:hello") from s, returning it and
 // the rest.
@@ -156,32 +156,35 @@ func field(s string) (string, string, bool) {
 	return rest[:l], rest[l:], true
 }
 
-// decodeNotice reads a notice: the change it tells of and its origin.
-func decodeNotice(msg string) (ch crashloop.LedgerChange, origin string, ok bool) {
+// decodeNotice reads a notice: the change it tells of, the epoch it was
+// made in and its origin.
+func decodeNotice(msg string) (ch crashloop.LedgerChange, epoch, origin string, ok bool) {
 	if msg == "" {
-		return ch, "", false
+		return ch, "", "", false
 	}
 	kind, rest := msg[0], msg[1:]
-	origin, rest, ok = field(rest)
-	if !ok {
-		return ch, "", false
+	if epoch, rest, ok = field(rest); !ok {
+		return ch, "", "", false
+	}
+	if origin, rest, ok = field(rest); !ok {
+		return ch, "", "", false
 	}
 	if ch.Key, rest, ok = field(rest); !ok {
-		return ch, "", false
+		return ch, "", "", false
 	}
 	switch kind {
 	case 'R', 'F':
 		v, err := strconv.ParseInt(rest, 10, 64)
 		ch.Version, ch.Forgotten = v, kind == 'F'
-		return ch, origin, err == nil && v > 0
+		return ch, epoch, origin, err == nil && v > 0
 	case 'P':
 		pe, ok := decodePark(ch.Key, rest)
 		if ok {
 			ch.Park, ch.Version = pe, pe.Version
 		}
-		return ch, origin, ok
+		return ch, epoch, origin, ok
 	}
-	return ch, "", false
+	return ch, "", "", false
 }
 
 // decodePark reads the park part of a notice: since (16 digits), attempts,
@@ -552,7 +555,7 @@ func (s *Store) run(ctx context.Context, op string, keys []string, args ...any) 
 		return nil, fmt.Errorf("redisstore: %s: %w", op, s.classify(err))
 	}
 	full := make([]any, 0, 5+len(args))
-	full = append(append(append(full, op), args...), "epoch", epoch, "fresh", s.fresh)
+	full = append(append(append(full, op), args...), "epoch", epoch, "fresh", s.freshEpoch())
 	res, err := s.eval(ctx, keys, full)
 	if cur, ok := stateLost(err); ok {
 		err := s.lostState(ctx, epoch, cur)
@@ -589,7 +592,57 @@ func (s *Store) knownEpoch(ctx context.Context) (string, error) {
 	if e != "" {
 		return e, nil
 	}
-	res, err := s.eval(ctx, []string{s.keys.epoch()}, []any{"epoch", "fresh", s.fresh})
+	e, err := s.readEpoch(ctx, "", 0, 0)
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	if s.epoch == "" {
+		s.adopt(e)
+	}
+	e = s.epoch
+	s.mu.Unlock()
+	return e, nil
+}
+
+// adopt makes e the epoch this Store knows, and makes a new fresh epoch if
+// e is its fresh one: a server that loses the state this Store made must
+// not get the same epoch back from it, or the loss would not show. s.mu
+// must be held.
+func (s *Store) adopt(e string) {
+	s.epoch = e
+	if s.fresh == e {
+		s.fresh = randomSuffix(16)
+	}
+	s.floor, s.seen = max(s.floor, s.seen), 0
+}
+
+// saw notes version v, from a reply or a notice of the epoch this Store
+// knows: a server whose {p}:seq is below it lost writes (see checkEpoch).
+func (s *Store) saw(v int64) {
+	s.mu.Lock()
+	s.seen = max(s.seen, v)
+	s.mu.Unlock()
+}
+
+// freshEpoch returns the epoch this Store makes for a deployment that has
+// none.
+func (s *Store) freshEpoch() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fresh
+}
+
+// readEpoch returns the deployment's epoch as the server holds it, making
+// it (this Store's fresh one) when there is none. When it is known, the
+// epoch this Store knows, and the server's {p}:seq is below seen, the
+// highest version this Store saw in it, the server lost acknowledged
+// writes: it moves the deployment to a new epoch, which it returns (see
+// the state check in store.lua). seen and floor (the highest version seen
+// in the epochs before) raise {p}:seq.
+func (s *Store) readEpoch(ctx context.Context, known string, seen, floor int64) (string, error) {
+	res, err := s.eval(ctx, []string{s.keys.epoch()}, []any{"epoch", "epoch", known, "fresh", s.freshEpoch(),
+		"seen", seen, "floor", floor})
 	if err != nil {
 		return "", fmt.Errorf("epoch: %w", err)
 	}
@@ -598,32 +651,125 @@ func (s *Store) knownEpoch(ctx context.Context) (string, error) {
 		return "", badReply("epoch", err)
 	}
 	f := fields{o: o}
-	if e = f.str("epoch"); f.err != nil || e == "" {
+	e := f.str("epoch")
+	if f.err != nil || e == "" {
 		return "", badReply("epoch", firstErr(f.err, errors.New("an empty epoch")))
 	}
-	s.mu.Lock()
-	if s.epoch == "" {
-		s.epoch = e
-	}
-	e = s.epoch
-	s.mu.Unlock()
 	return e, nil
 }
 
 // lostState adopts the epoch cur of a deployment whose server lost the
 // state of epoch old, and returns the error of the step that found it:
-// exactly one replica of the deployment (the first to claim the loss) is
-// told to announce it.
-func (s *Store) lostState(ctx context.Context, old, cur string) error {
+// exactly one replica of the deployment (the first opened Store to claim
+// the loss) is told to announce it. The Store that adopts the epoch tells
+// its Supervisor at once (see tellLost), then claims the loss; the caller
+// gets the loss again, with Announce for the winner (a Supervisor takes
+// each epoch's loss once, and announces it when told so). A claim of the
+// loss that cannot be sent is tried again every second, up to a minute,
+// and a late win is told to the Supervisor with Announce set.
+func (s *Store) lostState(ctx context.Context, old, cur string) *crashloop.StateLostError {
 	s.mu.Lock()
 	adopted := s.epoch == old
 	if adopted {
-		s.epoch = cur
+		s.adopt(cur)
 	}
+	opened := s.opened
 	s.mu.Unlock()
 	announce := false
-	if adopted {
-		announce, _ = s.claim(ctx, s.keys.claimLost(cur))
+	if adopted && opened {
+		// The Supervisor takes the loss before anything else is sent: a
+		// claim it learnt in the state lost, sent now, would claim another
+		// transition of the new epoch (it drops them at the loss). It is
+		// told the loss again, by the caller's error or with Announce, and
+		// takes each epoch's once.
+		s.tellLost(lossOf(cur, false))
+		var err error
+		if announce, err = s.claim(ctx, s.keys.claimLost(cur), 0); err != nil {
+			s.claimLossLater(cur)
+		}
 	}
-	return &crashloop.StateLostError{Announce: announce}
+	return lossOf(cur, announce)
+}
+
+// failoverEpoch starts the epochs that the server makes when it finds that
+// it lost acknowledged writes (see the move in store.lua).
+const failoverEpoch = "failover-"
+
+// lossOf is the loss of state that made epoch: its Reason is "failover"
+// for an epoch made because the server lost acknowledged writes.
+func lossOf(epoch string, announce bool) *crashloop.StateLostError {
+	sl := &crashloop.StateLostError{Announce: announce, Epoch: epoch}
+	if strings.HasPrefix(epoch, failoverEpoch) {
+		sl.Reason = crashloop.ReasonFailover
+	}
+	return sl
+}
+
+// claimLossLater claims the loss that made epoch every second, up to
+// claimTries times, until a claim is answered, and tells the Supervisor
+// to announce it if it wins.
+func (s *Store) claimLossLater(epoch string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(claimRetry)
+		defer t.Stop()
+		for range claimTries {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-t.C:
+			}
+			won, err := s.claim(s.ctx, s.keys.claimLost(epoch), 0)
+			if err != nil {
+				continue
+			}
+			if won {
+				s.tellLost(lossOf(epoch, true))
+			}
+			return
+		}
+	}()
+}
+
+// How a claim of a loss that could not be sent is tried again: as a
+// Supervisor tries its claims (docs/redis.md, Announcing).
+const (
+	claimRetry = time.Second
+	claimTries = 60
+)
+
+// tellLost tells the Supervisor of a loss of state this Store found by
+// itself (err, a *crashloop.StateLostError; any other error is ignored),
+// for it to write back the parks it knows at once.
+func (s *Store) tellLost(err error) {
+	var sl *crashloop.StateLostError
+	if errors.As(err, &sl) && s.notify != nil {
+		s.notify(crashloop.LedgerChange{StateLost: sl})
+	}
+}
+
+// checkEpoch reads the deployment's epoch and, when it is not the one this
+// Store knows (the server lost its state), adopts it and tells the
+// Supervisor, as a call that found it would. A server that kept the epoch
+// but lost versions this Store saw (a failover to a replica the last
+// writes had not reached) is moved to a new epoch first. A Store that
+// knows no epoch yet learns it at its first call.
+func (s *Store) checkEpoch(ctx context.Context) {
+	s.mu.Lock()
+	old, seen, floor := s.epoch, s.seen, s.floor
+	s.mu.Unlock()
+	if old == "" {
+		return
+	}
+	cur, err := s.readEpoch(ctx, old, seen, floor)
+	if err != nil || cur == old {
+		return
+	}
+	s.lossFound(s.lostState(ctx, old, cur))
 }

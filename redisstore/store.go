@@ -91,6 +91,7 @@ type Store struct {
 	full    atomic.Pointer[MisconfiguredError] // a write refused for lack of memory, until one goes through
 	checked atomic.Bool                        // a check has found what it could
 	checks  time.Duration                      // how often watch checks: checkEvery; tests shorten it before Open
+	epochs  time.Duration                      // how often receive checks the epoch: pingEvery; tests change it before Open
 
 	mu     sync.Mutex
 	opened bool
@@ -99,6 +100,8 @@ type Store struct {
 	known  map[string]struct{} // keys this Store told its Supervisor are parked
 	epoch  string              // the deployment's epoch, once learnt
 	fresh  string              // the epoch this Store makes for a deployment that has none
+	seen   int64               // the highest version this Store saw in its epoch (see checkEpoch)
+	floor  int64               // the highest version it saw in the epochs before
 	ps     *redis.PubSub       // the notice subscription, while there is one
 
 	// The keys this replica counts as fleet members (members.go), kept
@@ -108,10 +111,6 @@ type Store struct {
 	written int             // the keys the server's set holds after the last write; -1: unknown, write it whole
 	wmu     sync.Mutex      // one write of the members at a time, in order
 	poke    chan struct{}   // wakes the refresher to write a change
-
-	// A loss of state the refresher or the reconcile found, for the
-	// Supervisor's next step (see lostLater).
-	lost atomic.Pointer[crashloop.StateLostError]
 
 	reconciled atomic.Int64 // reconciles done, one after each (re)subscription: the tests wait for them
 
@@ -144,7 +143,8 @@ func New(client redis.UniversalClient, o Options) *Store {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Store{rdb: client, script: script, o: o, keys: ks, err: err, origin: randomSuffix(8), fresh: randomSuffix(16),
-		known: map[string]struct{}{}, ctx: ctx, cancel: cancel, checks: checkEvery, poke: make(chan struct{}, 1)}
+		known: map[string]struct{}{}, ctx: ctx, cancel: cancel, checks: checkEvery, epochs: pingEvery,
+		poke: make(chan struct{}, 1)}
 }
 
 func defaultReplica() string {
@@ -296,6 +296,7 @@ func (s *Store) Lookup(ctx context.Context, key string) (crashloop.LedgerChange,
 	if err != nil {
 		return crashloop.LedgerChange{}, badReply("lookup", err)
 	}
+	s.saw(ch.Version)
 	if ch.Park != nil {
 		s.believe(key, true)
 	}
@@ -337,6 +338,7 @@ func (s *Store) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verd
 		return crashloop.Verdict{}, badReply("judge", err)
 	}
 	if v.Park != nil {
+		s.saw(v.Park.Version)
 		s.believe(j.Key, true)
 	}
 	return v, nil
@@ -353,9 +355,6 @@ func (s *Store) Proceed(ctx context.Context, key string, now time.Time) (crashlo
 	if err != nil {
 		return crashloop.Verdict{}, fmt.Errorf("redisstore: proceed: %w", err)
 	}
-	if sl := s.lost.Swap(nil); sl != nil {
-		return crashloop.Verdict{}, sl
-	}
 	args := make([]any, 0, 2+len(p.args))
 	args = append(args, "now", at)
 	args = append(args, p.args...)
@@ -366,6 +365,9 @@ func (s *Store) Proceed(ctx context.Context, key string, now time.Time) (crashlo
 	v, err := readVerdict(res, key, s.callTime(now))
 	if err != nil {
 		return crashloop.Verdict{}, badReply("proceed", err)
+	}
+	if v.Park != nil {
+		s.saw(v.Park.Version)
 	}
 	s.believe(key, v.Park != nil)
 	return v, nil
@@ -418,6 +420,7 @@ func (s *Store) clear(ctx context.Context, op, key string, version int64) (crash
 	if err != nil {
 		return crashloop.LedgerChange{}, nil, badReply(op, err)
 	}
+	s.saw(ch.Version)
 	if !applied {
 		s.believe(key, ch.Park != nil)
 		return crashloop.LedgerChange{}, nil, &crashloop.ChangedError{Key: key, Version: ch.Version, Park: ch.Park}
@@ -458,6 +461,7 @@ func (s *Store) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]
 		return nil, badReply("restore", err)
 	}
 	for _, r := range out {
+		s.saw(r.Version)
 		s.believe(r.Key, r.Park != nil)
 	}
 	return out, nil
@@ -471,13 +475,13 @@ func (s *Store) Claim(ctx context.Context, version int64) (bool, error) {
 	if s.err != nil {
 		return false, s.err
 	}
-	return s.claim(ctx, s.keys.claim(version))
+	return s.claim(ctx, s.keys.claim(version), version)
 }
 
-// claim sets the claim key to this replica if no replica has, and reports
-// whether it did.
-func (s *Store) claim(ctx context.Context, key string) (bool, error) {
-	res, err := s.run(ctx, "claim", []string{key}, "version", 0, "replica", s.o.Replica)
+// claim sets the claim key of version (0 for the claim of a loss) to this
+// replica if no replica has, and reports whether it holds it.
+func (s *Store) claim(ctx context.Context, key string, version int64) (bool, error) {
+	res, err := s.run(ctx, "claim", []string{key}, "version", version, "replica", s.o.Replica)
 	if err != nil {
 		return false, err
 	}
@@ -505,6 +509,9 @@ func (s *Store) Parked(ctx context.Context) ([]*crashloop.ParkedError, error) {
 	out, err := readParked(res)
 	if err != nil {
 		return nil, badReply("parked", err)
+	}
+	for _, pe := range out {
+		s.saw(pe.Version)
 	}
 	slices.SortFunc(out, func(a, b *crashloop.ParkedError) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil

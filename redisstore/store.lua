@@ -87,7 +87,7 @@ end
 for _, spec in pairs(OPS) do
   spec.epoch, spec.fresh = 's', 's'
 end
-OPS.epoch = {fresh = 's'}
+OPS.epoch = {epoch = 's', fresh = 's', seen = 'd', floor = 'd'}
 
 -- decode reads the arguments of spec from ARGV into a table by name, or
 -- returns nil and what is wrong with them.
@@ -146,7 +146,14 @@ end
 -- restart without persistence, a failover that lost writes) does nothing
 -- and fails with 'crashloop: state_lost EPOCH' (the current epoch, made
 -- now if there is none): its Store adopts the epoch and its Supervisor
--- writes back the parks it knows. epoch returns the epoch, making it.
+-- writes back the parks it knows. epoch returns the epoch, making it; and
+-- when it is the caller's (epoch) but {p}:seq is below a version the
+-- caller saw in it (seen: the server lost acknowledged writes, as a
+-- failover to a replica that had not received them does), it moves the
+-- deployment to a new epoch (see the move, below). seen and floor (the
+-- highest version the caller saw in the epochs before) raise {p}:seq, so
+-- that no version the caller saw is given again.
+local moving = false
 do
   local ek = tag .. 'epoch'
   local cur = redis.call('GET', ek)
@@ -158,9 +165,19 @@ do
     end
   end
   if op == 'epoch' then
-    return {'epoch', cur}
-  end
-  if cur ~= A.epoch then
+    if cur ~= A.epoch then
+      return {'epoch', cur}
+    end
+    local seq = tonumber(redis.call('GET', tag .. 'seq') or '0')
+    if seq < tonumber(A.floor) then
+      seq = tonumber(A.floor)
+      redis.call('SET', tag .. 'seq', A.floor)
+    end
+    if seq >= tonumber(A.seen) then
+      return {'epoch', cur}
+    end
+    moving = true
+  elseif cur ~= A.epoch then
     return redis.error_reply('crashloop: state_lost ' .. cur)
   end
 end
@@ -317,8 +334,9 @@ local function parkObject(key, p)
 end
 
 -- notice publishes a park (p) or a resume or forget (p false, at version
--- v) of key on the deployment's channel, with the origin of the change:
--- 'P' or 'R', the origin and the key as fields, then for a park the park
+-- v) of key on the deployment's channel, with the epoch it is made in and
+-- the origin of the change: 'P' or 'R', the epoch, the origin and the key
+-- as fields, then for a park the park
 -- (see pdec, with its version), else the version ('F' instead of 'R' for
 -- the forget of a parked key). It is sharded pub/sub
 -- (SPUBLISH): the channel hashes to the slot of the keys, so on Redis
@@ -327,9 +345,9 @@ end
 local function notice(origin, key, p, v, kind)
   local msg
   if p then
-    msg = 'P' .. field(origin) .. field(key) .. penc(p)
+    msg = 'P' .. field(A.epoch) .. field(origin) .. field(key) .. penc(p)
   else
-    msg = (kind or 'R') .. field(origin) .. field(key) .. v
+    msg = (kind or 'R') .. field(A.epoch) .. field(origin) .. field(key) .. v
   end
   redis.call('SPUBLISH', tag .. 'events', msg)
 end
@@ -744,7 +762,10 @@ if op == 'restore' then
     if not r.p and version(key) == tonumber(p.version) then
       p.version = bump(key)
       -- its writer announced it when it parked the key alone: claimed
-      redis.call('SET', tag .. 'claim:' .. p.version, A.replica, 'EX', CLAIM_TTL)
+      -- with a value no claimer sends (claim refuses ''), so that every
+      -- claim of it loses, its writer's included (a writer whose reply was
+      -- lost learns the park from its notice, and claims it)
+      redis.call('SET', tag .. 'claim:' .. p.version, '', 'EX', CLAIM_TTL)
       r.p = p
       rsave(rk, r, 'keep')
       redis.call('SADD', K1, key)
@@ -759,10 +780,54 @@ if op == 'restore' then
   return out
 end
 
+if moving then
+  -- The move (see the state check): the server lost versions the caller
+  -- saw. The deployment gets a new epoch ('failover-' and the caller's
+  -- fresh one), so every replica finds the loss and writes back the parks
+  -- it knows; {p}:seq is raised above every version the caller saw; the
+  -- versions of the keys are dropped, so that a write-back (which names
+  -- version 0) is written over any key not parked, and each park that
+  -- stands takes a new version, claimed by nobody (it was announced when
+  -- it was made) and published under the new epoch.
+  A.epoch = 'failover-' .. A.fresh
+  redis.call('SET', tag .. 'epoch', A.epoch)
+  redis.call('SET', tag .. 'seq', string.format('%d', math.max(tonumber(A.seen), tonumber(A.floor))))
+  redis.call('DEL', tag .. 'ver')
+  for _, key in ipairs(redis.call('SMEMBERS', tag .. 'parked')) do
+    local rk = tag .. 'k:' .. key
+    local r = rdec(redis.call('GET', rk))
+    if r.p then
+      r.p.version = bump(key)
+      -- announced when it was made: claimed, as a write-back is, by nobody
+      redis.call('SET', tag .. 'claim:' .. r.p.version, '', 'EX', CLAIM_TTL)
+      rsave(rk, r, 'keep')
+      notice('failover', key, r.p)
+    else
+      redis.call('SREM', tag .. 'parked', key)
+    end
+  end
+  return {'epoch', A.epoch}
+end
+
 if op == 'claim' then
   -- KEYS: the claim of the version. The first replica to claim a
-  -- transition announces it: replies won 1 to it, 0 to every other.
-  if redis.call('SET', K1, A.replica, 'NX', 'EX', CLAIM_TTL) then
+  -- transition announces it: replies won 1 to it, 0 to every other. A
+  -- replica that claims again what it holds wins again: a claim whose
+  -- reply was lost is tried again, and must not lose to itself.
+  if A.replica == '' then
+    return redis.error_reply('crashloop: claim: an empty replica')
+  end
+  if tonumber(A.version) > tonumber(redis.call('GET', tag .. 'seq') or '0') then
+    -- a version the server never gave (it lost the writes that gave it,
+    -- whose claim went with them): nobody wins it
+    return {'won', 0}
+  end
+  local holder = redis.call('GET', K1)
+  if not holder then
+    redis.call('SET', K1, A.replica, 'EX', CLAIM_TTL)
+    holder = A.replica
+  end
+  if holder == A.replica then
     return {'won', 1}
   end
   return {'won', 0}

@@ -424,8 +424,9 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestDecodeNotice(t *testing.T) {
-	ch, origin, ok := decodeNotice("P3:abc5:k:{x}00000000000000072,9,11:needs_humanecause: with, and 1:2")
+	ch, epoch, origin, ok := decodeNotice("P2:e13:abc5:k:{x}00000000000000072,9,11:needs_humanecause: with, and 1:2")
 	require.True(t, ok)
+	require.Equal(t, "e1", epoch)
 	require.Equal(t, "abc", origin)
 	require.Equal(t, "k:{x}", ch.Key)
 	require.Equal(t, `k:{x}{needs_human 2 cause: with, and 1:2}`, fmt.Sprintf("%s{%s %d %s}", ch.Key, ch.Park.Reason, ch.Park.Attempts, ch.Park.LastError))
@@ -433,14 +434,16 @@ func TestDecodeNotice(t *testing.T) {
 	require.Equal(t, int64(7), ch.Park.Since.UnixMicro())
 	require.Equal(t, int64(9), ch.Park.Version)
 	require.Equal(t, int64(9), ch.Version)
-	ch, origin, ok = decodeNotice("R1:o1:k12")
+	ch, epoch, origin, ok = decodeNotice("R2:e21:o1:k12")
 	require.True(t, ok)
 	require.Equal(t, crashloop.LedgerChange{Key: "k", Version: 12}, ch)
+	require.Equal(t, "e2", epoch)
 	require.Equal(t, "o", origin)
-	for _, bad := range []string{"", "X1:o1:k3", "R1:o", "R1:o1:k", "R1:o1:kx", "R1:o1:k0", "R1:o1:k-1", "P1:o1:k", "P1:o1:k0000000000000007x,1,1:r",
-		"P1:o1:k00000000000000071,1,0:", "P1:o1:k00000000000000071,1,1:rX", "P1:o1:k00000000000000071,1,5:r", "P1:o1:k00000000000000071,1:r",
-		"P1:o1:k00000000000000071,x,1:r", "P1:o1:k00000000000000071,-1,1:r"} {
-		_, _, ok := decodeNotice(bad)
+	for _, bad := range []string{"", "X1:e1:o1:k3", "R1:e", "R1:e1:o", "R1:e1:o1:k", "R1:e1:o1:kx", "R1:e1:o1:k0", "R1:e1:o1:k-1", "P1:e1:o1:k",
+		"P1:e1:o1:k0000000000000007x,1,1:r", "P1:e1:o1:k00000000000000071,1,0:", "P1:e1:o1:k00000000000000071,1,1:rX",
+		"P1:e1:o1:k00000000000000071,1,5:r", "P1:e1:o1:k00000000000000071,1:r", "P1:e1:o1:k00000000000000071,x,1:r",
+		"P1:e1:o1:k00000000000000071,-1,1:r", "R1:o1:k12"} {
+		_, _, _, ok := decodeNotice(bad)
 		require.False(t, ok, "%q", bad)
 	}
 }

@@ -62,7 +62,7 @@ type config struct {
 	cluster bool
 	tls     *TLSFiles
 	member  bool   // a node of a cluster of several (StartCluster): no slots of its own at start
-	replica string // host:port of the master this server replicates (StartSentinel)
+	replica string // host:port of the master this server replicates (WithReplicaOf, StartSentinel)
 	watch   string // host:port of the master this server watches as a sentinel (StartSentinel)
 }
 
@@ -88,6 +88,11 @@ func WithAOF(dir string) Option { return func(c *config) { c.aofDir = dir } }
 // WithTCP makes the server listen on 127.0.0.1 at a port the kernel found
 // free instead of on a unix socket.
 func WithTCP() Option { return func(c *config) { c.tcp = true } }
+
+// WithReplicaOf makes the server a replica of master (a server on TCP,
+// WithTCP), which it syncs with at once; give it WithTCP too. The test
+// promotes it with REPLICAOF NO ONE.
+func WithReplicaOf(master *Server) Option { return func(c *config) { c.replica = master.addr } }
 
 // WithCluster runs the server as a Redis Cluster of one node that owns every
 // slot (cluster-enabled yes, CLUSTER ADDSLOTSRANGE 0 16383). Plain clients
