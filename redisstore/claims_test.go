@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -40,7 +41,7 @@ func TestClaimRetriedAfterALostReplyWins(t *testing.T) {
 	admin := s.Client(nil)
 	require.Eventually(t, func() bool {
 		holder, err := admin.Get(ctx, st.keys.claim(1)).Result()
-		return err == nil && holder == "replica-0"
+		return err == nil && holder == st.claimant()
 	}, watchdog, time.Millisecond, "the server took the claim")
 
 	won, err := st.Claim(ctx, 1)
@@ -52,24 +53,19 @@ func TestClaimRetriedAfterALostReplyWins(t *testing.T) {
 }
 
 // claimsLedger is a cutLedger whose notices a test can also stop alone
-// (deaf), that loses the reply of the first claim of each version when
-// lose is set (the claim reaches the server; the caller gets an error, as
-// when the reply is lost), and that records the answers of the other
-// claims it passes on.
+// (deaf), and that records the answers of the claims it passes on.
 type claimsLedger struct {
 	*cutLedger
 	deaf    atomic.Bool
-	lose    bool
 	mu      sync.Mutex
-	tried   map[int64]bool
 	answers []string
 }
 
-func newClaimsLedger(st *Store, lose bool) *claimsLedger {
-	return &claimsLedger{cutLedger: &cutLedger{Store: st}, lose: lose, tried: map[int64]bool{}}
-}
-
 var errLostReply = errors.New("the reply was lost (test)")
+
+func newClaimsLedger(st *Store) *claimsLedger {
+	return &claimsLedger{cutLedger: &cutLedger{Store: st}}
+}
 
 func (c *claimsLedger) Open(cfg crashloop.SupervisorConfig, notify func(crashloop.LedgerChange)) error {
 	return c.cutLedger.Open(cfg, func(ch crashloop.LedgerChange) {
@@ -86,10 +82,6 @@ func (c *claimsLedger) Claim(ctx context.Context, version int64) (bool, error) {
 	won, err := c.Store.Claim(ctx, version)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.lose && !c.tried[version] {
-		c.tried[version] = true
-		return false, errLostReply
-	}
 	answer := "lost "
 	switch {
 	case err != nil:
@@ -108,29 +100,6 @@ func (c *claimsLedger) told() []string {
 	return append([]string(nil), c.answers...)
 }
 
-// The claim of a park made by a replica's own step loses its reply: the
-// Supervisor tries it again a second later, wins it, and announces the
-// park, once. (Before, the park was never announced.)
-func TestParkWhoseClaimReplyWasLostIsAnnouncedOnce(t *testing.T) {
-	s := redistest.Start(t)
-	newStore := onServer(t, s, Options{})
-	lossy := newClaimsLedger(newStore(0), true)
-	t.Cleanup(func() { _ = lossy.Close() })
-	evs0 := &events{}
-	sup0, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), lossy, crashloop.WithEventHandler(evs0))
-	require.NoError(t, err)
-	rs := fleet(t, 1, crashloop.DefaultSupervisorConfig(), false, func(int) *Store { return newStore(1) })
-	reconciled(t, lossy.Store, rs[0].store)
-	ctx := context.Background()
-
-	d := sup0.Decide(ctx, "k", crashloop.RunResult{Err: errBadConfig})
-	require.ErrorIs(t, d.Err, crashloop.ErrParked)
-	all := []*replica{{sup: sup0, store: lossy.Store, evs: evs0}, rs[0]}
-	announced(t, all, crashloop.EventStartupExhausted, lossy.keys.claim(1), s, []int{0, 0})
-	require.Len(t, evs0.of(crashloop.EventStartupExhausted), 1, "its maker announced it, on its retry")
-	require.Equal(t, []string{"won 1"}, lossy.told())
-}
-
 // A replica parks a key alone and announces it; its write-back is applied
 // but its reply is lost. Its next write-back is refused (the key is at the
 // version written back) and tells it of that park, which it claims as any
@@ -143,7 +112,7 @@ func TestWriteBackWithALostReplyIsAnnouncedOnce(t *testing.T) {
 	proxy := redistest.NewSlowProxy(t, s, 0)
 	prefix := newPrefix()
 	w := newClaimsLedger(New(proxy.Client(BoundedOptions(nil, time.Second)),
-		Options{Prefix: prefix, Replica: "writer", Timeout: 300 * time.Millisecond}), false)
+		Options{Prefix: prefix, Replica: "writer", Timeout: 300 * time.Millisecond}))
 	t.Cleanup(func() { _ = w.Close() })
 	evs0 := &events{}
 	sup0, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), w, crashloop.WithEventHandler(evs0))
@@ -178,4 +147,64 @@ func TestWriteBackWithALostReplyIsAnnouncedOnce(t *testing.T) {
 	require.Equal(t, []string{"lost 1"}, w.told())
 	require.Len(t, evs0.of(crashloop.EventStartupExhausted), 1)
 	require.Empty(t, rs[0].evs.of(crashloop.EventStartupExhausted))
+}
+
+// slowAfterPark is a Store whose proxy starts holding replies back right
+// after a judge step that made a park: the park's reply arrives, the claim
+// that follows reaches the server and is applied, and its reply is lost.
+type slowAfterPark struct {
+	*Store
+	proxy *redistest.SlowProxy
+}
+
+func (l *slowAfterPark) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+	v, err := l.Store.Judge(ctx, j)
+	if err == nil && v.NewPark {
+		l.proxy.SetDelay(time.Second)
+	}
+	return v, err
+}
+
+// A park whose maker's claim was applied by the server but whose reply was
+// lost (held back past the Store's timeout) is still announced, once: the
+// maker tries its claim again a second later and, holding it, wins it.
+// (Found by the fault run, docs/faults.md: before, SET NX found the maker's
+// own claim and answered lost; every other replica lost too, and the park
+// was never announced.)
+func TestParkWithALostClaimReplyIsAnnouncedOnce(t *testing.T) {
+	s := redistest.Start(t)
+	proxy := redistest.NewSlowProxy(t, s, 0)
+	prefix := newPrefix()
+	cfg := crashloop.DefaultSupervisorConfig()
+	var rs []*replica
+	for i := range 2 {
+		c := testClient(t, s)
+		if i == 0 {
+			c = proxy.Client(BoundedOptions(nil, time.Second))
+		}
+		r := &replica{store: New(c, Options{Prefix: prefix, Replica: fmt.Sprintf("replica-%d", i), Timeout: 300 * time.Millisecond}), evs: &events{}}
+		t.Cleanup(func() { _ = r.store.Close() })
+		var l crashloop.Ledger = r.store
+		if i == 0 {
+			l = &slowAfterPark{Store: r.store, proxy: proxy}
+		}
+		sup, err := crashloop.NewSharedSupervisor(cfg, l, crashloop.WithEventHandler(r.evs))
+		require.NoError(t, err)
+		r.sup = sup
+		rs = append(rs, r)
+	}
+	reconciled(t, rs[0].store, rs[1].store)
+	ctx := context.Background()
+	for range cfg.Budget.MaxRespawns {
+		require.Equal(t, crashloop.ActionRestart, rs[1].sup.Decide(ctx, "k", crashloop.RunResult{Err: errors.New("flaky")}).Action)
+	}
+	d := rs[0].sup.Decide(ctx, "k", crashloop.RunResult{Err: errors.New("flaky")})
+	proxy.SetDelay(0)
+	var pe *crashloop.ParkedError
+	require.ErrorAs(t, d.Err, &pe, "the park's reply came")
+	require.Equal(t, int64(1), pe.Version)
+
+	admin := s.Client(nil)
+	require.Equal(t, rs[0].store.claimant(), admin.Get(ctx, rs[0].store.keys.claim(1)).Val(), "the server applied the claim whose reply was lost")
+	announced(t, rs, crashloop.EventStartupExhausted, rs[0].store.keys.claim(1), s, []int{0, 0})
 }

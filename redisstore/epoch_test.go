@@ -117,7 +117,7 @@ func TestLossAnnouncedAfterALostClaimReply(t *testing.T) {
 	epoch := serverEpoch(t, s, rs[0].store)
 	holder, err := s.Client(nil).Get(ctx, rs[0].store.keys.claimLost(epoch)).Result()
 	require.NoError(t, err)
-	require.Equal(t, "replica-0", holder)
+	require.Equal(t, rs[0].store.claimant(), holder)
 	require.Len(t, rs[0].evs.of(crashloop.EventStoreStateLost), 1)
 	require.Equal(t, []string{"k"}, rs[0].sup.Parked())
 }

@@ -85,7 +85,7 @@ func announced(t *testing.T, rs []*replica, kind crashloop.EventKind, claimKey s
 	}, watchdog, time.Millisecond, "%s claimed and announced", claimKey)
 	for i, r := range rs {
 		want := base[i]
-		if r.store.o.Replica == winner {
+		if r.store.claimant() == winner {
 			want++
 		}
 		require.Len(t, r.evs.of(kind), want, "replica %d (%s won %s)", i, winner, claimKey)
@@ -281,7 +281,7 @@ func TestWriteBackDoesNotUndoALaterResume(t *testing.T) {
 	require.False(t, won)
 	claimedBy, err := s.Client(nil).Get(ctx, rs[0].store.keys.claim(2)).Result()
 	require.NoError(t, err)
-	require.Equal(t, "replica-1", claimedBy)
+	require.Equal(t, rs[0].store.claimant(), claimedBy)
 	require.Empty(t, evs0.of(crashloop.EventResumed))
 	require.Equal(t, crashloop.ActionRestart, rs[0].sup.Decide(ctx, "k", crashloop.RunResult{Err: errors.New("flaky")}).Action)
 }

@@ -479,9 +479,12 @@ func (s *Store) Claim(ctx context.Context, version int64) (bool, error) {
 }
 
 // claim sets the claim key of version (0 for the claim of a loss) to this
-// replica if no replica has, and reports whether it holds it.
+// Store if no Store has, and reports whether it holds it. The claim names
+// the Store, not only its replica: a replica that restarts under the same
+// Replica name is another Store, and must not win again what its former
+// self won (and announced).
 func (s *Store) claim(ctx context.Context, key string, version int64) (bool, error) {
-	res, err := s.run(ctx, "claim", []string{key}, "version", version, "replica", s.o.Replica)
+	res, err := s.run(ctx, "claim", []string{key}, "version", version, "replica", s.claimant())
 	if err != nil {
 		return false, err
 	}
@@ -496,6 +499,10 @@ func (s *Store) claim(ctx context.Context, key string, version int64) (bool, err
 	}
 	return won, nil
 }
+
+// claimant is what this Store's claims hold: its replica's name and its own
+// random id.
+func (s *Store) claimant() string { return s.o.Replica + "/" + s.origin }
 
 // Parked returns the parks of every key of the deployment, sorted by key.
 func (s *Store) Parked(ctx context.Context) ([]*crashloop.ParkedError, error) {

@@ -27,7 +27,7 @@
 --   {p}:epoch      string  the deployment's epoch (see the state check)
 --   {p}:seq        string  the last version given to a transition (see bump)
 --   {p}:ver        hash    each key's version: its last transition's
---   {p}:claim:V    string  the replica that claimed transition V, to
+--   {p}:claim:V    string  the store that claimed transition V, to
 --                          announce it (a day)
 --   {p}:events     sharded pub/sub channel: parks and resumes (see notice)
 --

@@ -34,7 +34,11 @@ func cleanRun() Run {
 }
 
 func TestCheckCleanRun(t *testing.T) {
-	rep := Check(cleanRun())
+	run := cleanRun()
+	// the same life winning a version again (a retry after a lost reply,
+	// or its second path to the version) announces nothing more
+	run.Records = append(run.Records, Record{T: 5 * time.Millisecond.Nanoseconds(), R: "r1", Pid: 1, Op: OpClaim, Version: 1, Won: true})
+	rep := Check(run)
 	require.Empty(t, rep.Violations)
 	require.Equal(t, map[string]int{FaultRedisKill: 1, FaultRedisStop: 1, FaultLinkCut: 1, FaultReplicaKill: 1}, rep.Faults)
 	require.Equal(t, 4, rep.Granted)
@@ -63,6 +67,9 @@ func TestCheckFindsViolations(t *testing.T) {
 		{"announced twice", func(r *Run) {
 			r.Records = append(r.Records, Record{T: 6 * ms, R: "r2", Pid: 2, Op: OpEvent, Key: "k", Kind: "agent.startup_exhausted", Version: 1})
 		}, []string{`version 1 ("k") announced 2 times: r1 agent.startup_exhausted at 4000000, r2 agent.startup_exhausted at 6000000`}},
+		{"won by two lives of one replica", func(r *Run) {
+			r.Records = append(r.Records, Record{T: 6 * ms, R: "r1", Pid: 11, Op: OpClaim, Version: 1, Won: true})
+		}, []string{`version 1 claimed and won 2 times (r1 at 4000000, r1 at 6000000)`}},
 		{"never announced", func(r *Run) {
 			r.Records = append(r.Records[:4], r.Records[6:]...)
 		}, []string{`park 1 of "k" never announced (claims won: 0)`}},
@@ -126,14 +133,14 @@ func TestCheckDecisionOfAStalledProcess(t *testing.T) {
 }
 
 // A transition whose claim the server holds though no replica was answered
-// won is the known defect of docs/faults.md: reported apart.
+// won was never announced: a violation (the defect the fault run found,
+// docs/faults.md: a claim whose reply was lost lost its own retry).
 func TestCheckClaimWithALostReply(t *testing.T) {
 	run := cleanRun()
 	run.Records = append(run.Records[:4], run.Records[6:]...)
 	run.Claims = map[int64]string{1: "r1"}
 	rep := Check(run)
-	require.Empty(t, rep.Violations)
-	require.Equal(t, []string{`park 1 of "k" never announced: its claim is held by r1 on the server, but no claim of it was answered won (the reply of the claim that won was lost)`}, rep.KnownDefects)
+	require.Equal(t, []string{`park 1 of "k" never announced: its claim is held by r1 on the server, but no claim of it was answered won (the reply of the claim that won was lost, and its retry did not win)`}, rep.Violations)
 }
 
 // A write-back is applied at some moment of its call: a grant before the
