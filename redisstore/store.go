@@ -447,7 +447,7 @@ func (s *Store) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]
 	keys := make([]string, 0, 1+len(parks))
 	keys = append(keys, s.keys.parked())
 	args := make([]any, 0, 2+2*len(parks))
-	args = append(args, "origin", s.origin, "replica", s.o.Replica)
+	args = append(args, "origin", s.origin, "replica", s.claimant())
 	for _, pe := range parks {
 		keys = append(keys, s.keys.record(pe.Key))
 		args = append(args, "park", encodePark(pe))
