@@ -420,6 +420,11 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 	rec := s.record(key, now)
 	known := rec.park // the mirror before the reply: it may know newer transitions
 	d := s.apply(rec, &j, cause, v, &evs)
+	if v.Park != nil && !v.NewPark {
+		// refused for a park: one this Supervisor had not learnt (its
+		// maker's reply and notice lost) is claimed as from a notice
+		s.adopt(rec, LedgerChange{Key: key, Version: v.Park.Version, Park: v.Park}, now)
+	}
 	if v.Park != nil {
 		switch {
 		case v.Park.Version >= rec.ver:
@@ -559,9 +564,9 @@ func (s *Supervisor) proceedShared(ctx context.Context, key string, now time.Tim
 		// A verdict without a park carries no version: it lifts no park
 		// (a resume does, with its version, from its notice or a lookup),
 		// and one with an older park than the mirror knows changes nothing.
-		if v.Park != nil && v.Park.Version >= r.ver {
+		// A park it had not learnt is claimed as from a notice.
+		if v.Park != nil && !s.adopt(r, LedgerChange{Key: key, Version: v.Park.Version, Park: v.Park}, now) && v.Park.Version == r.ver {
 			r.mirror(v.Park)
-			r.ver = v.Park.Version
 		}
 		d = s.proceeded(r, v)
 	}
