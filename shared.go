@@ -64,7 +64,8 @@ type shared struct {
 // each bounded by the ledger's CallTimeout as a decision is), so that it
 // comes back even when the work it restarted keeps running and no call
 // comes. When the ledger answers again, it writes back the parks it decided
-// alone and announces EventStoreRecovered, once. While the ledger is in
+// alone (those decided while it writes back too, before it uses the ledger
+// again) and announces EventStoreRecovered, once. While the ledger is in
 // use nothing asks it but the Supervisor's own calls. A Resume or Forget
 // while the ledger fails returns an error matching ErrStoreUnavailable and
 // changes nothing. The context of each call bounds
