@@ -202,7 +202,7 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 			return fmt.Errorf("%w: writing back %s decided alone: %v", ErrStoreUnavailable, errtext.Plural(len(parks), "park"), err)
 		}
 		s.mu.Lock()
-		n += s.restored(parks, stand, now)
+		n += s.wroteBack(parks, stand, now)
 		if len(sh.alone) > 0 && sh.down {
 			s.mu.Unlock()
 			continue // decided alone meanwhile: written back before the ledger is used again
@@ -217,9 +217,9 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 	}
 }
 
-// restored takes what the ledger's Restore of parks answered, stand, into
+// wroteBack takes what the ledger's Restore of parks answered, stand, into
 // the records, and returns how many of them it wrote. s.mu must be held.
-func (s *Supervisor) restored(parks []*ParkedError, stand []Restored, now time.Time) int {
+func (s *Supervisor) wroteBack(parks []*ParkedError, stand []Restored, now time.Time) int {
 	sh := s.shared
 	n := 0
 	for i, pe := range parks {
