@@ -130,8 +130,8 @@ func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now 
 	v := s.rules.judge(&rec.keyGuards, &s.book, &j, t, now)
 	d := s.apply(rec, &j, cause, v, &evs)
 	if v.NewPark && s.shared != nil {
-		rec.park.Version = rec.ver     // the version it was decided on: the write-back names it
-		s.shared.alone[key] = rec.park // decided alone: written back when the ledger answers
+		rec.park.Version = rec.ver // the version it was decided on: the write-back names it
+		s.decidedAlone(key, rec.park, now)
 	}
 	s.mu.Unlock()
 	emitAll(s.o.handler, evs.list())

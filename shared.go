@@ -64,7 +64,8 @@ type shared struct {
 // each bounded by the ledger's CallTimeout as a decision is), so that it
 // comes back even when the work it restarted keeps running and no call
 // comes. When the ledger answers again, it writes back the parks it decided
-// alone and announces EventStoreRecovered, once. While the ledger is in
+// alone (those decided while it writes back too, before it uses the ledger
+// again) and announces EventStoreRecovered, once. While the ledger is in
 // use nothing asks it but the Supervisor's own calls. A Resume or Forget
 // while the ledger fails returns an error matching ErrStoreUnavailable and
 // changes nothing. The context of each call bounds
@@ -160,48 +161,66 @@ func (s *Supervisor) Flush(ctx context.Context) error {
 
 // writeBack writes the parks decided alone to the ledger; when the ledger
 // takes them, the Supervisor uses it again, announcing its recovery if it
-// had failed. When ctx ends first it returns ctx's error and records no
-// failure of the ledger.
+// had failed. Parks decided alone while it runs (the decisions made
+// meanwhile still decide alone) are written back by it too, in a step of
+// their own, before the ledger is marked in use: else they would wait,
+// with the ledger in use, for a Flush. When ctx ends first it returns
+// ctx's error and records no failure of the ledger.
 func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
-	return s.writeBackTry(ctx, now, true)
-}
-
-// writeBackTry is writeBack; again allows one more try when the ledger
-// reports a loss of its state.
-func (s *Supervisor) writeBackTry(ctx context.Context, now time.Time, again bool) error {
-	s.mu.Lock()
 	sh := s.shared
-	parks := make([]*ParkedError, 0, len(sh.alone))
-	for _, pe := range sh.alone {
-		parks = append(parks, pe)
-	}
-	down := sh.down
-	s.mu.Unlock()
-	if len(parks) == 0 && !down {
+	again := true // one more try when the ledger reports a loss of its state
+	n := 0        // the parks written, in every step
+	for {
+		s.mu.Lock()
+		parks := make([]*ParkedError, 0, len(sh.alone))
+		for _, pe := range sh.alone {
+			parks = append(parks, pe)
+		}
+		down := sh.down
+		s.mu.Unlock()
+		if len(parks) == 0 && !down {
+			return nil
+		}
+		stand, err := sh.l.Restore(ctx, parks)
+		var sl *StateLostError
+		if errors.As(err, &sl) && again {
+			s.stateLost(sl, now) // every park it knows, to write back now
+			again = false
+			continue
+		}
+		if err == nil && len(stand) != len(parks) {
+			err = fmt.Errorf("the ledger's Restore told of %d keys for %d parks", len(stand), len(parks))
+		}
+		if err != nil {
+			if err := callerErr(ctx); err != nil {
+				return err // the caller's cancel, not an outage
+			}
+			s.lost(err, now)
+			s.mu.Lock()
+			err = sh.lastErr
+			s.mu.Unlock()
+			return fmt.Errorf("%w: writing back %s decided alone: %v", ErrStoreUnavailable, errtext.Plural(len(parks), "park"), err)
+		}
+		s.mu.Lock()
+		n += s.wroteBack(parks, stand, now)
+		if len(sh.alone) > 0 && sh.down {
+			s.mu.Unlock()
+			continue // decided alone meanwhile: written back before the ledger is used again
+		}
+		recovered := sh.down && !sh.quiet
+		sh.down, sh.lastErr, sh.quiet, sh.cause = false, nil, false, ""
+		s.mu.Unlock()
+		if recovered {
+			emit(s.o.handler, Event{Kind: EventStoreRecovered, Key: "store", Time: now, Attempts: n})
+		}
 		return nil
 	}
-	stand, err := sh.l.Restore(ctx, parks)
-	var sl *StateLostError
-	if errors.As(err, &sl) && again {
-		s.stateLost(sl, now) // every park it knows, to write back now
-		return s.writeBackTry(ctx, now, false)
-	}
-	if err == nil && len(stand) != len(parks) {
-		err = fmt.Errorf("the ledger's Restore told of %d keys for %d parks", len(stand), len(parks))
-	}
-	if err != nil {
-		if err := callerErr(ctx); err != nil {
-			return err // the caller's cancel, not an outage
-		}
-		s.lost(err, now)
-		s.mu.Lock()
-		err = sh.lastErr
-		s.mu.Unlock()
-		return fmt.Errorf("%w: writing back %s decided alone: %v", ErrStoreUnavailable, errtext.Plural(len(parks), "park"), err)
-	}
-	s.mu.Lock()
-	recovered := sh.down && !sh.quiet
-	sh.down, sh.lastErr, sh.quiet, sh.cause = false, nil, false, ""
+}
+
+// wroteBack takes what the ledger's Restore of parks answered, stand, into
+// the records, and returns how many of them it wrote. s.mu must be held.
+func (s *Supervisor) wroteBack(parks []*ParkedError, stand []Restored, now time.Time) int {
+	sh := s.shared
 	n := 0
 	for i, pe := range parks {
 		if stand[i].Written {
@@ -224,11 +243,26 @@ func (s *Supervisor) writeBackTry(ctx context.Context, now time.Time, again bool
 			s.adopt(r, ch, now) // something happened to the key since: the ledger's state wins
 		}
 	}
-	s.mu.Unlock()
-	if recovered {
-		emit(s.o.handler, Event{Kind: EventStoreRecovered, Key: "store", Time: now, Attempts: n})
+	return n
+}
+
+// errAlone is the last error of a ledger held down only until a park
+// decided alone is written back (see decidedAlone).
+var errAlone = errors.New("a park decided alone is still to be written back")
+
+// decidedAlone keeps pe, the park of key decided alone, to write back when
+// the ledger answers. The ledger may have answered since this decision
+// found it failing (a write-back ended meanwhile): it is then held down
+// again, quietly (its recovery was announced), for the next call, or the
+// rejoiner while a key runs, to write pe back at once, rather than
+// leaving it for a Flush. s.mu must be held.
+func (s *Supervisor) decidedAlone(key string, pe *ParkedError, now time.Time) {
+	sh := s.shared
+	sh.alone[key] = pe
+	if !sh.down {
+		sh.down, sh.quiet, sh.retryAt, sh.lastErr, sh.cause = true, true, now, errAlone, ""
+		s.rejoin()
 	}
-	return nil
 }
 
 // callerKey is the context key under which a decision's context keeps its
@@ -420,6 +454,11 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 	rec := s.record(key, now)
 	known := rec.park // the mirror before the reply: it may know newer transitions
 	d := s.apply(rec, &j, cause, v, &evs)
+	if v.Park != nil && !v.NewPark {
+		// refused for a park: one this Supervisor had not learnt (its
+		// maker's reply and notice lost) is claimed as from a notice
+		s.adopt(rec, LedgerChange{Key: key, Version: v.Park.Version, Park: v.Park}, now)
+	}
 	if v.Park != nil {
 		switch {
 		case v.Park.Version >= rec.ver:
@@ -559,9 +598,9 @@ func (s *Supervisor) proceedShared(ctx context.Context, key string, now time.Tim
 		// A verdict without a park carries no version: it lifts no park
 		// (a resume does, with its version, from its notice or a lookup),
 		// and one with an older park than the mirror knows changes nothing.
-		if v.Park != nil && v.Park.Version >= r.ver {
+		// A park it had not learnt is claimed as from a notice.
+		if v.Park != nil && !s.adopt(r, LedgerChange{Key: key, Version: v.Park.Version, Park: v.Park}, now) && v.Park.Version == r.ver {
 			r.mirror(v.Park)
-			r.ver = v.Park.Version
 		}
 		d = s.proceeded(r, v)
 	}

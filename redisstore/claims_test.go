@@ -208,3 +208,33 @@ func TestParkWithALostClaimReplyIsAnnouncedOnce(t *testing.T) {
 	require.Equal(t, rs[0].store.claimant(), admin.Get(ctx, rs[0].store.keys.claim(1)).Val(), "the server applied the claim whose reply was lost")
 	announced(t, rs, crashloop.EventStartupExhausted, rs[0].store.keys.claim(1), s, []int{0, 0})
 }
+
+// A park whose maker died before it claimed it (its step applied, its
+// claim never sent) is announced, once, by a replica that never heard its
+// notice, when its own decision is refused for it: the refusal carries
+// the park, and the replica claims it a second later as from a notice.
+// (Before, a refusal claimed nothing, and the park was never announced.)
+func TestParkLearntFromARefusalIsAnnouncedOnce(t *testing.T) {
+	s := redistest.Start(t)
+	prefix := newPrefix()
+	maker := New(testClient(t, s), Options{Prefix: prefix, Replica: "maker"})
+	require.NoError(t, maker.Open(crashloop.DefaultSupervisorConfig(), nil))
+	t.Cleanup(func() { _ = maker.Close() })
+	r := &replica{store: New(testClient(t, s), Options{Prefix: prefix, Replica: "replica-0"}), evs: &events{}}
+	t.Cleanup(func() { _ = r.store.Close() })
+	l := newClaimsLedger(r.store)
+	l.deaf.Store(true)
+	sup, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), l, crashloop.WithEventHandler(r.evs))
+	require.NoError(t, err)
+	r.sup = sup
+
+	pe := park(t, maker, "k", time.Now()).Park // the maker dies here
+	d := sup.Decide(context.Background(), "k", crashloop.RunResult{Err: errors.New("flaky")})
+	var got *crashloop.ParkedError
+	require.ErrorAs(t, d.Err, &got, "refused for the park")
+	require.Equal(t, pe.Version, got.Version)
+	announced(t, []*replica{r}, crashloop.EventStartupExhausted, r.store.keys.claim(pe.Version), s, []int{0})
+	require.Equal(t, []string{"won " + strconv.FormatInt(pe.Version, 10)}, l.told(), "claimed once")
+	ev := r.evs.of(crashloop.EventStartupExhausted)[0]
+	require.Equal(t, [3]any{"k", pe.Reason, pe.Since}, [3]any{ev.Key, ev.Reason, ev.Time})
+}
