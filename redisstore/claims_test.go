@@ -128,6 +128,20 @@ func TestWriteBackWithALostReplyIsAnnouncedOnce(t *testing.T) {
 	require.Len(t, evs0.of(crashloop.EventStartupExhausted), 1, "announced at once, decided alone")
 	w.cut.Store(false)
 
+	// The store's first check of the server's configuration has ended, so
+	// that the write-back is the first request the slowed proxy holds back
+	// (a write before it runs the check first, and under load the check
+	// took the whole deadline: the write-back was never sent).
+	require.Eventually(t, w.Store.checked.Load, watchdog, time.Millisecond)
+	// Three connections open and idle in the pool (three blocking calls at
+	// once): the write-back takes one, rather than dial a new one whose
+	// handshake the slowed proxy would hold back past the deadline (the
+	// write-back was then never sent: 1 run in about 50 under load).
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { _ = w.Store.rdb.Do(ctx, "BLPOP", "no-such-list", "0.1").Err() })
+	}
+	wg.Wait()
 	w.deaf.Store(true) // its notice of the write-back does not reach it
 	proxy.SetDelay(time.Second)
 	require.ErrorIs(t, sup0.Flush(ctx), crashloop.ErrStoreUnavailable, "the write-back's reply came too late")
