@@ -42,6 +42,10 @@ type shared struct {
 
 	running  int       // keys that a Run, Wrap or Process runs (rejoin.go)
 	rejoiner *rejoiner // asks the ledger again while it is down and a key runs; nil: none
+
+	// writing holds a token while a write-back runs (see writeBack); it is
+	// not guarded by the Supervisor's lock, and is taken before it.
+	writing chan struct{}
 }
 
 // NewSharedSupervisor returns a Supervisor whose guards keep their state in
@@ -84,7 +88,7 @@ func NewSharedSupervisor(cfg SupervisorConfig, l Ledger, opts ...Option) (*Super
 	if err != nil {
 		return nil, err
 	}
-	s.shared = &shared{l: l, alone: map[string]*ParkedError{}, won: map[int64]time.Time{}}
+	s.shared = &shared{l: l, alone: map[string]*ParkedError{}, won: map[int64]time.Time{}, writing: make(chan struct{}, 1)}
 	if err := l.Open(s.cfg.clone(), s.learn); err != nil {
 		return nil, err
 	}
@@ -166,7 +170,38 @@ func (s *Supervisor) Flush(ctx context.Context) error {
 // their own, before the ledger is marked in use: else they would wait,
 // with the ledger in use, for a Flush. When ctx ends first it returns
 // ctx's error and records no failure of the ledger.
+//
+// One write-back runs at a time: a second one (a Flush, the rejoiner, the
+// write-back of a loss of state found meanwhile) waits for the first,
+// then finds what is left. Side by side, the second found the parks the
+// first had just written standing, wrote nothing, and could announce
+// EventStoreRecovered with no park written before the first could tell of
+// them. A write-back whose ctx ends while it waits returns as above: the
+// caller's error, or ErrStoreUnavailable for the decision's deadline, the
+// ledger's slowness, which the write-back under way records if it fails.
 func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
+	sh := s.shared
+	select {
+	case sh.writing <- struct{}{}:
+	case <-ctx.Done():
+		if err := callerErr(ctx); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: waiting for the write-back under way: %v", ErrStoreUnavailable, ctx.Err())
+	}
+	var evs []Event
+	err := s.writeBackSteps(ctx, now, &evs)
+	<-sh.writing
+	for _, ev := range evs { // with no lock and no token held: a handler may call back
+		emit(s.o.handler, ev)
+	}
+	return err
+}
+
+// writeBackSteps is writeBack's steps, run with its token held; the events
+// they make are added to evs, for writeBack to emit once it gave the token
+// back.
+func (s *Supervisor) writeBackSteps(ctx context.Context, now time.Time, evs *[]Event) error {
 	sh := s.shared
 	again := true // one more try when the ledger reports a loss of its state
 	n := 0        // the parks written, in every step
@@ -184,7 +219,7 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 		stand, err := sh.l.Restore(ctx, parks)
 		var sl *StateLostError
 		if errors.As(err, &sl) && again {
-			s.stateLost(sl, now) // every park it knows, to write back now
+			*evs = s.takeLoss(sl, now, *evs) // every park it knows, to write back now
 			again = false
 			continue
 		}
@@ -195,7 +230,7 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 			if err := callerErr(ctx); err != nil {
 				return err // the caller's cancel, not an outage
 			}
-			s.lost(err, now)
+			*evs = s.failed(err, now, *evs)
 			s.mu.Lock()
 			err = sh.lastErr
 			s.mu.Unlock()
@@ -211,7 +246,7 @@ func (s *Supervisor) writeBack(ctx context.Context, now time.Time) error {
 		sh.down, sh.lastErr, sh.quiet, sh.cause = false, nil, false, ""
 		s.mu.Unlock()
 		if recovered {
-			emit(s.o.handler, Event{Kind: EventStoreRecovered, Key: "store", Time: now, Attempts: n})
+			*evs = append(*evs, Event{Kind: EventStoreRecovered, Key: "store", Time: now, Attempts: n})
 		}
 		return nil
 	}
@@ -309,13 +344,22 @@ func orBackground(ctx context.Context) context.Context {
 // and the versions it knows restart. It announces the loss if the ledger
 // says this replica is the one to.
 func (s *Supervisor) stateLost(sl *StateLostError, now time.Time) {
+	for _, ev := range s.takeLoss(sl, now, nil) {
+		emit(s.o.handler, ev)
+	}
+}
+
+// takeLoss is stateLost but for its announcement, which it appends to evs
+// for the caller to emit.
+func (s *Supervisor) takeLoss(sl *StateLostError, now time.Time, evs []Event) []Event {
+	if sl.Announce {
+		evs = append(evs, Event{Kind: EventStoreStateLost, Key: "store", Time: now, Reason: sl.Reason})
+	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	sh := s.shared
 	if sl.Epoch != "" && sl.Epoch == sh.epoch {
-		// told before (a late announcement of it): written back already
-		s.mu.Unlock()
-		s.announceLoss(sl, now)
-		return
+		return evs // told before (a late announcement of it): written back already
 	}
 	sh.epoch = sl.Epoch
 	sh.gen++ // the claims pending are of the state lost: dropped
@@ -335,16 +379,7 @@ func (s *Supervisor) stateLost(sl *StateLostError, now time.Time) {
 	}
 	sh.retryAt = now // the next call writes them back
 	s.rejoin()
-	s.mu.Unlock()
-	s.announceLoss(sl, now)
-}
-
-// announceLoss announces the loss sl if the ledger says this replica is
-// the one to.
-func (s *Supervisor) announceLoss(sl *StateLostError, now time.Time) {
-	if sl.Announce {
-		emit(s.o.handler, Event{Kind: EventStoreStateLost, Key: "store", Time: now, Reason: sl.Reason})
-	}
+	return evs
 }
 
 // stateLostNow takes a loss of state that the ledger found outside a call
@@ -383,10 +418,17 @@ func (s *Supervisor) reloaded(ctx context.Context, err error, now time.Time) boo
 // cause changes (an outage becomes a refused password) announces the new
 // cause; the same cause again announces nothing.
 func (s *Supervisor) lost(err error, now time.Time) {
+	for _, ev := range s.failed(err, now, nil) {
+		emit(s.o.handler, ev)
+	}
+}
+
+// failed is lost but for its announcement, which it appends to evs for the
+// caller to emit.
+func (s *Supervisor) failed(err error, now time.Time, evs []Event) []Event {
 	var sl *StateLostError
 	if errors.As(err, &sl) {
-		s.stateLost(sl, now)
-		return
+		return s.takeLoss(sl, now, evs)
 	}
 	kind, cause := EventStoreUnavailable, "unavailable"
 	if errors.Is(err, ErrStoreMisconfigured) {
@@ -399,13 +441,13 @@ func (s *Supervisor) lost(err error, now time.Time) {
 	s.rejoin()
 	s.mu.Unlock()
 	if !announce {
-		return
+		return evs
 	}
 	ev := Event{Kind: kind, Key: "store", Time: now, LastError: err}
 	if kind == EventStoreMisconfigured {
 		ev.Reason = cause
 	}
-	emit(s.o.handler, ev)
+	return append(evs, ev)
 }
 
 // misconfiguredCause names the cause of a misconfigured ledger's error: its

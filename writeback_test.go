@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/crashloopguard/crashloop"
@@ -79,4 +80,111 @@ func recovered(r *recorder) []crashloop.Event {
 		}
 	}
 	return out
+}
+
+// lateLedger is a flakyLedger that tells the Supervisor of a loss of its
+// state outside any call (lose), and whose next Restore, once held, writes
+// and then waits for release before it replies: a reply still on its way.
+type lateLedger struct {
+	*flakyLedger
+	notify           func(crashloop.LedgerChange)
+	hold             atomic.Bool
+	entered, release chan struct{}
+}
+
+func (l *lateLedger) Open(cfg crashloop.SupervisorConfig, notify func(crashloop.LedgerChange)) error {
+	l.notify = notify
+	return l.flakyLedger.Open(cfg, notify)
+}
+
+func (l *lateLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
+	if err := l.fail(); err != nil {
+		return nil, err
+	}
+	stand, err := l.flakyLedger.Restore(ctx, parks)
+	if l.hold.CompareAndSwap(true, false) {
+		l.entered <- struct{}{}
+		<-l.release
+	}
+	return stand, err
+}
+
+// A loss of the ledger's state found while the write-back that ends an
+// outage is under way (its epoch check can find it first, as Redis's does
+// after a restart without persistence) is written back after that
+// write-back, not beside it: a second write-back beside it found the park
+// standing, wrote nothing, and announced store.recovered with Attempts 0
+// before the first could say it wrote the park. One write-back runs at a
+// time; store.recovered tells of the park written, once, after the loss.
+func TestLossFoundDuringTheWriteBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &lateLedger{flakyLedger: &flakyLedger{Ledger: crashloop.NewMemoryLedger()},
+			entered: make(chan struct{}), release: make(chan struct{})}
+		rec := newRecorder()
+		s, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), l,
+			crashloop.WithClock(mockAt(testT0)), crashloop.WithEventHandler(rec))
+		require.NoError(t, err)
+
+		l.down.Store(true)
+		d := s.DecideAt(context.Background(), "solo", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))}, testT0)
+		require.ErrorIs(t, d.Err, crashloop.ErrParked, "decided alone")
+
+		l.down.Store(false)
+		l.hold.Store(true)
+		flushed := make(chan error)
+		go func() { flushed <- s.Flush(context.Background()) }()
+		<-l.entered // the park is written; the reply is on its way
+		l.notify(crashloop.LedgerChange{StateLost: &crashloop.StateLostError{Announce: true, Epoch: "e2"}})
+		synctest.Wait() // the loss's write-back ran, or waits for this one
+		close(l.release)
+		require.NoError(t, <-flushed)
+		synctest.Wait()
+
+		var got []crashloop.Event
+		for _, ev := range rec.All() {
+			if ev.Kind != crashloop.EventStartupExhausted {
+				got = append(got, ev)
+			}
+		}
+		assert.Equal(t, []crashloop.Event{
+			{Kind: crashloop.EventStoreUnavailable, Key: "store", Time: testT0, LastError: errRefused},
+			{Kind: crashloop.EventStoreStateLost, Key: "store", Time: testT0},
+			{Kind: crashloop.EventStoreRecovered, Key: "store", Time: testT0, Attempts: 1},
+		}, got)
+		assert.Equal(t, []string{"solo"}, s.Parked())
+	})
+}
+
+// A write-back announces with no lock and no token held: an EventHandler
+// that flushes on store.unavailable (from a failed write-back) and on
+// store.recovered (from one that wrote) runs its Flush, which finds the
+// ledger failing and then nothing left to write, rather than deadlocking
+// on the write-back that called it.
+func TestWriteBackAnnouncesWithNothingHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &flakyLedger{Ledger: crashloop.NewMemoryLedger()}
+		rec := newRecorder()
+		var s *crashloop.Supervisor
+		var flushes []error
+		h := crashloop.EventHandlerFunc(func(ev crashloop.Event) {
+			rec.HandleEvent(ev)
+			if ev.Kind == crashloop.EventStoreUnavailable || ev.Kind == crashloop.EventStoreRecovered {
+				flushes = append(flushes, s.Flush(context.Background()))
+			}
+		})
+		var err error
+		s, err = crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), l,
+			crashloop.WithClock(mockAt(testT0)), crashloop.WithEventHandler(h))
+		require.NoError(t, err)
+
+		l.down.Store(true)
+		d := s.DecideAt(context.Background(), "solo", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))}, testT0)
+		require.ErrorIs(t, d.Err, crashloop.ErrParked, "decided alone")
+		require.Len(t, flushes, 1)
+		require.ErrorIs(t, flushes[0], crashloop.ErrStoreUnavailable, "the Flush inside the announcement finds the ledger failing")
+		l.down.Store(false)
+		require.NoError(t, s.Flush(context.Background()))
+		require.Equal(t, []error{flushes[0], nil}, flushes, "the Flush inside store.recovered finds nothing left")
+		assert.Equal(t, []crashloop.Event{{Kind: crashloop.EventStoreRecovered, Key: "store", Time: testT0, Attempts: 1}}, recovered(rec))
+	})
 }
