@@ -564,7 +564,7 @@ const wonFor = claimGrace + claimTries*sharedRetry + time.Minute
 // a Supervisor may claim one version twice: at its step's reply, and from
 // the step's notice when that came first. It announces the first win only.
 func (s *Supervisor) firstWin(v int64, gen uint64) bool {
-	now := time.Now()
+	now := s.o.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sh := s.shared
@@ -593,7 +593,9 @@ func (s *Supervisor) claimLater(v int64, evs []Event, after time.Duration, try i
 // ledger's state: once the ledger lost that state (a later generation),
 // the claim is dropped, as its version may name another transition now.
 func (s *Supervisor) claimAfter(v int64, evs []Event, after time.Duration, try int, gen uint64) {
-	time.AfterFunc(after, func() {
+	wake := s.o.clock.After(after)
+	go func() {
+		<-wake
 		s.mu.Lock()
 		current := s.shared.gen == gen
 		s.mu.Unlock()
@@ -608,7 +610,7 @@ func (s *Supervisor) claimAfter(v int64, evs []Event, after time.Duration, try i
 		case err == nil && won && s.firstWin(v, gen):
 			emitAll(s.o.handler, evs)
 		}
-	})
+	}()
 }
 
 // claimLost reports whether err, from a claim, tells that the ledger lost

@@ -82,6 +82,10 @@ func recovered(r *recorder) []crashloop.Event {
 	return out
 }
 
+// claimSettled is how far a test moves a Supervisor's clock for the claims
+// it makes of what its ledger told it (after a grace of a second) to run.
+const claimSettled = 2 * time.Second
+
 // lateLedger is a flakyLedger that tells the Supervisor of a loss of its
 // state outside any call (lose), and whose next Restore, once held, writes
 // and then waits for release before it replies: a reply still on its way.
@@ -120,9 +124,9 @@ func TestLossFoundDuringTheWriteBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := &lateLedger{flakyLedger: &flakyLedger{Ledger: crashloop.NewMemoryLedger()},
 			entered: make(chan struct{}), release: make(chan struct{})}
-		rec := newRecorder()
+		rec, c := newRecorder(), mockAt(testT0)
 		s, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), l,
-			crashloop.WithClock(mockAt(testT0)), crashloop.WithEventHandler(rec))
+			crashloop.WithClock(c), crashloop.WithEventHandler(rec))
 		require.NoError(t, err)
 
 		l.down.Store(true)
@@ -138,6 +142,7 @@ func TestLossFoundDuringTheWriteBack(t *testing.T) {
 		synctest.Wait() // the loss's write-back ran, or waits for this one
 		close(l.release)
 		require.NoError(t, <-flushed)
+		c.Add(claimSettled) // the claims of what the ledger told, on its clock
 		synctest.Wait()
 
 		var got []crashloop.Event
@@ -173,8 +178,9 @@ func TestWriteBackAnnouncesWithNothingHeld(t *testing.T) {
 			}
 		})
 		var err error
+		c := mockAt(testT0)
 		s, err = crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), l,
-			crashloop.WithClock(mockAt(testT0)), crashloop.WithEventHandler(h))
+			crashloop.WithClock(c), crashloop.WithEventHandler(h))
 		require.NoError(t, err)
 
 		l.down.Store(true)
@@ -185,6 +191,8 @@ func TestWriteBackAnnouncesWithNothingHeld(t *testing.T) {
 		l.down.Store(false)
 		require.NoError(t, s.Flush(context.Background()))
 		require.Equal(t, []error{flushes[0], nil}, flushes, "the Flush inside store.recovered finds nothing left")
+		c.Add(claimSettled)
+		synctest.Wait()
 		assert.Equal(t, []crashloop.Event{{Kind: crashloop.EventStoreRecovered, Key: "store", Time: testT0, Attempts: 1}}, recovered(rec))
 	})
 }

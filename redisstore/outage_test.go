@@ -125,6 +125,29 @@ func TestOutageServerKilledMidRun(t *testing.T) {
 		require.Len(t, r.evs.of(crashloop.EventStoreUnavailable), 1, "still once")
 	}
 	require.NoError(t, rs[2].sup.Resume(context.Background(), "solo"), "a Resume goes through again")
+	requireOneLoss(t, rs)
+}
+
+// requireOneLoss asserts what the replicas rs announced of an outage that
+// ended with the server's state lost (docs/redis.md): the loss once in the
+// deployment, by whichever replica claimed it, and one store.recovered by
+// each replica that announced the outage, before or after the loss (the
+// store may adopt the new epoch, and a write-back use it, before it tells
+// its Supervisor of the loss).
+func requireOneLoss(t *testing.T, rs []*replica) {
+	t.Helper()
+	lost := func() int {
+		n := 0
+		for _, r := range rs {
+			n += len(r.evs.of(crashloop.EventStoreStateLost))
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return lost() > 0 }, watchdog, time.Millisecond, "store.state_lost")
+	require.Equal(t, 1, lost(), "store.state_lost once in the deployment")
+	for i, r := range rs {
+		require.Len(t, r.evs.of(crashloop.EventStoreRecovered), len(r.evs.of(crashloop.EventStoreUnavailable)), "replica %d", i)
+	}
 }
 
 // A Run whose program keeps running after a decision that found the server
@@ -173,6 +196,7 @@ func TestOutageRejoinWhileRunRuns(t *testing.T) {
 	require.ErrorIs(t, <-done, context.Canceled)
 	require.Len(t, rs[0].evs.of(crashloop.EventStoreRecovered), 1, "still once")
 	require.Len(t, rs[0].evs.of(crashloop.EventStoreUnavailable), 1, "still once")
+	requireOneLoss(t, rs)
 }
 
 // A refused connection and a black hole are different failures: a refusal
