@@ -70,40 +70,19 @@ func (s *Supervisor) Decide(ctx context.Context, key string, r RunResult) Decisi
 	return s.DecideAt(ctx, key, r, s.o.clock.Now())
 }
 
-// DecideAt judges the end, at now, of one run of key, and returns what to
-// do next. It is the whole judgment Run makes after each run, for the
-// restart loops of other tools; it commits the decision and announces it
-// before it returns.
+// DecideAt judges the end, at now, of one run of key, commits the decision,
+// announces it, and returns what to do next. It is the judgment Run makes
+// after each run, for the restart loops of other tools.
 //
-// A run that returned nil ends supervision (ActionStop, nil Err), unless
-// RestartOnCleanExit: then it is a planned restart ("clean_exit") after a
-// healthy run and a failed start before one. A failure before the run was
-// healthy is a failed start: the budget grants a respawn with its backoff
-// (EventRespawnScheduled) or parks the key ("respawn_budget_exhausted",
-// EventStartupExhausted). A failure after a healthy run is a reactive
-// rescue: the chain lets it restart after the curve's first step ("crashed",
-// EventRestartScheduled) or escalates ("needs_human", EventChainEscalated;
-// the *ParkedError's LastError matches ErrNeedsHuman). Restart(err) is a
-// planned restart ("planned"): at once, no budget spent, and the chain ends.
-// Permanent(err) parks at once ("permanent_error", EventStartupExhausted).
-// Every restart, whatever judged it, also passes the per-key guard and the
-// hourly cap when they are on (each parks on the restart after its limit,
-// EventGuardTripped), and counts towards the key's total restarts. A park
-// tells the fleet breaker the failing fraction; a restart counts towards its
-// hourly rate, and while it is tripped the restart is held (ActionHold,
-// announced with Held set) without being counted, until the breaker re-arms
-// and releases it (see Proceed). A parked key stops at once with its
-// *ParkedError, and an empty key with an error matching ErrInvalidKey.
+// A nil error ends supervision. An error before the run was healthy is a
+// failed start, judged by the respawn budget; one after is a rescue, judged
+// by the chain. Permanent(err) parks at once; Restart(err) restarts at once
+// and spends no budget. Every restart also passes the per-key guard, the
+// hourly cap and the fleet breaker. docs/supervisor.md has the whole table.
 //
-// ctx bounds the wait on a shared Ledger (NewSharedSupervisor) together with
-// the ledger's own timeout. If ctx is already done, or ends while DecideAt
-// waits on the ledger, DecideAt returns at once ActionStop with ctx's error
-// (context.Canceled or context.DeadlineExceeded), and commits and announces
-// nothing: the run was not judged. A caller's cancel is not a failure of the
-// ledger: the Supervisor goes on using it, and does not decide alone. A
-// ledger that fails or times out by itself is one, as NewSharedSupervisor
-// describes. Without a shared ledger nothing waits, and only a ctx done
-// before the call stops it. DecideAt is safe for concurrent use.
+// A parked key stops with its *ParkedError. If ctx ends first (it bounds the
+// wait on a shared Ledger), DecideAt returns ActionStop with ctx's error and
+// commits nothing. DecideAt is safe for concurrent use.
 func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now time.Time) Decision {
 	ctx = orBackground(ctx)
 	if err := ctx.Err(); err != nil {

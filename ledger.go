@@ -27,32 +27,14 @@ var ErrStoreUnavailable = errors.New("crashloop: shared store unavailable")
 // cause once, in Event.Reason, and otherwise uses the error's text.
 var ErrStoreMisconfigured = errors.New("crashloop: shared store misconfigured")
 
-// Ledger keeps the guard state of a Supervisor's keys (the respawn, chain,
-// guard and hourly windows, the restart counts, the parks) and its fleet
-// breaker where several Supervisors can share it: the replicas of one
-// service, on one host or many. Each method is one atomic step; a decision
-// of one Supervisor is seen by every other at its next step. See
-// NewSharedSupervisor for how a Supervisor uses one, and package redisstore
-// of this module for one on Redis.
-//
-// Every method must return within a bounded time (a ledger on a network
-// sets its own timeouts): a Supervisor that gets an error from a ledger
-// decides alone until the ledger answers again. Every method that takes a
-// ctx must also return as soon as ctx ends, with an error: the Supervisor
-// passes its caller's ctx, and tells a caller's cancel (ctx ended: the call
-// ends with ctx's error, and the ledger is not held to have failed) from a
-// failure of the ledger by ctx, whatever the error. A ledger that finds its
-// server lost its state returns a *StateLostError from the call that found
-// it, having changed nothing: the Supervisor then writes back the parks it
-// knows (Restore, naming version 0) and makes the call again. A Ledger is
-// used by one Supervisor and must be safe for concurrent use.
-//
-// A Ledger that bounds each call by a timeout of its own may also have a
-// method CallTimeout() time.Duration returning it (redisstore's Store
-// does): a Supervisor then bounds each whole decision (a write-back of the
-// parks decided alone followed by the judge or proceed step) by that one
-// timeout, passing a context with that deadline, and reads the deadline's
-// end as the ledger's failure, not as its caller's cancel.
+// Ledger keeps the guard state of a Supervisor's keys and its fleet breaker
+// where several Supervisors can share it: the replicas of one service. Each
+// method is one atomic step, bounded in time, that returns as soon as its ctx
+// ends; a Supervisor decides alone while its ledger fails. A ledger that
+// finds its server lost its state returns a *StateLostError, having changed
+// nothing. A Ledger is used by one Supervisor and must be safe for concurrent
+// use. docs/ledger.md has the whole contract; package redisstore of this
+// module has one on Redis.
 type Ledger interface {
 	// Open binds the ledger to the configuration of the Supervisor that
 	// uses it, before any other call. notify, when the ledger can learn of
@@ -102,24 +84,12 @@ type Ledger interface {
 	// Restore that wrote it). The winner announces the transition, so each
 	// is announced once, by whichever replica learns it first and claims.
 	Claim(ctx context.Context, version int64) (bool, error)
-	// Member tells the ledger that this Supervisor now counts key as a
-	// fleet member (member true: it runs the key, waits to restart it, holds
-	// it or holds it parked) or no longer does (it exited, was resumed
-	// elsewhere, was forgotten). The Supervisor calls it at each such change
-	// of a key, with its own lock held: it must return at once, doing no
-	// I/O and never failing. A ledger on a server records it and writes it
-	// later, before its next Judge or Fleet and within a round trip of the
-	// change; its members count only while the replica lives, and are
-	// withdrawn when it closes.
-	//
-	// The fleet breaker's failing fraction is counted over the keys of the
-	// deployment, each once whatever the number of replicas that count it
-	// as a member: the live keys are the keys some live replica counts as
-	// members, and the failing ones are the live keys that stand parked
-	// (for any reason, needs_human included). A Judge that parks a key
-	// judges the fraction of those, the parked key counted as a live,
-	// failing one; the Judgment's Members and Failing, this Supervisor's
-	// own counts, are not used.
+	// Member tells the ledger that this Supervisor now counts key as a fleet
+	// member (member true: it runs, waits for, holds or parks the key) or no
+	// longer does. The Supervisor calls it with its own lock held: it returns at
+	// once, doing no I/O and never failing. The fleet breaker's failing fraction
+	// counts each key of the deployment once, whatever the number of replicas
+	// that count it (docs/ledger.md).
 	Member(key string, member bool)
 	// Fleet returns the status of the fleet breaker at now. Its
 	// FailingChannels and TotalChannels are the failing keys and the live

@@ -149,22 +149,14 @@ type Store interface {
 	Load() ([]byte, error)
 }
 
-// WithStore makes a Supervisor durable: NewSupervisor loads the snapshot in
-// st (a missing document, fs.ErrNotExist, is a fresh start; any other load
-// error, or a document Restore rejects, makes NewSupervisor fail, so that a
-// damaged file never silently resets the guards: fix or delete it), and the
-// Supervisor saves its snapshot to st on every park, escalation
-// (needs_human), Resume and Forget, plus at most once per WithSaveInterval
-// on other state changes. Saves run on the goroutine that made the change,
-// after the change, with no lock of the Supervisor held; they are
-// serialized, so the last one saved is the newest. A failed save never stops
-// supervision and is not returned by Run or Resume: it is passed to the
-// WithSaveErrorHandler callback (by default it is dropped), and
-// Supervisor.Save returns it. The default, also used when st is nil, is no
-// store. NewSupervisor takes it, and NewSharedSupervisor with a nil ledger
-// (which is NewSupervisor); NewSharedSupervisor with a ledger, which keeps
-// the state of every replica, and every other constructor return a
-// *ConfigError, even when st is nil.
+// WithStore makes a Supervisor durable. NewSupervisor loads the snapshot in
+// st, and fails on any error but a missing document (fs.ErrNotExist), so a
+// damaged file never silently resets the guards. The Supervisor saves to st
+// on every park, escalation, Resume and Forget, and at most once per
+// WithSaveInterval on other changes, after the change and with no lock held.
+// A failed save never stops supervision: it goes to WithSaveErrorHandler.
+// The default, also for a nil st, is no store. Only NewSupervisor takes it:
+// every other constructor returns a *ConfigError, even for a nil st.
 func WithStore(st Store) Option {
 	return func(o *options) { o.given |= optStore; o.store = st }
 }

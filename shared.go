@@ -49,37 +49,16 @@ type shared struct {
 }
 
 // NewSharedSupervisor returns a Supervisor whose guards keep their state in
-// the ledger l: the respawn windows, chains, per-key guards, restart counts
-// and parks of its keys, and its fleet breaker. Supervisors sharing one
-// ledger (the replicas of a service) then share one budget, one chain and
-// one fleet breaker per key: a key parked by one is refused by every other,
-// a trip holds the restarts of all, and Resume on any of them applies to
-// all. Each decision is one step of the ledger; this Supervisor keeps its
-// own record of each key (state, incarnation, last error) and a mirror of
-// what the ledger decided, so Status, Parked and Snapshot answer without
-// asking it (Status asks it for the fleet breaker only).
-//
-// When the ledger fails (it cannot be reached, or it is slow: a ledger
-// bounds each call), the Supervisor announces EventStoreUnavailable once
-// and decides alone with its own guards, as NewSupervisor's would, so it
-// keeps guarding and restarting within its own limits; it asks the ledger
-// again at most once a second: at its next call, and, while a Run, Wrap or
-// Process runs a key, by itself every second (one ask for all of them,
-// each bounded by the ledger's CallTimeout as a decision is), so that it
-// comes back even when the work it restarted keeps running and no call
-// comes. When the ledger answers again, it writes back the parks it decided
-// alone (those decided while it writes back too, before it uses the ledger
-// again) and announces EventStoreRecovered, once. While the ledger is in
-// use nothing asks it but the Supervisor's own calls. A Resume or Forget
-// while the ledger fails returns an error matching ErrStoreUnavailable and
-// changes nothing. The context of each call bounds
-// its wait on the ledger too: a caller's cancel or deadline ends the call
-// with the context's error, and is no failure of the ledger (nothing is
-// announced, and nothing is decided alone). A nil l is NewSupervisor. A
-// shared Supervisor takes WithClock, WithEventHandler and WithName; it
-// takes no WithStore, WithSaveInterval or WithSaveErrorHandler, as the
-// ledger keeps its state: given one of those with a non-nil l, it returns
-// a *ConfigError naming the option.
+// the ledger l, so that the Supervisors sharing it (the replicas of a
+// service) share one budget, one chain and one fleet breaker per key: a key
+// parked by one is refused by every other, and a Resume on any applies to
+// all. When the ledger fails, it announces EventStoreUnavailable once,
+// decides alone with its own guards, asks the ledger again every second, and
+// writes back the parks it decided alone when the ledger answers
+// (EventStoreRecovered). A Resume or Forget while the ledger fails returns an
+// error matching ErrStoreUnavailable. A nil l is NewSupervisor. It returns a
+// *ConfigError for WithStore, WithSaveInterval or WithSaveErrorHandler, as
+// the ledger keeps the state. docs/supervisor.md and docs/redis.md tell more.
 func NewSharedSupervisor(cfg SupervisorConfig, l Ledger, opts ...Option) (*Supervisor, error) {
 	if l == nil {
 		return NewSupervisor(cfg, opts...)
@@ -130,24 +109,13 @@ func (s *Supervisor) useShared(ctx context.Context, now time.Time) (bool, error)
 	return err == nil, nil
 }
 
-// Flush writes back to the shared ledger the parks this Supervisor decided
-// alone while the ledger failed, now, rather than at its next decision:
-// for a program about to exit, so that the other replicas refuse the keys
-// it parked. (While a Run, Wrap or Process runs a key, the Supervisor does
-// this itself every second: see NewSharedSupervisor. Flush is for a
-// program that runs none, or that cannot wait that second.) It returns nil
-// when there is nothing to write back, or when the ledger took it
-// (announcing EventStoreRecovered if the ledger had failed); an error
-// matching ErrStoreUnavailable when the ledger still fails (call it again,
-// within the time the program allows). Without a shared ledger it does
-// nothing.
-//
-// ctx bounds the call together with the ledger's own timeout. If ctx is
-// already done, or ends while Flush waits on the ledger, Flush returns at
-// once with ctx's error (errors.Is(err, context.Canceled) or
-// context.DeadlineExceeded): the parks stay to be written back, and a
-// caller's cancel is not a failure of the ledger (nothing is announced, and
-// the Supervisor goes on using it). Flush is safe for concurrent use.
+// Flush writes back now the parks this Supervisor decided alone while its
+// shared ledger failed, rather than at its next call: for a program about to
+// exit, so that the other replicas refuse the keys it parked. It returns nil
+// when nothing is left to write back, and an error matching
+// ErrStoreUnavailable while the ledger still fails. If ctx ends first, Flush
+// returns ctx's error and the parks stay to be written back. Without a shared
+// ledger it does nothing. Flush is safe for concurrent use.
 func (s *Supervisor) Flush(ctx context.Context) error {
 	ctx = orBackground(ctx)
 	if err := ctx.Err(); err != nil {

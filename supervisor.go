@@ -202,25 +202,16 @@ func clonePtr[T any](p *T) *T {
 }
 
 // Supervisor runs functions under all four guards and restarts them when
-// they fail, until they succeed, the context ends, or a guard gives up.
+// they fail, until they succeed, the context ends, or a guard gives up. Run
+// supervises a function in a loop of its own; Decide is the same judgment
+// for the restart loops of other tools; Wrap and Process adapt it to a
+// func(ctx) error service and to a work queue.
 //
-// Per key it keeps one record: the key's state, incarnation, restart
-// counts, the windows of its respawn budget, chain, optional per-key guard
-// and hourly cap, and its park, all changed under one lock together with
-// the fleet breaker over all keys; so Status and Snapshot are consistent by
-// construction. Each decision is taken whole under that lock, committed,
-// and then announced once through the EventHandler of WithEventHandler,
-// with no lock held. Every wait reads the injected clock, and no goroutine
-// outlives Run (the one that asks a failed shared ledger again while keys
-// run ends with the last of them, as soon as its ask, cancelled, returns),
-// so code using a Supervisor can be tested with a *clock.Mock or inside a
-// testing/synctest bubble. Time never runs backwards for a
-// Supervisor: a reading earlier than one it already used is read as that
-// later one.
-//
-// Run supervises a function in a loop of its own. Decide is the same
-// judgment as one call for the restart loops of other tools, and Wrap and
-// Process adapt it to a func(ctx) error service and to a work queue.
+// Per key it keeps one record (state, incarnation, restart counts, the
+// guards' windows, the park), changed under one lock with the fleet breaker,
+// so Status and Snapshot are consistent. Each decision is committed, then
+// announced once, with no lock held. Every wait reads the injected Clock, and
+// time never runs backwards for a Supervisor.
 //
 // A Supervisor is safe for concurrent use. The zero value is not usable:
 // create one with NewSupervisor.
@@ -330,26 +321,15 @@ func (ro runOptions) refuse(err error) error {
 }
 
 // Run runs fn under key and restarts it when it fails, until it returns nil
-// (unless RestartOnCleanExit), the context ends, or a guard gives up. Each
-// end of a run is judged as Decide judges it: see Decide for what each way
-// of ending means.
+// (unless RestartOnCleanExit), ctx ends, or a guard gives up. Each end of a
+// run is judged as Decide judges it.
 //
-// Run returns nil after a clean exit; ctx.Err() once ctx ends (at once in a
-// backoff, a hold or a wait on a shared ledger, which gets ctx too, as soon
-// as fn returns in a run, so fn should honour its context); a *ParkedError (errors.Is ErrParked, carrying the reason and the
-// last error; see WithRefusal) when a guard gave up, and the same error at
-// once for a key that is parked; an error matching ErrAlreadyRunning for a
-// key that another Run supervises; an error matching ErrInvalidKey for the
-// empty key; and an error for a nil fn. When an EventHandler resumes the
-// key from the event that parked it, the Resume wins: Run goes on with a
-// full budget instead of returning.
-//
-// With a shared Ledger (NewSharedSupervisor) that a decision found failing,
-// the Supervisor asks it again every second while Run runs (fn, a backoff
-// or a hold), with Wrap's and Process's runs, one ask at a time for all of
-// them, until it answers: it is back on the shared state, its parks decided
-// alone written back, with no decision needed to bring it. It stops asking
-// once the last of them returns.
+// Run returns nil after a clean exit and ctx.Err() once ctx ends. When a
+// guard gives up it returns the *ParkedError (see WithRefusal), and it
+// returns the same error at once for a parked key. A key that another Run
+// supervises gets an error matching ErrAlreadyRunning. The exception: when an
+// EventHandler resumes the key from the event that parked it, Run goes on
+// with a full budget. docs/supervisor.md lists every return.
 func (s *Supervisor) Run(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...RunOption) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -486,26 +466,16 @@ func (s *Supervisor) Resume(ctx context.Context, key string) error {
 	return s.ResumeAt(ctx, key, s.o.clock.Now())
 }
 
-// ResumeAt is the operator's recovery path for a parked or needs_human key:
-// it clears the park, the respawn window, the chain, the per-key guard and
-// hourly windows and the total restart count, so the next run starts with
-// a full budget and a fresh chain, and publishes EventResumed. It returns
-// an error matching ErrNotParked if key is neither.
+// ResumeAt is the operator's recovery path for a parked or needs_human key.
+// It clears the park and everything the key's guards counted, so the next
+// run starts with a full budget and a fresh chain, and announces
+// EventResumed. It returns an error matching ErrNotParked for a key that is
+// not parked.
 //
-// With a shared Ledger it resumes the park this Supervisor mirrors (or, if
-// it mirrors none, the one the ledger reports): if the key was parked
-// again or resumed since, it changes nothing and returns the ledger's
-// *ChangedError (matching ErrChanged, or ErrNotParked). EventResumed is
-// then published by the replica that claims the resume first (this one,
-// unless its claim cannot reach the ledger).
-//
-// ctx bounds the wait on a shared Ledger together with the ledger's own
-// timeout. If ctx is already done, or ends while ResumeAt waits on the
-// ledger, ResumeAt returns at once with ctx's error (errors.Is(err,
-// context.Canceled) or context.DeadlineExceeded), and changes and announces
-// nothing here; the key stays parked (a ledger on a server may still apply
-// a resume it was sent: see its documentation). A caller's cancel is not a
-// failure of the ledger. ResumeAt is safe for concurrent use.
+// With a shared Ledger it resumes the park this Supervisor knows. If the key
+// was parked again or resumed since, it changes nothing and returns the
+// ledger's *ChangedError. If ctx ends first, it returns ctx's error and the
+// key stays parked here. ResumeAt is safe for concurrent use.
 func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) error {
 	ctx = orBackground(ctx)
 	if err := ctx.Err(); err != nil {

@@ -6,31 +6,19 @@ import (
 	"fmt"
 )
 
-// Wrap returns fn as a function that other tools' restart loops call, each
+// Wrap returns fn as a function that another tool's restart loop calls, each
 // call one supervised run of key: a suture service's Serve, an errgroup
-// worker that a loop restarts, a goroutine a framework relaunches. A call
-// of the returned function
+// worker, a goroutine a framework relaunches. A call returns at once while
+// key is parked; else it runs fn, judges the run as Decide does, and sleeps
+// the backoff it decided before it returns fn's error, so that the caller's
+// loop restarts fn when it should.
 //
-//   - returns at once, without running fn, while key is parked (its
-//     *ParkedError, or errors.Join(refusal, it) with WithRefusal) or while
-//     the fleet breaker holds it (after waiting out the hold);
-//   - runs fn once (a panic becomes a *PanicError), and returns ctx.Err()
-//     if ctx ended;
-//   - judges the run as Decide does, and before returning sleeps the
-//     backoff it decided, or waits out a hold, so that the caller's loop
-//     restarts it when it should; it then returns fn's error (nil for a
-//     planned restart of a clean exit);
-//   - after a clean exit (supervision of key ends) returns the refusal
-//     of WithRefusal itself, so that a peer which restarts a function
-//     that returned nil (as suture does) stops, or nil without one; and
-//     the refusal joined with the *ParkedError when a guard gave up.
-//
-// With suture, pass WithRefusal(suture.ErrDoNotRestart): a crash-looping
-// service then stops after its budget, where suture alone restarts it
-// forever. The calls of one wrapped function share the key's incarnation
-// (WithIncarnation sets another). Calls for one key must not overlap: an
-// overlapping call returns an error matching ErrAlreadyRunning. The
-// returned function is safe for concurrent use with other keys.
+// After a clean exit, or when a guard gives up, a call returns the refusal of
+// WithRefusal (with the *ParkedError when parked), so that a loop which
+// restarts a function that returned nil stops. docs/supervisor.md tells each
+// case. Calls for one key must not overlap: an overlapping call returns an
+// error matching ErrAlreadyRunning. The returned function is safe for
+// concurrent use with other keys.
 func (s *Supervisor) Wrap(key string, fn func(ctx context.Context) error, opts ...RunOption) func(ctx context.Context) error {
 	ro := buildRunOptions(opts)
 	return func(ctx context.Context) error {
@@ -59,18 +47,14 @@ func (s *Supervisor) Wrap(key string, fn func(ctx context.Context) error, opts .
 }
 
 // Process runs fn once as one supervised run of key and returns the
-// Decision, for work queues that retry an item by putting it back (a
-// client-go workqueue, a job table): requeue the item after d.Wait unless
-// d.Action is ActionStop; on ActionStop the item is done (d.Err nil) or its
-// key is parked (d.Err the *ParkedError, or errors.Join(refusal, it) with
-// WithRefusal) and the item should be dropped until an operator resumes the
-// key. While the key is parked or held, Process does not run fn: it returns
-// the park, or the hold with the wait until the release. If ctx ends, it
-// returns ActionStop with ctx.Err(). A key that names one work item should
-// be forgotten (Forget) once the item is done for good, so that it leaves
-// Status and the fleet's count. Calls for one key must not overlap: an
-// overlapping call returns ActionStop with an error matching
-// ErrAlreadyRunning. It is safe for concurrent use with other keys.
+// Decision, for work queues that retry an item by putting it back. Requeue
+// the item after d.Wait unless d.Action is ActionStop. On ActionStop the item
+// is done (d.Err nil) or its key is parked (d.Err the *ParkedError). While
+// the key is parked or held, Process does not run fn: it returns the park, or
+// the hold and its wait. Forget a key that names one item once the item is
+// done for good. Calls for one key must not overlap: an overlapping call
+// returns ActionStop with an error matching ErrAlreadyRunning. It is safe for
+// concurrent use with other keys.
 func (s *Supervisor) Process(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...RunOption) Decision {
 	ro := buildRunOptions(opts)
 	d, err := s.attempt(ctx, key, ro, fn)

@@ -1,0 +1,97 @@
+package crashloop_test
+
+import (
+	"go/ast"
+	"go/doc"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The doc comments of the package read as x/time/rate's do: the type
+// carries the model, a method says what it does and its one exception, and
+// what needs more goes to docs/. Every exported declaration's comment
+// (types, functions, methods, interface methods, constants and variables)
+// is at most maxDocLines lines, and no sentence of it is longer than
+// maxSentenceWords words.
+const (
+	maxDocLines      = 14
+	maxSentenceWords = 60
+)
+
+// sentenceEnd ends a sentence: a full stop, question or exclamation mark
+// before white space or the end, or a colon or semicolon before a line
+// that starts a list item.
+var sentenceEnd = regexp.MustCompile(`[.!?]\s|[.!?]$|[:;]\n\s*(-|\d+\.)\s`)
+
+func TestDocCommentsAreShort(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(name, text string) {
+		text = strings.TrimSpace(text)
+		if text == "" {
+			return
+		}
+		if n := strings.Count(text, "\n") + 1; n > maxDocLines {
+			t.Errorf("%s: its doc comment has %d lines (at most %d)", name, n, maxDocLines)
+		}
+		for _, s := range sentenceEnd.Split(text, -1) {
+			if n := len(strings.Fields(s)); n > maxSentenceWords {
+				t.Errorf("%s: a sentence of %d words (at most %d): %.80q…", name, n, maxSentenceWords, strings.Join(strings.Fields(s), " "))
+			}
+		}
+	}
+	pkg := doc.New(pkgs["crashloop"], "github.com/crashloopguard/crashloop", 0)
+	values := func(vs []*doc.Value) {
+		for _, v := range vs {
+			check(strings.Join(v.Names, ", "), v.Doc)
+		}
+	}
+	values(pkg.Consts)
+	values(pkg.Vars)
+	for _, f := range pkg.Funcs {
+		check(f.Name, f.Doc)
+	}
+	for _, typ := range pkg.Types {
+		check(typ.Name, typ.Doc)
+		values(typ.Consts)
+		values(typ.Vars)
+		for _, f := range typ.Funcs {
+			check(f.Name, f.Doc)
+		}
+		for _, m := range typ.Methods {
+			check(typ.Name+"."+m.Name, m.Doc)
+		}
+		for _, spec := range typ.Decl.Specs {
+			ts, ok := spec.(*ast.TypeSpec)
+			if !ok {
+				continue
+			}
+			var fields *ast.FieldList
+			switch x := ts.Type.(type) {
+			case *ast.InterfaceType:
+				fields = x.Methods
+			case *ast.StructType:
+				fields = x.Fields
+			}
+			if fields == nil {
+				continue
+			}
+			for _, f := range fields.List {
+				for _, n := range f.Names {
+					if n.IsExported() {
+						check(typ.Name+"."+n.Name, f.Doc.Text())
+					}
+				}
+			}
+		}
+	}
+}
