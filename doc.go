@@ -50,8 +50,9 @@
 // LedgerChange, Judgment, Ending, Verdict, FleetChange and MemoryLedger,
 // the in-process reference. A ledger is checked with
 // package ledgertest of this module, which holds a ledger to MemoryLedger's
-// answers. They stay in this package because the Supervisor and a ledger
-// exchange them, and a package of their own would have to import this one.
+// answers; docs/ledger.md has the contract. They stay in this package
+// because the Supervisor and a ledger exchange them, and a package of their
+// own would have to import this one.
 //
 // Boundaries follow one rule everywhere: an event exactly a window old still
 // counts, a chain gap of exactly the reset gap keeps the chain, a cooldown

@@ -1,0 +1,197 @@
+package crashloop
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// SupervisorConfig configures a Supervisor. Start from
+// DefaultSupervisorConfig; the zero value is not valid (its budget window is
+// 0). A nil optional guard is off. It marshals to and from JSON with the
+// config keys named on each field and durations as strings (see
+// UnmarshalJSON).
+type SupervisorConfig struct {
+	// Budget judges failed starts: runs that fail before they were healthy.
+	// Always on. Config key "budget". Default DefaultBudgetConfig().
+	Budget BudgetConfig
+	// HealthyAfter is how long a run must last to count as a healthy start
+	// (a run that calls Ready is healthy at once). A healthy run clears the
+	// budget's window, and its failure is a reactive rescue judged by the
+	// chain. 0 means only Ready makes a run healthy. Config key
+	// "healthy_after". Default 10s; >= 0.
+	HealthyAfter time.Duration
+	// Backoff is the delay curve between restarts. Config key "backoff".
+	// Default (nil): Linear(Budget.InitialBackoff, Budget.MaxBackoff). A
+	// curve of this package whose longest waits would let respawns age out
+	// of Budget.Window before the budget fills is rejected
+	// ("budget.window"); a Backoff of your own is not checked for that.
+	Backoff Backoff
+	// Chain judges failures after a healthy run (the slow loop). Config key
+	// "chain". Default on: 3 within 20m; nil turns it off.
+	Chain *ChainConfig
+	// Fleet is the fleet-wide breaker over every key. Config key "fleet".
+	// Default on: 40 an hour, 0.5 failing, 120s cooldown; nil turns it off.
+	Fleet *FleetConfig
+	// Guard is a per-key fast breaker that sees every restart of the key,
+	// whatever judged it. Like the budget it allows Guard.MaxRestarts
+	// restarts in its window and parks the key, with reason
+	// "restart_loop_guard", on the next one; so on failed starts alone a
+	// guard of N never parks before a budget of N has spent its N respawns.
+	// Config key "guard". Default nil (off); the usual setting is
+	// DefaultGuardConfig() (3 in 60s).
+	Guard *GuardConfig
+	// HourlyCap allows this many restarts of a key in a rolling hour and
+	// parks the key, with reason "hourly_restart_cap", on the next one.
+	// Config key "hourly_cap". Default 0 (off); >= 0; a usual setting is 10.
+	HourlyCap int
+	// RestartOnCleanExit restarts fn when it returns nil. Config key
+	// "restart_on_clean_exit". Default false: a nil return ends
+	// supervision. When true, a clean exit after a healthy run is a planned
+	// restart, and one before is a failed start.
+	RestartOnCleanExit bool
+}
+
+// DefaultSupervisorConfig returns the defaults: budget 3 respawns in 60s
+// with backoff 500ms linear to 5s, HealthyAfter 10s, chain 3 within 20m,
+// fleet 40 an hour / 0.5 / 120s, fast guard and hourly cap off, a clean
+// exit ends supervision.
+func DefaultSupervisorConfig() SupervisorConfig {
+	chain, fleet := DefaultChainConfig(), DefaultFleetConfig()
+	return SupervisorConfig{Budget: DefaultBudgetConfig(), HealthyAfter: 10 * time.Second, Chain: &chain, Fleet: &fleet}
+}
+
+// curveOf returns the effective restart curve.
+func (c SupervisorConfig) curveOf() Backoff {
+	if c.Backoff != nil {
+		return c.Backoff
+	}
+	return Linear(c.Budget.InitialBackoff, c.Budget.MaxBackoff)
+}
+
+func (c *SupervisorConfig) settings() []setting {
+	return []setting{
+		{name: "budget", value: nestedValue{c.Budget.settings()}},
+		{name: "healthy_after", value: durationValue{&c.HealthyAfter}},
+		{name: "backoff", value: backoffValue{c}},
+		{name: "chain", value: optionalValue[ChainConfig]{&c.Chain, DefaultChainConfig, (*ChainConfig).settings}},
+		{name: "fleet", value: optionalValue[FleetConfig]{&c.Fleet, DefaultFleetConfig, (*FleetConfig).settings}},
+		{name: "guard", value: optionalValue[GuardConfig]{&c.Guard, DefaultGuardConfig, (*GuardConfig).settings}},
+		{name: "hourly_cap", value: intValue{&c.HourlyCap}},
+		{name: "restart_on_clean_exit", value: boolValue{&c.RestartOnCleanExit}},
+	}
+}
+
+// validate checks the settings in the order the config lists them, then
+// that the budget can park with the curve in force.
+func (c SupervisorConfig) validate() error {
+	if err := checkSettings(c.Budget.settings()); err != nil {
+		return prefixed("budget", err)
+	}
+	if c.HealthyAfter < 0 {
+		return &ConfigError{Field: "healthy_after", Value: c.HealthyAfter, Rule: ">= 0"}
+	}
+	if cv, ok := c.Backoff.(curve); ok {
+		if err := cv.validate(); err != nil {
+			return prefixed("backoff", err)
+		}
+	}
+	for _, part := range []struct {
+		name string
+		ss   []setting
+	}{{"chain", settingsOrNil(c.Chain, (*ChainConfig).settings)}, {"fleet", settingsOrNil(c.Fleet, (*FleetConfig).settings)},
+		{"guard", settingsOrNil(c.Guard, (*GuardConfig).settings)}} {
+		if err := checkSettings(part.ss); err != nil {
+			return prefixed(part.name, err)
+		}
+	}
+	if c.HourlyCap < 0 {
+		return &ConfigError{Field: "hourly_cap", Value: c.HourlyCap, Rule: ">= 0 (0: off)"}
+	}
+	if sum, ok := worstSum(c.curveOf(), c.Budget.MaxRespawns); ok {
+		return checkCanPark("budget.window", c.Budget.Window, c.Budget.MaxRespawns, sum)
+	}
+	return nil
+}
+
+func settingsOrNil[T any](p *T, table func(*T) []setting) []setting {
+	if p == nil {
+		return nil
+	}
+	return table(p)
+}
+
+// backoffValue is the "backoff" setting: a curve of this package in its
+// JSON form, null for the default curve.
+type backoffValue struct{ c *SupervisorConfig }
+
+func (v backoffValue) get() any { return v.c.Backoff }
+func (v backoffValue) encode() any {
+	if v.c.Backoff == nil {
+		return nil
+	}
+	cv, ok := v.c.Backoff.(curve)
+	if !ok || cv.spec().Kind == "custom" { // a curve of the caller's, perhaps jittered
+		return unmarshalable{fmt.Errorf("crashloop: backoff %T has no JSON form", v.c.Backoff)}
+	}
+	return cv.spec()
+}
+func (v backoffValue) decode(raw json.RawMessage, path string) error {
+	b, err := decodeBackoff(raw, path, v.c.Budget.InitialBackoff, v.c.Budget.MaxBackoff)
+	if err != nil {
+		return err
+	}
+	v.c.Backoff = b
+	return nil
+}
+
+// unmarshalable is a value whose JSON form is an error.
+type unmarshalable struct{ err error }
+
+func (u unmarshalable) MarshalJSON() ([]byte, error) { return nil, u.err }
+
+// MarshalJSON writes the supervisor's configuration as a config file holds
+// it: the config keys named on each field, in that order, durations as
+// strings, null for a guard that is off and for the default curve. A
+// Backoff that is not one of this package's curves has no JSON form:
+// MarshalJSON returns an error for it.
+func (c SupervisorConfig) MarshalJSON() ([]byte, error) {
+	b, err := marshalSettings(c.settings())
+	if err != nil {
+		var je *json.MarshalerError
+		if errors.As(err, &je) {
+			return nil, je.Unwrap()
+		}
+	}
+	return b, err
+}
+
+// UnmarshalJSON reads a supervisor configuration. Omitted keys keep their
+// current values, so unmarshal into DefaultSupervisorConfig() to start from
+// the defaults; null turns an optional guard off, an object turns it on
+// (its omitted keys keep their current values, or take their defaults if the
+// guard was off). "backoff" is {"kind": "linear" (default) or
+// "exponential", "initial", "factor" (default 2), "max", "jitter": "none"
+// (default), "full", "equal" or "decorrelated" (exponential only)}, whose
+// omitted initial and max take the budget's; null means the default curve.
+// Unknown keys and bad values are *ConfigError values naming the field path,
+// e.g. "guard.window". The result is not validated: NewSupervisor does that.
+func (c *SupervisorConfig) UnmarshalJSON(data []byte) error {
+	return decodeSettings(data, "", c.settings())
+}
+
+// clone returns c with its optional guards copied, so that no pointer is
+// shared with the caller.
+func (c SupervisorConfig) clone() SupervisorConfig {
+	c.Chain, c.Fleet, c.Guard = clonePtr(c.Chain), clonePtr(c.Fleet), clonePtr(c.Guard)
+	return c
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
