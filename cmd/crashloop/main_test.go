@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -55,7 +56,23 @@ func testMain(m *testing.M) int {
 			return 1
 		}
 	}
+	unignoreInherited()
 	return m.Run()
+}
+
+// unignoreInherited makes the signals that the test binary was started
+// with ignored and that Go keeps ignored (HUP under nohup, INT in a
+// background job) caught by it instead, so that the processes the tests
+// start get them at their defaults, as from a terminal: the tests of the
+// signal state a program gets (TestTheProgramGetsTheSignalStateCrashloopGot)
+// compare it exactly. The handler drops them, as ignoring them did.
+func unignoreInherited() {
+	sink := make(chan os.Signal, 1)
+	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGINT} {
+		if signal.Ignored(sig) {
+			signal.Notify(sink, sig)
+		}
+	}
 }
 
 // fast are flags with millisecond backoffs: the tests assert counts and
