@@ -18,5 +18,6 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	go meter.run()
 	os.Exit(m.Run())
 }

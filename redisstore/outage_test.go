@@ -69,6 +69,7 @@ func TestOutageServerKilledMidRun(t *testing.T) {
 				}
 				// a new key each time: a failed start, granted by the budget
 				d, took := decide(r, fmt.Sprintf("w%d-%d", i, n), crashloop.RunResult{Err: errors.New("exit 1")})
+				took = beyondStalls(took)
 				if d.Action == crashloop.ActionStop {
 					t.Errorf("replica %d: %+v", i, d)
 				}
@@ -86,15 +87,32 @@ func TestOutageServerKilledMidRun(t *testing.T) {
 		return func() bool { return c[0].Load() >= n && c[1].Load() >= n && c[2].Load() >= n }
 	}
 	require.Eventually(t, progress(&made, 20), watchdog, time.Millisecond)
+	// What each replica announced before the kill: nothing, unless the
+	// load starved a call past its timeout (an outage of its own).
+	var before, recBefore [3]int
+	var downBefore [3]bool
+	for i, r := range rs {
+		before[i] = len(r.evs.of(crashloop.EventStoreUnavailable))
+		recBefore[i] = len(r.evs.of(crashloop.EventStoreRecovered))
+		downBefore[i] = before[i] > recBefore[i]
+	}
 	s.Kill()
 	killed.Store(true)
 	require.Eventually(t, progress(&after, 20), watchdog, time.Millisecond)
 	close(stop)
 	wg.Wait()
-	require.Less(t, time.Duration(slowest.Load()), slack*budget, "the slowest decision")
-	t.Logf("the slowest of %d decisions: %v", made[0].Load()+made[1].Load()+made[2].Load(), time.Duration(slowest.Load()))
+	require.Less(t, time.Duration(slowest.Load()), slack*budget, "the slowest decision, beyond this process's stalls")
+	t.Logf("the slowest of %d decisions, beyond this process's stalls: %v", made[0].Load()+made[1].Load()+made[2].Load(), time.Duration(slowest.Load()))
 	for i, r := range rs {
 		evs := r.evs.of(crashloop.EventStoreUnavailable)
+		if before[i] > 0 {
+			t.Logf("replica %d: an outage before the kill (the machine's load): %v", i, evs[:before[i]])
+		}
+		evs = evs[before[i]:]
+		if downBefore[i] {
+			require.Empty(t, evs, "replica %d, down at the kill: the same outage, not announced again", i)
+			continue
+		}
 		require.Len(t, evs, 1, "replica %d announces the outage once", i)
 		require.NotErrorIs(t, evs[0].LastError, context.DeadlineExceeded, "a killed server is no timeout: %v", evs[0].LastError)
 	}
@@ -102,7 +120,7 @@ func TestOutageServerKilledMidRun(t *testing.T) {
 	// Alone, replica 0 parks a key; nobody can resume it now.
 	d, took := decide(rs[0], "solo", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))})
 	require.ErrorIs(t, d.Err, crashloop.ErrParked)
-	require.Less(t, took, budget)
+	require.Less(t, beyondStalls(took), budget)
 	require.ErrorIs(t, rs[0].sup.Resume(context.Background(), "solo"), crashloop.ErrStoreUnavailable)
 
 	s.Restart()
@@ -112,17 +130,18 @@ func TestOutageServerKilledMidRun(t *testing.T) {
 		rs[0].clock.Add(time.Second)
 		return rs[0].sup.Flush(context.Background()) == nil
 	}, watchdog, 10*time.Millisecond)
-	rec := rs[0].evs.of(crashloop.EventStoreRecovered)
+	rec := rs[0].evs.of(crashloop.EventStoreRecovered)[recBefore[0]:]
 	require.Len(t, rec, 1)
 	require.Equal(t, 1, rec[0].Attempts, "one park written back")
-	for _, r := range rs[1:] {
+	for i, r := range rs[1:] {
+		i++
 		require.Eventually(t, func() bool {
 			r.clock.Add(time.Second)
 			err := r.sup.Run(context.Background(), "solo", func(context.Context) error { return nil })
 			return errors.Is(err, crashloop.ErrParked)
 		}, watchdog, 10*time.Millisecond, "the others refuse the park written back")
-		require.Len(t, r.evs.of(crashloop.EventStoreRecovered), 1)
-		require.Len(t, r.evs.of(crashloop.EventStoreUnavailable), 1, "still once")
+		require.Len(t, r.evs.of(crashloop.EventStoreRecovered)[recBefore[i]:], 1)
+		require.Len(t, r.evs.of(crashloop.EventStoreUnavailable), max(before[i], recBefore[i]+1), "still once")
 	}
 	require.NoError(t, rs[2].sup.Resume(context.Background(), "solo"), "a Resume goes through again")
 	requireOneLoss(t, rs)
@@ -212,13 +231,13 @@ func TestOutageRefusedAndBlackHole(t *testing.T) {
 	}{
 		{"refused", nil, (*redistest.Server).Kill, func(t *testing.T, err error, took time.Duration) {
 			require.ErrorIs(t, err, syscall.ECONNREFUSED)
-			require.Less(t, took, budget, "a refusal waits for no timeout")
+			require.Less(t, beyondStalls(took), budget, "a refusal waits for no timeout")
 		}},
 		{"black hole", []redistest.Option{redistest.InNetns()}, (*redistest.Server).BlackHole, func(t *testing.T, err error, took time.Duration) {
 			require.True(t, timedOut(err), "%v", err)
 			require.NotErrorIs(t, err, syscall.ECONNREFUSED)
 			require.GreaterOrEqual(t, took, budget, "it waited for the timeout")
-			require.Less(t, took, slack*budget)
+			requireBounded(t, took)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -271,7 +290,7 @@ func TestOutageSlowServer(t *testing.T) {
 	d, took := decide(r, "k", boom)
 	require.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: 500 * time.Millisecond}, d, "decided alone")
 	require.GreaterOrEqual(t, took, budget)
-	require.Less(t, took, slack*budget)
+	requireBounded(t, took)
 	evs := r.evs.of(crashloop.EventStoreUnavailable)
 	require.Len(t, evs, 1)
 	require.True(t, timedOut(evs[0].LastError), "%v", evs[0].LastError)
