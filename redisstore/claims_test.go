@@ -218,8 +218,13 @@ func TestParkWithALostClaimReplyIsAnnouncedOnce(t *testing.T) {
 	require.ErrorAs(t, d.Err, &pe, "the park's reply came")
 	require.Equal(t, int64(1), pe.Version)
 
+	// Under load the claim may still be on its way through the proxy, or
+	// not sent at all before the decision's deadline (then its retry sends
+	// it): the server has it once it arrives.
 	admin := s.Client(nil)
-	require.Equal(t, rs[0].store.claimant(), admin.Get(ctx, rs[0].store.keys.claim(1)).Val(), "the server applied the claim whose reply was lost")
+	require.Eventually(t, func() bool {
+		return admin.Get(ctx, rs[0].store.keys.claim(1)).Val() == rs[0].store.claimant()
+	}, watchdog, time.Millisecond, "the server applied the claim whose reply was lost")
 	announced(t, rs, crashloop.EventStartupExhausted, rs[0].store.keys.claim(1), s, []int{0, 0})
 }
 
