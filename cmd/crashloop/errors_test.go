@@ -59,7 +59,7 @@ func TestBadInputIsOneLineAndExit2(t *testing.T) {
 		{"no program", []string{"--"}, "no program after -- (usage: crashloop [flags] -- PROGRAM [ARGS...])"},
 		{"no value", []string{"--window", "--", "true"}, "--window needs a value"},
 		{"bad duration", []string{"--window=soon", "--", "true"}, `--window: "soon" is not a duration such as 60s or 500ms`},
-		{"bad number", []string{"--max-respawns=x", "--", "true"}, `--max-respawns: "x" is not a whole number`},
+		{"bad number", []string{"--max-respawns=x", "--", "true"}, `--max-respawns: "x" is not a whole number such as 3 (decimal digits, no leading zero)`},
 		{"bad boolean", []string{"--version=maybe"}, `--version: "maybe" is not true or false`},
 		{"rejected by the library", []string{"--window=-1s", "--", "true"}, "--window: must be > 0"},
 		{"negative respawns", []string{"--max-respawns=-1", "--", "true"}, "--max-respawns: must be >= 0"},

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,10 +40,10 @@ type redisConfig struct {
 }
 
 // tlsFlags registers --redis-ca, --redis-cert and --redis-key on fs.
-func (c *redisConfig) tlsFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.ca, "redis-ca", "", "with a rediss:// --redis: trust the certificate authorities in PEM `FILE` instead of the system's")
-	fs.StringVar(&c.cert, "redis-cert", "", "with a rediss:// --redis: present the client certificate in PEM `FILE` (with --redis-key)")
-	fs.StringVar(&c.key, "redis-key", "", "the key of --redis-cert, a PEM `FILE`")
+func (c *redisConfig) tlsFlags(fs *flagSet) {
+	fs.String(&c.ca, "redis-ca", "", "with a rediss:// --redis: trust the certificate authorities in PEM `FILE` instead of the system's")
+	fs.String(&c.cert, "redis-cert", "", "with a rediss:// --redis: present the client certificate in PEM `FILE` (with --redis-key)")
+	fs.String(&c.key, "redis-key", "", "the key of --redis-cert, a PEM `FILE`")
 }
 
 // open returns a Store on the deployment of c: a plain server, a Redis

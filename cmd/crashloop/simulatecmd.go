@@ -48,26 +48,28 @@ func (d *durationsFlag) Set(v string) error {
 
 // simulateCmd is "crashloop simulate".
 func simulateCmd(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("simulate")
 	var configs listFlag
 	var crashes, outages durationsFlag
 	_, candidates := candidateFlags(fs, &configs)
-	fs.Var(&crashes, "crash-after", "")
-	fs.Var(&outages, "outage", "")
-	horizon := fs.Duration("horizon", 24*time.Hour, "")
-	reference := fs.Bool("reference", true, "")
+	fs.Var(&crashes, "crash-after", "", repeatable)
+	fs.Var(&outages, "outage", "", repeatable)
+	var horizon time.Duration
+	var reference, asJSON bool
+	fs.Duration(&horizon, "horizon", 24*time.Hour, "")
+	fs.Bool(&reference, "reference", true, "")
+	fs.Bool(&asJSON, "json", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, simulateHelp)
 			return nil
 		}
-		return flagError(fs, args, err)
+		return flagError(fs.FlagSet, args, err)
 	}
 	switch {
 	case fs.NArg() > 0:
 		return usagef("simulate takes no arguments, got %q", fs.Arg(0))
-	case *horizon <= 0:
+	case horizon <= 0:
 		return usagef("--horizon: must be > 0")
 	}
 	cands, _, err := candidates()
@@ -85,7 +87,7 @@ func simulateCmd(args []string, stdout io.Writer) error {
 		}
 		policies = append(policies, p)
 	}
-	if *reference {
+	if reference {
 		policies = append(policies, replay.ReferencePolicies()...)
 	}
 	if len(crashes)+len(outages) == 0 {
@@ -98,5 +100,5 @@ func simulateCmd(args []string, stdout io.Writer) error {
 	for _, d := range outages {
 		programs = append(programs, replay.Program{Outage: d})
 	}
-	return replay.WriteSimulations(stdout, policies, programs, *horizon)
+	return replay.WriteSimulations(stdout, policies, programs, horizon)
 }

@@ -45,19 +45,18 @@ type where struct {
 
 // parseStateFlags parses the flags of status and resume. done is true when
 // it has printed help.
-func parseStateFlags(fs *flag.FlagSet, help string, args []string, stdout io.Writer) (w where, done bool, err error) {
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&w.state, "state", "", "the state file")
-	fs.StringVar(&w.redis.url, "redis", "", "the Redis server of the shared state")
-	fs.StringVar(&w.redis.prefix, "redis-prefix", "crashloop", "the deployment's prefix on Redis")
-	fs.DurationVar(&w.redis.timeout, "redis-timeout", redisstore.DefaultTimeout, "the longest one call waits for Redis")
+func parseStateFlags(fs *flagSet, help string, args []string, stdout io.Writer) (w where, done bool, err error) {
+	fs.String(&w.state, "state", "", "the state file")
+	fs.String(&w.redis.url, "redis", "", "the Redis server of the shared state")
+	fs.String(&w.redis.prefix, "redis-prefix", "crashloop", "the deployment's prefix on Redis")
+	fs.Duration(&w.redis.timeout, "redis-timeout", redisstore.DefaultTimeout, "the longest one call waits for Redis")
 	w.redis.tlsFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, help)
 			return w, true, nil
 		}
-		return w, false, flagError(fs, args, err)
+		return w, false, flagError(fs.FlagSet, args, err)
 	}
 	switch {
 	case w.state == "" && w.redis.url == "":
@@ -67,13 +66,28 @@ func parseStateFlags(fs *flag.FlagSet, help string, args []string, stdout io.Wri
 	case w.redis.timeout <= 0:
 		return w, false, usagef("--redis-timeout: must be > 0")
 	}
-	return w, false, nil
+	return w, false, redisOnly(fs, w.redis.url)
+}
+
+// redisOnly refuses the flags that only make sense with --redis when url,
+// its value, is "".
+func redisOnly(fs *flagSet, url string) error {
+	if url != "" {
+		return nil
+	}
+	for _, name := range []string{"redis-prefix", "redis-timeout", "redis-ca", "redis-cert", "redis-key"} {
+		if fs.isSet(name) {
+			return usagef("--%s: only with --redis", name)
+		}
+	}
+	return nil
 }
 
 // statusCmd is "crashloop status".
 func statusCmd(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print a JSON document")
+	fs := newFlagSet("status")
+	var asJSON bool
+	fs.Bool(&asJSON, "json", false, "print a JSON document")
 	w, done, err := parseStateFlags(fs, statusHelp, args, stdout)
 	if done || err != nil {
 		return err
@@ -82,13 +96,13 @@ func statusCmd(args []string, stdout io.Writer) error {
 		return usagef("status takes no arguments, got %q", fs.Arg(0))
 	}
 	if w.redis.url != "" {
-		return statusRedis(w.redis, *asJSON, stdout)
+		return statusRedis(w.redis, asJSON, stdout)
 	}
 	st, err := newStateStore(w.state).load(false)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		return printJSON(stdout, st)
 	}
 	if len(st.Marks) == 0 {
@@ -131,13 +145,18 @@ func printRows(w io.Writer, counted string, rows map[string]row) error {
 
 // resumeCmd is "crashloop resume".
 func resumeCmd(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("resume", flag.ContinueOnError)
+	fs := newFlagSet("resume")
 	w, done, err := parseStateFlags(fs, resumeHelp, args, stdout)
 	if done || err != nil {
 		return err
 	}
 	if fs.NArg() > 1 {
 		return usagef("resume takes at most one KEY, got %d", fs.NArg())
+	}
+	if fs.NArg() == 1 {
+		if why := checkKey(fs.Arg(0)); why != "" {
+			return usagef("resume: KEY %s (leave KEY out to resume the one parked key)", why)
+		}
 	}
 	if w.redis.url != "" {
 		return resumeRedis(w.redis, fs.Arg(0), stdout)
