@@ -81,7 +81,7 @@ func newSettings() *settings {
 	fs.Int(&s.hourlyCap, "hourly-cap", 0, "park after `N` restarts in a rolling hour; 0: off")
 	fs.String(&s.restart, "restart", "on-failure", "restart `POLICY`: on-failure, or always to restart after exit status 0 too")
 	fs.String(&s.permanentExitCodes, "permanent-exit-codes", "", "comma-separated exit statuses (`CODES`) that park at once, such as 78,125")
-	fs.Var((*stringValue)(&s.config), "config", "JSON supervisor configuration `FILE` (every setting, the fleet breaker too); flags override it", once)
+	fs.Var((*stringValue)(&s.config), "config", "JSON supervisor configuration `FILE` (every setting, the fleet breaker too; at most 1 MiB, once); each flag given overrides its setting", once)
 	fs.String(&s.key, "key", "", "the program's stable identity in events and the state file (default: its name and a hash of the command line)")
 	fs.String(&s.chdir, "chdir", "", "run the program in `DIR`")
 	fs.Var(&s.env, "env", "set `KEY=VALUE` in the program's environment (repeatable)", repeatable|padded)
@@ -93,9 +93,9 @@ func newSettings() *settings {
 	fs.Duration(&s.redis.timeout, "redis-timeout", redisstore.DefaultTimeout, "the longest one decision waits for Redis before deciding alone")
 	s.redis.tlsFlags(fs)
 	fs.String(&s.logFormat, "log-format", "text", "log lines on stderr in `FORMAT`: text or json")
-	fs.String(&s.metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus), /status, /healthz and /readyz, read-only, on `ADDR` such as 127.0.0.1:9464; off by default")
-	fs.String(&s.onPark, "on-park", "exit", "on a park, `ACTION`: exit (status 86), or wait with the program stopped, serving --metrics-addr, until a resume starts it again")
-	fs.String(&s.adminToken, "admin-token-file", "", "with --on-park wait: serve POST /resume on --metrics-addr to a bearer token read from `FILE`")
+	fs.String(&s.metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus), /status (JSON), /healthz and /readyz (200 while the program runs healthy, 503 otherwise), read-only, on `ADDR` such as 127.0.0.1:9464; off by default (crashloop help endpoints)")
+	fs.String(&s.onPark, "on-park", "exit", "on a park, `ACTION`: exit (status 86), or wait with the program stopped, serving --metrics-addr, until a resume starts it again; wait needs --state, --redis or --admin-token-file, the ways to resume it")
+	fs.String(&s.adminToken, "admin-token-file", "", "with --on-park wait and --metrics-addr: serve POST /resume to requests with the header \"Authorization: Bearer TOKEN\", TOKEN read from `FILE` (at most 4 KiB)")
 	fs.Bool(&s.version, "version", false, "print crashloop's version and exit")
 	fs.hint("key", "leave --key out for a key derived from the command line")
 	return s
@@ -120,8 +120,9 @@ Usage:
   crashloop [flags] -- PROGRAM [ARGS...]
   crashloop status --state FILE | --redis URL [--json]
   crashloop resume --state FILE | --redis URL [KEY]
-  crashloop replay [--config FILE]... HISTORY...      (see crashloop replay --help)
-  crashloop simulate [--crash-after D] [--outage D]   (see crashloop simulate --help)
+  crashloop replay [--config FILE]... HISTORY...              (see crashloop replay --help)
+  crashloop simulate [--crash-after D] [--outage D] [--json]  (see crashloop simulate --help)
+  crashloop help [TOPIC]
   crashloop --version
 `
 
@@ -148,7 +149,7 @@ Examples:
     crashloop status --state /data/crashloop.json
     crashloop resume --state /data/crashloop.json worker
   A container entrypoint that stays up, scraped and probed, when it parks:
-    crashloop --on-park wait --state /data/crashloop.json --metrics-addr :9464 -- /app/worker
+    crashloop --on-park wait --state /data/crashloop.json --key worker --metrics-addr :9464 -- /app/worker
 `
 
 // printHelp writes --help: usage, the flags by section, signals, examples

@@ -19,6 +19,7 @@ const (
 	maxStateSize  = 16 << 20 // --state: 16 MiB, some 50,000 parks with their last errors
 	maxTokenSize  = 4 << 10  // --admin-token-file: 4 KiB
 	maxBodySize   = 4 << 10  // the body of POST /resume, which crashloop does not need
+	maxHeaderSize = 16 << 10 // the header of a request to --metrics-addr
 )
 
 // errTooLarge is the error of readLimited for a file past its limit.

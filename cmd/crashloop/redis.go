@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -210,19 +211,22 @@ func statusRedis(c redisConfig, asJSON bool, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	doc := parkedDoc{Source: "redis", Where: redact(c.url), Prefix: c.prefix, Parks: []parkDoc{}, Fleet: fleetOf(fleet)}
+	slices.SortFunc(parks, func(a, b *crashloop.ParkedError) int { return strings.Compare(a.Key, b.Key) })
+	for _, pe := range parks {
+		doc.Parks = append(doc.Parks, parkOf(pe))
+	}
 	if asJSON {
-		return printJSON(stdout, redisStatus{Parked: parksOf(parks), Fleet: fleet})
+		return printJSON(stdout, doc)
 	}
 	if len(parks) == 0 {
-		fmt.Fprintf(stdout, "nothing is parked in %s (prefix %s)\n", redact(c.url), c.prefix)
-	} else {
-		rows := make(map[string]row, len(parks))
-		for key, p := range parksOf(parks) {
-			rows[key] = row{p.Reason, p.Since, p.Attempts, p.LastError}
+		fmt.Fprintf(stdout, "nothing is parked in %s (prefix %s)", redact(c.url), c.prefix)
+		if fleet.TotalChannels == 0 && fleet.RestartsInHour == 0 {
+			fmt.Fprintf(stdout, "; no crashloop has reported under the prefix %s in the last hour: is --redis-prefix right?", c.prefix)
 		}
-		if err := printRows(stdout, "ATTEMPTS", rows); err != nil {
-			return err
-		}
+		fmt.Fprintln(stdout)
+	} else if err := printParks(stdout, doc.Parks); err != nil {
+		return err
 	}
 	state := "armed"
 	if fleet.BreakerTripped {
@@ -231,38 +235,12 @@ func statusRedis(c redisConfig, asJSON bool, stdout io.Writer) error {
 			state += ", re-arms at " + fleet.RearmAt.Format(time.RFC3339)
 		}
 	}
-	fmt.Fprintf(stdout, "fleet breaker: %s; %s in the last hour; %d of %d keys failing\n", state,
-		errtext.Plural(fleet.RestartsInHour, "restart"), fleet.FailingChannels, fleet.TotalChannels)
-	return nil
-}
-
-// redisStatus is the document of "status --redis --json".
-type redisStatus struct {
-	Parked map[string]redisPark  `json:"parked"`
-	Fleet  crashloop.FleetStatus `json:"fleet"`
-}
-
-// redisPark is a park in the shared state. Attempts are what the guard
-// that parked the key counted (respawns, rescues or restarts, of every
-// replica), not the starts of one crashloop.
-type redisPark struct {
-	Reason    string    `json:"reason"`
-	Since     time.Time `json:"since"`
-	Attempts  int       `json:"attempts"`
-	LastError string    `json:"last_error,omitempty"`
-}
-
-// parksOf returns the parks of the shared state by key.
-func parksOf(parks []*crashloop.ParkedError) map[string]redisPark {
-	out := make(map[string]redisPark, len(parks))
-	for _, pe := range parks {
-		p := redisPark{Reason: pe.Reason, Since: pe.Since, Attempts: pe.Attempts}
-		if pe.LastError != nil {
-			p.LastError = pe.LastError.Error()
-		}
-		out[pe.Key] = p
+	keys := "no key has reported to it yet"
+	if fleet.TotalChannels > 0 {
+		keys = fmt.Sprintf("%d of %d keys failing", fleet.FailingChannels, fleet.TotalChannels)
 	}
-	return out
+	fmt.Fprintf(stdout, "fleet breaker: %s; %s in the last hour; %s\n", state, errtext.Plural(fleet.RestartsInHour, "restart"), keys)
+	return nil
 }
 
 // resumeRedis clears the park of key in the shared state, for every
@@ -310,7 +288,7 @@ func resumeRedis(c redisConfig, key string, stdout io.Writer) error {
 	case refusal != nil:
 		return refusal
 	}
-	fmt.Fprintf(stdout, "resumed %s for every replica; it starts with a full budget next time\n", key)
+	fmt.Fprintf(stdout, "resumed %s for every replica: %s\n", key, resumedHow)
 	return nil
 }
 
@@ -326,7 +304,7 @@ func (c redisConfig) do(f func(ctx context.Context, store *redisstore.Store) err
 	ctx, cancel := context.WithTimeout(context.Background(), 2*c.timeout)
 	defer cancel()
 	if err := f(ctx, store); err != nil {
-		return fmt.Errorf("--redis %s: %v", redact(c.url), scrub(err, c.url))
+		return fmt.Errorf("--redis %s: %s", redact(c.url), strings.ReplaceAll(scrub(err, c.url).Error(), "redisstore: ", ""))
 	}
 	return nil
 }

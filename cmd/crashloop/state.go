@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -28,14 +30,33 @@ type stateFile struct {
 	Marks   map[string]mark `json:"marks"`
 }
 
-// mark is why a program is parked.
+// mark is why a program is parked: the park's reason code, last error and
+// time, what the guard that parked it counted (Attempts; absent from the
+// marks of crashloops before it was added, whose Starts stand in), the
+// program's starts, how its last run ended (its status, and the signal
+// that killed it) and its command line.
 type mark struct {
 	Reason     string    `json:"reason"`
 	LastError  string    `json:"last_error,omitempty"`
+	Attempts   *int      `json:"attempts,omitempty"`
 	Starts     int       `json:"starts"`
 	ExitStatus *int      `json:"exit_status,omitempty"`
+	Signal     string    `json:"signal,omitempty"`
 	Since      time.Time `json:"since"`
 	Command    []string  `json:"command,omitempty"`
+}
+
+// park returns the mark of key as parkDoc.
+func (m mark) park(key string) parkDoc {
+	p := parkDoc{Key: key, Reason: m.Reason, Since: jsonTime(m.Since), Attempts: m.Starts, LastError: m.LastError, Signal: m.Signal}
+	if m.Attempts != nil {
+		p.Attempts = *m.Attempts
+	}
+	if m.ExitStatus != nil && m.Signal == "" {
+		code := *m.ExitStatus
+		p.ExitCode = &code
+	}
+	return p
 }
 
 // stateStore reads and changes a state file. Every write is atomic
@@ -200,7 +221,7 @@ func (s *stateStore) create() error {
 		return fmt.Errorf("state file %s: %w", s.path, err)
 	}
 	defer release()
-	if _, err := s.store.Load(); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(s.path); !errors.Is(err, fs.ErrNotExist) {
 		return nil // there, or an error that load reports
 	}
 	return s.save(&stateFile{Version: stateVersion, Marks: map[string]mark{}})
@@ -217,6 +238,22 @@ func (s *stateStore) save(st *stateFile) error {
 			err = cause
 		}
 		return fmt.Errorf("state file %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// checkFolder fails, naming --state, when the state file's folder does
+// not exist (crashloop creates the file, not its folder) or is no folder.
+func (s *stateStore) checkFolder() error {
+	dir := filepath.Dir(s.path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return usagef("--state %s: the folder %s does not exist (crashloop creates the file, not its folder: mkdir -p %s)", s.path, dir, shellQuote(dir))
+	case err != nil:
+		return usagef("--state %s: the folder %s: %v", s.path, dir, unwrapPath(err))
+	case !fi.IsDir():
+		return usagef("--state %s: %s is not a folder", s.path, dir)
 	}
 	return nil
 }

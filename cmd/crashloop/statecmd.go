@@ -8,11 +8,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/crashloopguard/crashloop/redisstore"
 )
@@ -102,18 +104,18 @@ func statusCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		return printJSON(stdout, st)
+	doc := parkedDoc{Source: "state", Where: w.state, Parks: []parkDoc{}}
+	for _, key := range st.keys() {
+		doc.Parks = append(doc.Parks, st.Marks[key].park(key))
 	}
-	if len(st.Marks) == 0 {
+	if asJSON {
+		return printJSON(stdout, doc)
+	}
+	if len(doc.Parks) == 0 {
 		fmt.Fprintf(stdout, "nothing is parked in %s\n", w.state)
 		return nil
 	}
-	rows := make(map[string]row, len(st.Marks))
-	for key, m := range st.Marks {
-		rows[key] = row{m.Reason, m.Since, m.Starts, m.LastError}
-	}
-	return printRows(stdout, "STARTS", rows)
+	return printParks(stdout, doc.Parks)
 }
 
 // printJSON prints v as indented JSON.
@@ -123,24 +125,24 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// row is a park as status prints it.
-type row struct {
-	reason string
-	since  time.Time
-	count  int
-	last   string
-}
-
-// printRows prints parks as a table sorted by key; counted names the
-// count's column.
-func printRows(w io.Writer, counted string, rows map[string]row) error {
+// printParks prints parks as a table, in their order. A key or an error
+// that could break the table (a control character, which crashloop
+// refuses in keys but another writer may have put on Redis) is quoted.
+func printParks(w io.Writer, parks []parkDoc) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "KEY\tREASON\tSINCE\t%s\tLAST ERROR\n", counted)
-	for _, key := range slices.Sorted(maps.Keys(rows)) {
-		r := rows[key]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", key, r.reason, r.since.Format(time.RFC3339), r.count, r.last)
+	fmt.Fprintf(tw, "KEY\tREASON\tSINCE\tATTEMPTS\tLAST ERROR\n")
+	for _, p := range parks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", oneLine(p.Key), oneLine(p.Reason), time.Time(p.Since).Format(time.RFC3339), p.Attempts, oneLine(p.LastError))
 	}
 	return tw.Flush()
+}
+
+// oneLine returns s, quoted if it holds a control character.
+func oneLine(s string) string {
+	if strings.IndexFunc(s, unicode.IsControl) >= 0 || !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // resumeCmd is "crashloop resume".
@@ -187,9 +189,12 @@ func resumeCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "resumed %s; it starts with a full budget next time\n", key)
+	fmt.Fprintf(stdout, "resumed %s: %s\n", key, resumedHow)
 	return nil
 }
+
+// resumedHow says what a resume does, after "resumed KEY: ".
+const resumedHow = "a crashloop waiting on it (--on-park wait) starts it now, with a full budget; otherwise the next crashloop of the key does"
 
 // resumeKey returns the key that resume clears when it is given none: the
 // one parked key of parked. It is an error, naming where, when nothing or
