@@ -57,7 +57,9 @@ func TestResumeRefusesALargeBody(t *testing.T) {
 	require.NoError(t, os.WriteFile(token, []byte("s3cret\n"), 0o600))
 	c := startCL(t, with("--log-format=json", "--on-park=wait", "--max-respawns=0", "--metrics-addr=127.0.0.1:0", "--admin-token-file", token, "--key=big", "--", helper, "exit=1")...)
 	addr := metricsAddr(t, c)
-	require.Eventually(t, func() bool { return strings.Contains(c.stderr.String(), "the program stays stopped until it is resumed") }, patience, tick, "the park")
+	require.Eventually(t, func() bool {
+		return strings.Contains(c.stderr.String(), "the program stays stopped until it is resumed")
+	}, patience, tick, "the park")
 	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/resume", strings.NewReader(strings.Repeat("x", 5<<10)))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer s3cret")
