@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -178,4 +179,28 @@ func TestHelpSaysWhatAnOperatorNeeds(t *testing.T) {
 	} {
 		assert.Contains(t, flat, want)
 	}
+}
+
+// TestKeeperIsNamedCrashloop: the keeper shows as crashloop in ps, top and
+// pgrep (its comm), not as "exe".
+func TestKeeperIsNamedCrashloop(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("the keeper's comm is set with prctl, on Linux")
+	}
+	ready := filepath.Join(t.TempDir(), "ready")
+	c := startCL(t, with("--", helper, "touch="+ready, "hang")...)
+	require.Eventually(t, func() bool { return exists(ready) }, patience, tick, "the program to start")
+	var keeper []int
+	for _, p := range procs(t) {
+		if p.ppid == c.cmd.Process.Pid && strings.HasPrefix(p.cmdline, "crashloop-keeper ") {
+			keeper = append(keeper, p.pid)
+		}
+	}
+	require.Len(t, keeper, 1)
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", keeper[0]))
+	require.NoError(t, err)
+	assert.Equal(t, "crashloop\n", string(comm))
+	c.signal(t, syscall.SIGTERM)
+	c.wait(t)
 }
