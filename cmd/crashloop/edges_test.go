@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crashloopguard/crashloop/redisstore/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -124,4 +125,23 @@ func TestBackoffFlagsOverrideTheFilesCurve(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"10ms", "20ms", "20ms"}, waits, r.stderr)
+}
+
+// TestStatusRedisHintsAtAWrongPrefix: status --redis under a prefix that no
+// crashloop uses says so, instead of only "nothing is parked"; the fleet
+// line of a deployment no key has reported to says that, not "0 of 0 keys
+// failing" under a parked key.
+func TestStatusRedisHintsAtAWrongPrefix(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	r := runCL(t, with("--redis", srv.URL(), "--max-respawns=0", "--key=web", "--", helper, "exit=1")...)
+	require.Equal(t, exitParked, r.code, r.stderr)
+	r = runCL(t, "status", "--redis", srv.URL(), "--redis-prefix", "crashlop")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "nothing is parked in "+srv.URL()+" (prefix crashlop); no crashloop has reported under the prefix crashlop in the last hour: is --redis-prefix right?\n"+
+		"fleet breaker: armed; 0 restarts in the last hour; no key has reported to it yet\n", r.stdout)
+	r = runCL(t, "status", "--redis", srv.URL())
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "\nweb  respawn_budget_exhausted  ")
+	assert.NotContains(t, r.stdout, "0 of 0 keys failing")
 }

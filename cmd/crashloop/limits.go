@@ -30,7 +30,8 @@ func (e *errTooLarge) Error() string {
 }
 
 // readLimited reads the file at path, or fails with an *errTooLarge when
-// it holds more than limit bytes. Errors are those of the file, without
+// it holds more than limit bytes: a regular file is refused by its size,
+// before it is read; anything else (a pipe, a device) after limit+1 bytes. Errors are those of the file, without
 // the path (the caller names it as the user gave it).
 func readLimited(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
@@ -38,7 +39,10 @@ func readLimited(path string, limit int64) ([]byte, error) {
 		return nil, unwrapPath(err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > limit {
+		return nil, &errTooLarge{limit} // refused before a byte is read
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1)) // a file that grows, a pipe, a device
 	switch {
 	case err != nil:
 		return nil, unwrapPath(err)

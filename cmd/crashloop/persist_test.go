@@ -204,3 +204,15 @@ func TestKeeperIsNamedCrashloop(t *testing.T) {
 	c.signal(t, syscall.SIGTERM)
 	c.wait(t)
 }
+
+// TestAnEndlessFileIsRefusedInFlatMemory: a config that never ends (a
+// device) is refused after its limit, not read until memory runs out.
+func TestAnEndlessFileIsRefusedInFlatMemory(t *testing.T) {
+	t.Parallel()
+	cmd := command(with("--config", "/dev/zero", "--", "true")...)
+	r := runCmd(t, cmd)
+	assert.Equal(t, exitUsage, r.code)
+	assert.Equal(t, "crashloop: --config /dev/zero: larger than 1 MiB, the most crashloop reads\n", r.stderr)
+	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	assert.Less(t, rss, int64(128<<20), "peak memory %d MiB", rss>>20)
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"regexp"
 	"strconv"
 	"strings"
@@ -31,13 +32,9 @@ type flagSet struct {
 // flagError words them) and prints no usage of its own.
 func newFlagSet(name string) *flagSet {
 	fs := &flagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), given: map[string]bool{}}
-	fs.SetOutput(discard{})
+	fs.SetOutput(io.Discard)
 	return fs
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // isSet reports whether the flag name was given on the command line.
 func (fs *flagSet) isSet(name string) bool { return fs.given[name] }
