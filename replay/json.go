@@ -164,7 +164,7 @@ func measuresOf(m Measures) measuresJSON {
 
 // MarshalJSON writes the Result in crashloop's one schema for JSON
 // (docs/schema/replay.json).
-func (r *Result) MarshalJSON() ([]byte, error) {
+func (r Result) MarshalJSON() ([]byte, error) {
 	doc := resultJSON{Sources: []sourceJSON{}, Reports: []reportJSON{}}
 	for _, s := range r.Sources {
 		sj := sourceJSON{Name: s.Name, Format: s.Format.String(), Lines: s.Lines, Records: s.Records, Malformed: s.Malformed}
