@@ -64,6 +64,8 @@ func (e *endpoints) status(w http.ResponseWriter, req *http.Request) {
 			p := parkDoc{Key: key, Reason: ks.Reason, Since: jsonTime(ks.ParkedSince), LastError: ks.LastError}
 			if park != nil && park.Key == key && park.Reason == ks.Reason {
 				p = *park
+			} else { // parked a moment ago: crashloop has not taken the park in yet
+				p.ExitCode, p.Signal = e.r.lastExit()
 			}
 			k.Park = &p
 		}

@@ -227,6 +227,21 @@ func (r *runner) parked(p *parkDoc) {
 	r.park = p
 }
 
+// lastExit returns how the last run ended: its exit status if it exited,
+// the signal's name if one killed it; neither before a run has ended.
+func (r *runner) lastExit() (code *int, signal string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case !r.ended:
+		return nil, ""
+	case r.signal != "":
+		return nil, r.signal
+	}
+	status := r.status
+	return &status, ""
+}
+
 // parkNow returns the park kept by parked, nil if none.
 func (r *runner) parkNow() *parkDoc {
 	r.mu.Lock()

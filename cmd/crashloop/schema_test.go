@@ -121,7 +121,8 @@ func TestEveryJSONOutputHasItsSchema(t *testing.T) {
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		_, live = get(ct, http.MethodGet, "http://"+addr+"/status")
 		assert.Contains(ct, live, `"park"`)
-	}, patience, tick, "the park in /status")
+		assert.Contains(ct, live, `"exit_code"`)
+	}, patience, tick, "the park in /status, with how the last run ended")
 	valid(t, s["live"], live)
 	var ld struct {
 		Keys []struct {

@@ -276,7 +276,9 @@ func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger
 }
 
 // gaveUp reports a park, records it in the state file if there is one, and
-// returns exit status 86.
+// returns exit status 86; or 1, saying so, when the park could be recorded
+// nowhere (neither in the state file nor on Redis): the next crashloop
+// would run the program.
 func gaveUp(r *runner, pe *crashloop.ParkedError, state *stateStore, shared *redisConfig, out *output, argv []string) (int, error) {
 	r.mu.Lock()
 	starts, last, status, signal, ended := r.starts, r.last, r.status, r.signal, r.ended
@@ -311,7 +313,11 @@ func gaveUp(r *runner, pe *crashloop.ParkedError, state *stateStore, shared *red
 		st.Marks[r.key] = m
 		return true, nil
 	})
-	if err != nil {
+	switch {
+	case err != nil && shared != nil: // Redis holds it: it stands for every crashloop of the key
+		out.print(slog.LevelError, fmt.Sprintf("the park of %s was not recorded in %s (%v); Redis holds it", r.key, state.path, err), "key", r.key)
+		return exitParked, nil
+	case err != nil:
 		return exitError, fail(exitError, "the park of %s was not recorded: %v; a crashloop started with --state %s will run the program again", r.key, err, state.path)
 	}
 	out.print(slog.LevelInfo, fmt.Sprintf("parked in %s; once the cause is fixed, run: %s", state.path, resumeCommand(state.path, r.key)), "key", r.key)
