@@ -84,6 +84,8 @@ func (s *stateStore) load(missingOK bool) (*stateFile, error) {
 		return &stateFile{Version: stateVersion, Marks: map[string]mark{}}, nil
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fail(exitError, "state file %s does not exist", s.path)
+	case errors.As(err, new(*errTooLarge)): // no state file is that large: a wrong path
+		return nil, usagef("state file %s: %v", s.path, err)
 	case err != nil:
 		return nil, fmt.Errorf("state file %s: %w", s.path, err)
 	case len(bytes.TrimSpace(data)) == 0:
