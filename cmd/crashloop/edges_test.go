@@ -145,3 +145,15 @@ func TestStatusRedisHintsAtAWrongPrefix(t *testing.T) {
 	assert.Contains(t, r.stdout, "\nweb  respawn_budget_exhausted  ")
 	assert.NotContains(t, r.stdout, "0 of 0 keys failing")
 }
+
+// TestRedisErrorsSayWhatWentWrong: status and resume against a Redis that
+// cannot be reached say so, not which internal call failed
+// ("redisstore: parked: epoch: ...").
+func TestRedisErrorsSayWhatWentWrong(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"status", "--redis", "redis://127.0.0.1:1"}, {"resume", "--redis", "redis://127.0.0.1:1", "web"}} {
+		r := runCL(t, args...)
+		assert.Equal(t, exitError, r.code, r.stderr)
+		assert.Equal(t, "crashloop: --redis redis://127.0.0.1:1: cannot reach it: dial tcp 127.0.0.1:1: connect: connection refused\n", r.stderr)
+	}
+}

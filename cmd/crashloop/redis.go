@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -304,7 +305,21 @@ func (c redisConfig) do(f func(ctx context.Context, store *redisstore.Store) err
 	ctx, cancel := context.WithTimeout(context.Background(), 2*c.timeout)
 	defer cancel()
 	if err := f(ctx, store); err != nil {
-		return fmt.Errorf("--redis %s: %s", redact(c.url), strings.ReplaceAll(scrub(err, c.url).Error(), "redisstore: ", ""))
+		return fmt.Errorf("--redis %s: %s", redact(c.url), c.explain(err))
 	}
 	return nil
+}
+
+// explain words an error of Redis for status and resume: what went wrong
+// (no connection, no answer in time), not which of redisstore's calls it
+// was in ("redisstore: parked: epoch: dial tcp ...").
+func (c redisConfig) explain(err error) string {
+	var op *net.OpError
+	switch {
+	case errors.As(err, &op):
+		return "cannot reach it: " + scrub(op, c.url).Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("no answer within %v (twice --redis-timeout)", 2*c.timeout)
+	}
+	return strings.ReplaceAll(scrub(err, c.url).Error(), "redisstore: ", "")
 }
