@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/crashloopguard/crashloop"
@@ -521,8 +520,19 @@ type Report struct {
 type LogCheck struct {
 	Matched    int
 	Mismatched int
-	// First holds the first few mismatches (at most 10), one line each.
-	First []string
+	// Mismatches holds the first few mismatches (at most 10).
+	Mismatches []Mismatch
+}
+
+// Mismatch is a decision of a candidate that differs from the one
+// crashloop's own log recorded for the same run's end. It is a plain
+// value.
+type Mismatch struct {
+	Line     int       // the log's line
+	Key      string    // the key
+	Time     time.Time // the decision's time
+	Logged   Logged    // what the log recorded
+	Replayed Logged    // what the candidate decided
 }
 
 // compare checks d (announced as ev) against the decision rec.Logged.
@@ -541,19 +551,12 @@ func (l *LogCheck) compare(key string, rec Record, d crashloop.Decision, ev stri
 		return
 	}
 	l.Mismatched++
-	if len(l.First) < 10 {
-		var b strings.Builder
-		fmt.Fprintf(&b, "line %d, %s at %s: logged %s %s", rec.Line, key, rec.Time.Format(time.RFC3339Nano), lg.Event, lg.Action)
-		if lg.Action != "stop" {
-			fmt.Fprintf(&b, " %v", lg.Wait)
-		} else {
-			fmt.Fprintf(&b, " (%s)", lg.Reason)
-		}
-		fmt.Fprintf(&b, ", replayed %s %s %v", ev, d.Action, d.Wait)
+	if len(l.Mismatches) < 10 {
+		replayed := Logged{Event: ev, Action: d.Action.String(), Wait: d.Wait}
 		if pe := (*crashloop.ParkedError)(nil); errors.As(d.Err, &pe) {
-			fmt.Fprintf(&b, " (%s)", pe.Reason)
+			replayed.Reason = pe.Reason
 		}
-		l.First = append(l.First, b.String())
+		l.Mismatches = append(l.Mismatches, Mismatch{Line: rec.Line, Key: key, Time: rec.Time, Logged: *lg, Replayed: replayed})
 	}
 }
 

@@ -5,10 +5,14 @@ package main
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"net/http"
-	"os"
+	"slices"
 	"strings"
 
 	"github.com/crashloopguard/crashloop"
@@ -18,6 +22,7 @@ import (
 // Handler (next): /readyz, and, with --admin-token-file, POST /resume.
 type endpoints struct {
 	next   http.Handler
+	sup    *crashloop.Supervisor
 	r      *runner
 	waiter *parkWaiter // nil: --on-park exit
 	token  *[sha256.Size]byte
@@ -29,10 +34,46 @@ func (e *endpoints) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
 	case req.URL.Path == "/readyz":
 		e.readyz(w, req)
+	case req.URL.Path == "/status":
+		e.status(w, req)
 	case req.URL.Path == "/resume" && e.token != nil:
 		e.resume(w, req)
 	default:
 		e.next.ServeHTTP(w, req) // 404 for /resume without a token
+	}
+}
+
+// status serves GET /status: liveDoc, the key's live status.
+func (e *endpoints) status(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "read-only endpoint: use GET or HEAD", http.StatusMethodNotAllowed)
+		return
+	}
+	st := e.sup.Status(req.Context())
+	doc := liveDoc{Keys: []liveKeyDoc{}, ProgramStatus: e.r.statusText()}
+	if st.Fleet != nil {
+		doc.Fleet = fleetOf(*st.Fleet)
+	}
+	park := e.r.parkNow()
+	for _, key := range slices.Sorted(maps.Keys(st.Keys)) {
+		ks := st.Keys[key]
+		k := liveKeyDoc{Key: key, State: string(ks.State), Since: jsonTime(ks.Since), TotalRestarts: ks.TotalRestarts,
+			LocalRestarts: ks.LocalRestarts, CanRestart: ks.CanRestart, Incarnation: ks.Incarnation, LastError: ks.LastError}
+		if ks.Reason != "" {
+			p := parkDoc{Key: key, Reason: ks.Reason, Since: jsonTime(ks.ParkedSince), LastError: ks.LastError}
+			if park != nil && park.Key == key && park.Reason == ks.Reason {
+				p = *park
+			} else { // parked a moment ago: crashloop has not taken the park in yet
+				p.ExitCode, p.Signal = e.r.lastExit()
+			}
+			k.Park = &p
+		}
+		doc.Keys = append(doc.Keys, k)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(doc); err != nil {
+		e.log.Warn("GET /status: "+err.Error(), "key", e.r.key)
 	}
 }
 
@@ -68,6 +109,12 @@ func (e *endpoints) resume(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "use POST", http.StatusMethodNotAllowed)
 		return
 	}
+	// The body says nothing crashloop reads: it is drained, up to its
+	// limit, so that the connection can serve the next request.
+	if _, err := io.Copy(io.Discard, http.MaxBytesReader(w, req.Body, maxBodySize)); err != nil {
+		http.Error(w, fmt.Sprintf("the body is larger than %s; POST /resume needs none", sizeText(maxBodySize)), http.StatusRequestEntityTooLarge)
+		return
+	}
 	scheme, given, _ := strings.Cut(req.Header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || given == "" { // the scheme is case-insensitive (RFC 9110)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="crashloop"`)
@@ -97,12 +144,8 @@ func (e *endpoints) resume(w http.ResponseWriter, req *http.Request) {
 // readToken reads --admin-token-file: the token is the file's content
 // without surrounding white space. Errors name the file, never its content.
 func readToken(path string) (*[sha256.Size]byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := readLimited(path, maxTokenSize)
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
 		return nil, usagef("--admin-token-file %s: %v", path, err)
 	}
 	token := strings.TrimSpace(string(data))

@@ -3,12 +3,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io/fs"
-	"os"
+	"maps"
 	"strings"
 	"unicode/utf8"
 
@@ -25,8 +24,11 @@ func (s *settings) configuration() (crashloop.SupervisorConfig, error) {
 			return cfg, err
 		}
 	}
-	s.fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
+	for _, name := range overridden {
+		if !s.isSet(name) {
+			continue
+		}
+		switch name {
 		case "max-respawns":
 			cfg.Budget.MaxRespawns = s.maxRespawns
 		case "window":
@@ -37,14 +39,14 @@ func (s *settings) configuration() (crashloop.SupervisorConfig, error) {
 			cfg.Budget.MaxBackoff = s.maxBackoff
 		case "healthy-after":
 			cfg.HealthyAfter = s.healthyAfter
-		case "chain-gap": // visited before chain-max, which may turn the chain off
+		case "chain-gap": // before chain-max, which may turn the chain off
 			c := chainOf(cfg)
 			c.ResetGap = s.chainGap
 			cfg.Chain = &c
 		case "chain-max":
 			if s.chainMax == 0 {
 				cfg.Chain = nil
-				return
+				continue
 			}
 			c := chainOf(cfg)
 			c.MaxChain = s.chainMax
@@ -56,14 +58,22 @@ func (s *settings) configuration() (crashloop.SupervisorConfig, error) {
 		case "restart":
 			cfg.RestartOnCleanExit = s.restart == "always"
 		}
-	})
-	if s.isSet("backoff") || s.isSet("jitter") {
+	}
+	// A curve of the file has its own initial and max waits: the flags
+	// that set the budget's replace those too, as they would without it.
+	curveWaits := cfg.Backoff != nil && (s.isSet("initial-backoff") || s.isSet("max-backoff"))
+	if s.isSet("backoff") || s.isSet("jitter") || curveWaits {
 		if err := s.overrideCurve(&cfg); err != nil {
 			return cfg, err
 		}
 	}
 	return cfg, nil
 }
+
+// overridden are the flags that replace a setting of --config, in the
+// order they apply.
+var overridden = []string{"max-respawns", "window", "initial-backoff", "max-backoff", "healthy-after",
+	"chain-gap", "chain-max", "guard", "hourly-cap", "restart"}
 
 // chainOf returns the chain settings in force, or the defaults if it is off.
 func chainOf(cfg crashloop.SupervisorConfig) crashloop.ChainConfig {
@@ -77,15 +87,11 @@ func chainOf(cfg crashloop.SupervisorConfig) crashloop.ChainConfig {
 // line and column; a rejected setting names the file and the setting. No
 // error prints more of the file than the one value at fault.
 func (s *settings) readConfig(cfg *crashloop.SupervisorConfig) error {
-	data, err := os.ReadFile(s.config)
+	data, err := readLimited(s.config, maxConfigSize)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
 		return usagef("--config %s: %v", s.config, err)
 	}
-	if err := json.Unmarshal(data, &s.configDoc); err != nil {
+	if err := json.Unmarshal(data, new(any)); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
 			offset := se.Offset - 1 // the byte at fault
@@ -97,10 +103,83 @@ func (s *settings) readConfig(cfg *crashloop.SupervisorConfig) error {
 		}
 		return usagef("%s: %v", s.config, err)
 	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // numbers keep their text, for inFile and max_chain
+	s.configDoc = nil
+	if err := dec.Decode(&s.configDoc); err != nil {
+		return usagef("%s: %v", s.config, err)
+	}
+	if path := duplicateKey(data); path != "" {
+		return usagef("%s: %s: appears twice (the second would silently win)", s.config, path)
+	}
+	// "max_chain": 0 turns the chain off, as --chain-max 0 does. The
+	// chain's other settings are checked all the same.
+	chainOff := false
+	top, _ := s.configDoc.(map[string]any)
+	if chain, ok := top["chain"].(map[string]any); ok {
+		if n, ok := chain["max_chain"].(json.Number); ok && n == "0" {
+			chainOff = true
+			doc := maps.Clone(top)
+			c := maps.Clone(chain)
+			c["max_chain"] = json.Number("1")
+			doc["chain"] = c
+			if data, err = json.Marshal(doc); err != nil {
+				return err
+			}
+		}
+	}
 	if err := cfg.UnmarshalJSON(data); err != nil {
 		return s.explain(err)
 	}
+	if chainOff {
+		cfg.Chain = nil
+	}
 	return nil
+}
+
+// duplicateKey returns the path ("budget.window") of the first key that
+// an object of data, a valid JSON document, holds twice; "" if none does.
+func duplicateKey(data []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var walk func(path string) string
+	walk = func(path string) string {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return ""
+				}
+				k, _ := kt.(string)
+				p := k
+				if path != "" {
+					p = path + "." + k
+				}
+				if seen[k] {
+					return p
+				}
+				seen[k] = true
+				if dup := walk(p); dup != "" {
+					return dup
+				}
+			}
+			_, _ = dec.Token()
+		case json.Delim('['):
+			for i := 0; dec.More(); i++ {
+				if dup := walk(fmt.Sprintf("%s[%d]", path, i)); dup != "" {
+					return dup
+				}
+			}
+			_, _ = dec.Token()
+		}
+		return ""
+	}
+	return walk("")
 }
 
 // position returns the line and column (counted in characters, from 1) of
@@ -140,6 +219,12 @@ func (s *settings) overrideCurve(cfg *crashloop.SupervisorConfig) error {
 	if s.isSet("jitter") {
 		spec["jitter"] = s.jitter
 	}
+	if _, ok := spec["initial"]; ok && s.isSet("initial-backoff") {
+		spec["initial"] = s.initialBackoff.String()
+	}
+	if _, ok := spec["max"]; ok && s.isSet("max-backoff") {
+		spec["max"] = s.maxBackoff.String()
+	}
 	if doc["backoff"], err = json.Marshal(spec); err != nil {
 		return err
 	}
@@ -154,11 +239,8 @@ func (s *settings) overrideCurve(cfg *crashloop.SupervisorConfig) error {
 	return nil
 }
 
-func (s *settings) isSet(name string) bool {
-	set := false
-	s.fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
+// isSet reports whether the flag name was given.
+func (s *settings) isSet(name string) bool { return s.fs.isSet(name) }
 
 // fieldFlags maps the settings of a SupervisorConfig (as a *ConfigError
 // names them) to the flag that sets them, and the part of the flag's value
@@ -169,6 +251,8 @@ var fieldFlags = map[string]struct{ flag, part string }{
 	"budget.initial_backoff": {"initial-backoff", ""},
 	"budget.max_backoff":     {"max-backoff", ""},
 	"backoff.kind":           {"backoff", ""},
+	"backoff.initial":        {"initial-backoff", ""},
+	"backoff.max":            {"max-backoff", ""},
 	"backoff.jitter":         {"jitter", ""},
 	"healthy_after":          {"healthy-after", ""},
 	"chain.max_chain":        {"chain-max", ""},
@@ -183,6 +267,7 @@ var fieldFlags = map[string]struct{ flag, part string }{
 // >= --initial-backoff (2s)", not ">= initial_backoff".
 var ruleFlags = strings.NewReplacer(
 	"initial_backoff", "--initial-backoff",
+	">= initial (", ">= --initial-backoff (",
 	`kind "exponential"`, "--backoff=exponential",
 )
 
@@ -197,6 +282,10 @@ func (s *settings) explain(err error) error {
 		return usagef("%s", strings.TrimPrefix(err.Error(), "crashloop: "))
 	}
 	rule := "must be " + ce.Rule
+	if ce.Rule == "a whole number" && decimal.MatchString(fmt.Sprint(ce.Value)) { // valid, but past an int
+		rule = fmt.Sprintf("%v is out of range", ce.Value)
+		ce = &crashloop.ConfigError{Field: ce.Field, Rule: ce.Rule}
+	}
 	ff, hasFlag := fieldFlags[ce.Field]
 	switch {
 	case hasFlag && s.isSet(ff.flag):
@@ -231,6 +320,9 @@ func (s *settings) inFile(path string) bool {
 // shortValue returns " (got VALUE)" for a rejected value short enough to
 // quote on one line, and "" for a longer one (a whole object, say).
 func shortValue(v any) string {
+	if v == nil {
+		return ""
+	}
 	text := fmt.Sprint(v)
 	if utf8.RuneCountInString(text) > 40 || strings.ContainsAny(text, "\n\r") {
 		return ""

@@ -50,9 +50,12 @@ func TestExitStatusesInHelp(t *testing.T) {
        (143 for TERM, 137 for KILL)
   0    with --on-park wait, crashloop was stopped by INT or TERM while the
        program was parked (the park stays in --state or on Redis)
-  1    an error of crashloop itself (a state file it cannot write, a missing
-       state file for status or resume, resume of a key that is not parked…)
-  2    bad usage, flags or configuration (a malformed config or state file)
+  1    an error of crashloop itself (a park it could not record in --state,
+       a missing state file for status or resume, resume of a key that is not
+       parked, an address it cannot bind…)
+  2    bad usage, flags or configuration (an unknown command, an empty,
+       padded or out-of-range value, a malformed config or state file,
+       a missing --state folder)
   75   another crashloop supervises this --key with this --state
        (EX_TEMPFAIL: try again once it has ended)
   86   a guard gave up, or --state or --redis says the program is parked

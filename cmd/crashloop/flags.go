@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,7 +27,7 @@ import (
 // superviseCmd (a new subsystem builds its crashloop.Option there, in
 // newSupervisor).
 type settings struct {
-	fs *flag.FlagSet
+	fs *flagSet
 
 	// The supervisor (config.go turns them into a SupervisorConfig).
 	maxRespawns        int
@@ -65,38 +66,38 @@ type settings struct {
 // newSettings registers the flags with their defaults.
 func newSettings() *settings {
 	d := crashloop.DefaultSupervisorConfig()
-	s := &settings{fs: flag.NewFlagSet("crashloop", flag.ContinueOnError)}
+	s := &settings{fs: newFlagSet("crashloop")} // errors are reported as one line, help by printHelp
 	fs := s.fs
-	fs.SetOutput(io.Discard) // errors are reported as one line, help by printHelp
-	fs.IntVar(&s.maxRespawns, "max-respawns", d.Budget.MaxRespawns, "respawns allowed in the rolling --window; the next failed start parks the program")
-	fs.DurationVar(&s.window, "window", d.Budget.Window, "the rolling window of the respawn budget")
-	fs.DurationVar(&s.initialBackoff, "initial-backoff", d.Budget.InitialBackoff, "wait before the first respawn; the Nth waits N times as long")
-	fs.DurationVar(&s.maxBackoff, "max-backoff", d.Budget.MaxBackoff, "the longest wait between starts")
-	fs.StringVar(&s.backoff, "backoff", "linear", "the `CURVE` of the waits: linear, or exponential (doubling from --initial-backoff to --max-backoff)")
-	fs.StringVar(&s.jitter, "jitter", "none", "randomize the waits by `KIND`: none, full, equal or decorrelated")
-	fs.DurationVar(&s.healthyAfter, "healthy-after", d.HealthyAfter, "a run this long, or one that sent READY=1, was a healthy start; 0: only READY=1 is")
-	fs.IntVar(&s.chainMax, "chain-max", d.Chain.MaxChain, "failures after healthy runs, each within --chain-gap of the last, before giving up; 0: off")
-	fs.DurationVar(&s.chainGap, "chain-gap", d.Chain.ResetGap, "a longer gap between failures after healthy runs ends the chain")
-	fs.StringVar(&s.guard, "guard", "off", "fast restart-loop guard over every restart: off, on (3/60s) or `N/DURATION`")
-	fs.IntVar(&s.hourlyCap, "hourly-cap", 0, "park after `N` restarts in a rolling hour; 0: off")
-	fs.StringVar(&s.restart, "restart", "on-failure", "restart `POLICY`: on-failure, or always to restart after exit status 0 too")
-	fs.StringVar(&s.permanentExitCodes, "permanent-exit-codes", "", "comma-separated exit statuses (`CODES`) that park at once, such as 78,125")
-	fs.StringVar(&s.config, "config", "", "JSON supervisor configuration `FILE` (every setting, the fleet breaker too); flags override it")
-	fs.StringVar(&s.key, "key", "", "the program's stable identity in events and the state file (default: its name and a hash of the command line)")
-	fs.StringVar(&s.chdir, "chdir", "", "run the program in `DIR`")
-	fs.Var(&s.env, "env", "set `KEY=VALUE` in the program's environment (repeatable)")
-	fs.DurationVar(&s.grace, "grace", 10*time.Second, "how long a stopping program may take before SIGKILL")
-	fs.DurationVar(&s.watchdog, "watchdog", 0, "stop the program (SIGABRT, then SIGKILL) when it sends no WATCHDOG=1 for this long, and count a failure; 0: off")
-	fs.StringVar(&s.state, "state", "", "keep parked marks in `FILE`, across crashloop restarts and reboots; one crashloop per --key")
-	fs.StringVar(&s.redis.url, "redis", "", "share the guards' state with every crashloop of the same --key through Redis at `URL` (redis://, rediss://, unix:///path, a cluster node, or Sentinel with ?master_name=NAME; password from the URL or $REDIS_PASSWORD)")
-	fs.StringVar(&s.redis.prefix, "redis-prefix", "crashloop", "the deployment's `NAME` on Redis: crashloops of one deployment share it")
-	fs.DurationVar(&s.redis.timeout, "redis-timeout", redisstore.DefaultTimeout, "the longest one decision waits for Redis before deciding alone")
+	fs.Int(&s.maxRespawns, "max-respawns", d.Budget.MaxRespawns, "respawns allowed in the rolling --window; the next failed start parks the program")
+	fs.Duration(&s.window, "window", d.Budget.Window, "the rolling window of the respawn budget")
+	fs.Duration(&s.initialBackoff, "initial-backoff", d.Budget.InitialBackoff, "wait before the first respawn; the Nth waits N times as long")
+	fs.Duration(&s.maxBackoff, "max-backoff", d.Budget.MaxBackoff, "the longest wait between starts")
+	fs.String(&s.backoff, "backoff", "linear", "the `CURVE` of the waits: linear, or exponential (doubling from --initial-backoff to --max-backoff)")
+	fs.String(&s.jitter, "jitter", "none", "randomize the waits by `KIND`: none, full, equal or decorrelated")
+	fs.Duration(&s.healthyAfter, "healthy-after", d.HealthyAfter, "a run this long, or one that sent READY=1, was a healthy start; 0: only READY=1 is")
+	fs.Int(&s.chainMax, "chain-max", d.Chain.MaxChain, "failures after healthy runs, each within --chain-gap of the last, before giving up; 0: off")
+	fs.Duration(&s.chainGap, "chain-gap", d.Chain.ResetGap, "a longer gap between failures after healthy runs ends the chain")
+	fs.String(&s.guard, "guard", "off", "fast restart-loop guard over every restart: off, on (3/60s) or `N/DURATION`")
+	fs.Int(&s.hourlyCap, "hourly-cap", 0, "park after `N` restarts in a rolling hour; 0: off")
+	fs.String(&s.restart, "restart", "on-failure", "restart `POLICY`: on-failure, or always to restart after exit status 0 too")
+	fs.String(&s.permanentExitCodes, "permanent-exit-codes", "", "comma-separated exit statuses (`CODES`) that park at once, such as 78,125")
+	fs.Var((*stringValue)(&s.config), "config", "JSON supervisor configuration `FILE` (every setting, the fleet breaker too; at most 1 MiB, once); each flag given overrides its setting", once)
+	fs.String(&s.key, "key", "", "the program's stable identity in events and the state file (default: its name and a hash of the command line)")
+	fs.String(&s.chdir, "chdir", "", "run the program in `DIR`")
+	fs.Var(&s.env, "env", "set `KEY=VALUE` in the program's environment (repeatable)", repeatable|padded)
+	fs.Duration(&s.grace, "grace", 10*time.Second, "how long a stopping program may take before SIGKILL")
+	fs.Duration(&s.watchdog, "watchdog", 0, "stop the program (SIGABRT, then SIGKILL) when it sends no WATCHDOG=1 for this long, and count a failure; 0: off")
+	fs.String(&s.state, "state", "", "keep parked marks in `FILE`, across crashloop restarts and reboots; one crashloop per --key")
+	fs.String(&s.redis.url, "redis", "", "share the guards' state with every crashloop of the same --key through Redis at `URL` (redis://, rediss://, unix:///path, a cluster node, or Sentinel with ?master_name=NAME; password from the URL or $REDIS_PASSWORD)")
+	fs.String(&s.redis.prefix, "redis-prefix", "crashloop", "the deployment's `NAME` on Redis: crashloops of one deployment share it")
+	fs.Duration(&s.redis.timeout, "redis-timeout", redisstore.DefaultTimeout, "the longest one decision waits for Redis before deciding alone")
 	s.redis.tlsFlags(fs)
-	fs.StringVar(&s.logFormat, "log-format", "text", "log lines on stderr in `FORMAT`: text or json")
-	fs.StringVar(&s.metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus), /status, /healthz and /readyz, read-only, on `ADDR` such as 127.0.0.1:9464; off by default")
-	fs.StringVar(&s.onPark, "on-park", "exit", "on a park, `ACTION`: exit (status 86), or wait with the program stopped, serving --metrics-addr, until a resume starts it again")
-	fs.StringVar(&s.adminToken, "admin-token-file", "", "with --on-park wait: serve POST /resume on --metrics-addr to a bearer token read from `FILE`")
-	fs.BoolVar(&s.version, "version", false, "print crashloop's version and exit")
+	fs.String(&s.logFormat, "log-format", "text", "log lines on stderr in `FORMAT`: text or json")
+	fs.String(&s.metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus), /status (JSON), /healthz and /readyz (200 while the program runs healthy, 503 otherwise), read-only, on `ADDR` such as 127.0.0.1:9464; off by default (crashloop help endpoints)")
+	fs.String(&s.onPark, "on-park", "exit", "on a park, `ACTION`: exit (status 86), or wait with the program stopped, serving --metrics-addr, until a resume starts it again; wait needs --state, --redis or --admin-token-file, the ways to resume it")
+	fs.String(&s.adminToken, "admin-token-file", "", "with --on-park wait and --metrics-addr: serve POST /resume to requests with the header \"Authorization: Bearer TOKEN\", TOKEN read from `FILE` (at most 4 KiB)")
+	fs.Bool(&s.version, "version", false, "print crashloop's version and exit")
+	fs.hint("key", "leave --key out for a key derived from the command line")
 	return s
 }
 
@@ -119,8 +120,9 @@ Usage:
   crashloop [flags] -- PROGRAM [ARGS...]
   crashloop status --state FILE | --redis URL [--json]
   crashloop resume --state FILE | --redis URL [KEY]
-  crashloop replay [--config FILE]... HISTORY...      (see crashloop replay --help)
-  crashloop simulate [--crash-after D] [--outage D]   (see crashloop simulate --help)
+  crashloop replay [--config FILE]... HISTORY...              (see crashloop replay --help)
+  crashloop simulate [--crash-after D] [--outage D] [--json]  (see crashloop simulate --help)
+  crashloop help [TOPIC]
   crashloop --version
 `
 
@@ -147,7 +149,7 @@ Examples:
     crashloop status --state /data/crashloop.json
     crashloop resume --state /data/crashloop.json worker
   A container entrypoint that stays up, scraped and probed, when it parks:
-    crashloop --on-park wait --state /data/crashloop.json --metrics-addr :9464 -- /app/worker
+    crashloop --on-park wait --state /data/crashloop.json --key worker --metrics-addr :9464 -- /app/worker
 `
 
 // printHelp writes --help: usage, the flags by section, signals, examples
@@ -160,12 +162,14 @@ func (s *settings) printHelp(w io.Writer) {
 			f := s.fs.Lookup(name)
 			arg, usage := flag.UnquoteUsage(f)
 			switch arg {
-			case "int":
-				arg = " N"
-			case "duration":
-				arg = " DURATION"
-			case "string", "value":
+			case "value":
 				arg = " " + strings.ToUpper(name)
+				switch f.Value.(flag.Getter).Get().(type) {
+				case int:
+					arg = " N"
+				case time.Duration:
+					arg = " DURATION"
+				}
 			case "":
 			default:
 				arg = " " + arg
@@ -200,7 +204,7 @@ func parseSupervise(args []string, stdout io.Writer, out *output) (s *settings, 
 			s.printHelp(stdout)
 			return s, nil, true, nil
 		}
-		return nil, nil, false, flagError(s.fs, flagArgs, err)
+		return nil, nil, false, flagError(s.fs.FlagSet, flagArgs, err)
 	}
 	if s.version {
 		fmt.Fprintln(stdout, "crashloop", version())
@@ -226,7 +230,8 @@ var invalidValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?
 
 // flagError turns an error of the flag package, which parsed args, into
 // one line that names the flag as the user typed it, with one dash or two:
-// "--window: "soon" is not a duration", "unknown flag -z".
+// "--window: "soon" is not a duration such as 60s or 500ms", "unknown flag
+// -z".
 func flagError(fs *flag.FlagSet, args []string, err error) error {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
@@ -240,15 +245,8 @@ func flagError(fs *flag.FlagSet, args []string, err error) error {
 		return usagef("%s (see crashloop --help)", msg)
 	}
 	value, name, reason := m[1], m[2], m[3]
-	if g, ok := fs.Lookup(name).Value.(flag.Getter); ok {
-		switch g.Get().(type) {
-		case time.Duration:
-			reason = "is not a duration such as 60s or 500ms"
-		case int:
-			reason = "is not a whole number"
-		case bool:
-			reason = "is not true or false"
-		}
+	if sv, ok := fs.Lookup(name).Value.(*strictValue); ok && sv.err != "" {
+		return usagef("%s: %s", typedAs(args, name), sv.err)
 	}
 	return usagef("%s: %s %s", typedAs(args, name), value, reason)
 }
@@ -287,10 +285,8 @@ func (s *settings) check() error {
 		return badValue("backoff", s.backoff, "is not linear or exponential")
 	case s.jitter != "none" && s.jitter != "full" && s.jitter != "equal" && s.jitter != "decorrelated":
 		return badValue("jitter", s.jitter, "is not none, full, equal or decorrelated")
-	case s.isSet("key") && s.key == "":
-		return usagef("--key: must not be empty (leave --key out for a key derived from the command line)")
-	case s.isSet("key") && strings.TrimSpace(s.key) == "":
-		return badValue("key", s.key, "is blank (leave --key out for a key derived from the command line)")
+	case s.isSet("key") && checkKey(s.key) != "":
+		return usagef("--key: %s (leave --key out for a key derived from the command line)", checkKey(s.key))
 	case s.chainMax < 0:
 		return usagef("--chain-max: must be >= 0 (0: off)")
 	case s.restart != "on-failure" && s.restart != "always":
@@ -311,6 +307,12 @@ func (s *settings) check() error {
 		return usagef("--admin-token-file: needs --metrics-addr, the address that serves POST /resume")
 	case s.onPark == "wait" && s.state == "" && s.redis.url == "" && s.adminToken == "":
 		return usagef("--on-park wait: needs --state, --redis or --admin-token-file, or nothing could resume the program")
+	}
+	if err := redisOnly(s.fs, s.redis.url); err != nil {
+		return err
+	}
+	if err := checkAddr(s.metricsAddr); err != nil {
+		return err
 	}
 	if _, err := parseGuard(s.guard); err != nil {
 		return err
@@ -412,4 +414,20 @@ func withoutEnv(env []string, key string) []string {
 func defaultKey(argv []string) string {
 	h := sha256.Sum256([]byte(strings.Join(argv, "\x00")))
 	return filepath.Base(argv[0]) + "-" + hex.EncodeToString(h[:4])
+}
+
+// checkAddr checks --metrics-addr: HOST:PORT, or :PORT, with a decimal
+// port from 0 to 65535 (0: any free port). "" is off.
+func checkAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return badValue("metrics-addr", addr, "is not HOST:PORT or :PORT, such as 127.0.0.1:9464")
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || !decimal.MatchString(port) || n > 65535 {
+		return badValue("metrics-addr", addr, "has no port number from 0 to 65535")
+	}
+	return nil
 }

@@ -79,6 +79,7 @@ func (k *keeper) close() {
 // keeperMain is the keeper process: it reads the list of live groups until
 // crashloop closes the pipe, then kills what is still listed.
 func keeperMain() int {
+	setProcessName("crashloop")
 	// The keeper ends when crashloop does, not when a terminal or a service
 	// manager signals crashloop's group or session.
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH)

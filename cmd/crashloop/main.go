@@ -8,10 +8,11 @@
 // Usage:
 //
 //	crashloop [flags] -- PROGRAM [ARGS...]
-//	crashloop status --state FILE [--json]
-//	crashloop resume --state FILE [KEY]
+//	crashloop status --state FILE | --redis URL [--json]
+//	crashloop resume --state FILE | --redis URL [KEY]
 //	crashloop replay [--config FILE]... HISTORY...
-//	crashloop simulate [--config FILE]... [--crash-after D] [--outage D]
+//	crashloop simulate [--config FILE]... [--crash-after D] [--outage D] [--json]
+//	crashloop help [TOPIC]
 //	crashloop --version
 //
 // Each run of the program has a process group of its own, and nothing of a
@@ -38,6 +39,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 func main() {
@@ -80,6 +82,11 @@ func dispatch(args []string, stdout io.Writer, out *output) (int, error) {
 			return 0, replayCmd(args[1:], stdout)
 		case "simulate":
 			return 0, simulateCmd(args[1:], stdout)
+		case "help":
+			return 0, helpCmd(args[1:], stdout)
+		}
+		if !strings.HasPrefix(args[0], "-") {
+			return 0, unknownCommand(args[0])
 		}
 	}
 	return superviseCmd(args, stdout, out)

@@ -51,14 +51,11 @@ func serveMetrics(ln net.Listener, sup *crashloop.Supervisor, events *promcrashl
 	reg.MustRegister(promcrashloop.NewCollector(sup), events, lastExit{r})
 	m := &metricsServer{ln: ln, srv: &http.Server{
 		ReadHeaderTimeout: 5 * time.Second,
+		MaxHeaderBytes:    maxHeaderSize,
 		Handler:           ep,
 	}}
-	ep.next = &promcrashloop.Handler{Supervisor: sup, Gatherer: reg, Info: func() any {
-		if text := r.statusText(); text != "" {
-			return map[string]string{"program_status": text}
-		}
-		return nil
-	}}
+	ep.sup = sup
+	ep.next = &promcrashloop.Handler{Supervisor: sup, Gatherer: reg} // /metrics and /healthz; ep serves /status
 	go func() {
 		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("the metrics server stopped: "+err.Error(), "addr", ln.Addr().String())

@@ -110,15 +110,18 @@ func TestMetricsOfARunningProgram(t *testing.T) {
 	assert.NotContains(t, fams, "crashloop_last_exit_code", "no run has ended")
 
 	var st struct {
-		Keys map[string]struct {
+		Keys []struct {
+			Key   string `json:"key"`
 			State string `json:"state"`
 		} `json:"keys"`
-		Info map[string]string `json:"info"`
+		ProgramStatus string `json:"program_status"`
 	}
 	_, doc := get(t, http.MethodGet, "http://"+addr+"/status")
 	require.NoError(t, json.Unmarshal([]byte(doc), &st), doc)
-	assert.Equal(t, "running", st.Keys["api"].State)
-	assert.Equal(t, map[string]string{"program_status": "serving requests"}, st.Info)
+	require.Len(t, st.Keys, 1, doc)
+	assert.Equal(t, "api", st.Keys[0].Key)
+	assert.Equal(t, "running", st.Keys[0].State)
+	assert.Equal(t, "serving requests", st.ProgramStatus)
 
 	code, ok := get(t, http.MethodGet, "http://"+addr+"/healthz")
 	assert.Equal(t, http.StatusOK, code)

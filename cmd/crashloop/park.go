@@ -190,7 +190,7 @@ func restorePark(sup *crashloop.Supervisor, key string, m mark) error {
 		return err
 	}
 	since := m.Since.UTC().Format(time.RFC3339Nano)
-	park := map[string]any{"reason": m.Reason, "attempts": m.Starts, "since": since}
+	park := map[string]any{"reason": m.Reason, "attempts": m.park(key).Attempts, "since": since}
 	if m.LastError != "" {
 		park["last_error"] = m.LastError
 	}

@@ -5,12 +5,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,10 +42,10 @@ type redisConfig struct {
 }
 
 // tlsFlags registers --redis-ca, --redis-cert and --redis-key on fs.
-func (c *redisConfig) tlsFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.ca, "redis-ca", "", "with a rediss:// --redis: trust the certificate authorities in PEM `FILE` instead of the system's")
-	fs.StringVar(&c.cert, "redis-cert", "", "with a rediss:// --redis: present the client certificate in PEM `FILE` (with --redis-key)")
-	fs.StringVar(&c.key, "redis-key", "", "the key of --redis-cert, a PEM `FILE`")
+func (c *redisConfig) tlsFlags(fs *flagSet) {
+	fs.String(&c.ca, "redis-ca", "", "with a rediss:// --redis: trust the certificate authorities in PEM `FILE` instead of the system's")
+	fs.String(&c.cert, "redis-cert", "", "with a rediss:// --redis: present the client certificate in PEM `FILE` (with --redis-key)")
+	fs.String(&c.key, "redis-key", "", "the key of --redis-cert, a PEM `FILE`")
 }
 
 // open returns a Store on the deployment of c: a plain server, a Redis
@@ -211,19 +212,22 @@ func statusRedis(c redisConfig, asJSON bool, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	doc := parkedDoc{Source: "redis", Where: redact(c.url), Prefix: c.prefix, Parks: []parkDoc{}, Fleet: fleetOf(fleet)}
+	slices.SortFunc(parks, func(a, b *crashloop.ParkedError) int { return strings.Compare(a.Key, b.Key) })
+	for _, pe := range parks {
+		doc.Parks = append(doc.Parks, parkOf(pe))
+	}
 	if asJSON {
-		return printJSON(stdout, redisStatus{Parked: parksOf(parks), Fleet: fleet})
+		return printJSON(stdout, doc)
 	}
 	if len(parks) == 0 {
-		fmt.Fprintf(stdout, "nothing is parked in %s (prefix %s)\n", redact(c.url), c.prefix)
-	} else {
-		rows := make(map[string]row, len(parks))
-		for key, p := range parksOf(parks) {
-			rows[key] = row{p.Reason, p.Since, p.Attempts, p.LastError}
+		fmt.Fprintf(stdout, "nothing is parked in %s (prefix %s)", redact(c.url), c.prefix)
+		if fleet.TotalChannels == 0 && fleet.RestartsInHour == 0 {
+			fmt.Fprintf(stdout, "; no crashloop has reported under the prefix %s in the last hour: is --redis-prefix right?", c.prefix)
 		}
-		if err := printRows(stdout, "ATTEMPTS", rows); err != nil {
-			return err
-		}
+		fmt.Fprintln(stdout)
+	} else if err := printParks(stdout, doc.Parks); err != nil {
+		return err
 	}
 	state := "armed"
 	if fleet.BreakerTripped {
@@ -232,38 +236,12 @@ func statusRedis(c redisConfig, asJSON bool, stdout io.Writer) error {
 			state += ", re-arms at " + fleet.RearmAt.Format(time.RFC3339)
 		}
 	}
-	fmt.Fprintf(stdout, "fleet breaker: %s; %s in the last hour; %d of %d keys failing\n", state,
-		errtext.Plural(fleet.RestartsInHour, "restart"), fleet.FailingChannels, fleet.TotalChannels)
-	return nil
-}
-
-// redisStatus is the document of "status --redis --json".
-type redisStatus struct {
-	Parked map[string]redisPark  `json:"parked"`
-	Fleet  crashloop.FleetStatus `json:"fleet"`
-}
-
-// redisPark is a park in the shared state. Attempts are what the guard
-// that parked the key counted (respawns, rescues or restarts, of every
-// replica), not the starts of one crashloop.
-type redisPark struct {
-	Reason    string    `json:"reason"`
-	Since     time.Time `json:"since"`
-	Attempts  int       `json:"attempts"`
-	LastError string    `json:"last_error,omitempty"`
-}
-
-// parksOf returns the parks of the shared state by key.
-func parksOf(parks []*crashloop.ParkedError) map[string]redisPark {
-	out := make(map[string]redisPark, len(parks))
-	for _, pe := range parks {
-		p := redisPark{Reason: pe.Reason, Since: pe.Since, Attempts: pe.Attempts}
-		if pe.LastError != nil {
-			p.LastError = pe.LastError.Error()
-		}
-		out[pe.Key] = p
+	keys := "no key has reported to it yet"
+	if fleet.TotalChannels > 0 {
+		keys = fmt.Sprintf("%d of %d keys failing", fleet.FailingChannels, fleet.TotalChannels)
 	}
-	return out
+	fmt.Fprintf(stdout, "fleet breaker: %s; %s in the last hour; %s\n", state, errtext.Plural(fleet.RestartsInHour, "restart"), keys)
+	return nil
 }
 
 // resumeRedis clears the park of key in the shared state, for every
@@ -311,7 +289,7 @@ func resumeRedis(c redisConfig, key string, stdout io.Writer) error {
 	case refusal != nil:
 		return refusal
 	}
-	fmt.Fprintf(stdout, "resumed %s for every replica; it starts with a full budget next time\n", key)
+	fmt.Fprintf(stdout, "resumed %s for every replica: %s\n", key, resumedHow)
 	return nil
 }
 
@@ -327,7 +305,21 @@ func (c redisConfig) do(f func(ctx context.Context, store *redisstore.Store) err
 	ctx, cancel := context.WithTimeout(context.Background(), 2*c.timeout)
 	defer cancel()
 	if err := f(ctx, store); err != nil {
-		return fmt.Errorf("--redis %s: %v", redact(c.url), scrub(err, c.url))
+		return fmt.Errorf("--redis %s: %s", redact(c.url), c.explain(err))
 	}
 	return nil
+}
+
+// explain words an error of Redis for status and resume: what went wrong
+// (no connection, no answer in time), not which of redisstore's calls it
+// was in ("redisstore: parked: epoch: dial tcp ...").
+func (c redisConfig) explain(err error) string {
+	var op *net.OpError
+	switch {
+	case errors.As(err, &op):
+		return "cannot reach it: " + scrub(op, c.url).Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("no answer within %v (twice --redis-timeout)", 2*c.timeout)
+	}
+	return strings.ReplaceAll(scrub(err, c.url).Error(), "redisstore: ", "")
 }

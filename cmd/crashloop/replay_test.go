@@ -23,15 +23,16 @@ type replayed struct {
 	Reports []struct {
 		Name   string
 		Totals struct {
-			Allowed, Parks, NeedsHuman, Spared int
+			Allowed, Parks, Spared int
+			NeedsHuman             int `json:"needs_human"`
 		}
 		Keys []struct {
-			Key    string
-			Reason string
+			Key      string
+			LastPark struct{ Reason string } `json:"last_park"`
 		}
 		Log struct {
 			Matched, Mismatched int
-			First               []string
+			Mismatches          []any
 		}
 	}
 }
@@ -94,14 +95,14 @@ func TestReplayReproducesItsOwnLog(t *testing.T) {
 			require.Len(t, got.Reports, 1)
 			rep := got.Reports[0]
 			assert.Equal(t, "flags", rep.Name)
-			assert.Equal(t, c.decisions, rep.Log.Matched, "%v\n%s", rep.Log.First, r.stderr)
-			assert.Equal(t, 0, rep.Log.Mismatched, "%v\n%s", rep.Log.First, r.stderr)
+			assert.Equal(t, c.decisions, rep.Log.Matched, "%v\n%s", rep.Log.Mismatches, r.stderr)
+			assert.Equal(t, 0, rep.Log.Mismatched, "%v\n%s", rep.Log.Mismatches, r.stderr)
 			assert.Equal(t, c.allowed, rep.Totals.Allowed)
 			assert.Equal(t, c.parks, rep.Totals.Parks)
 			assert.Equal(t, c.human, rep.Totals.NeedsHuman)
 			require.Len(t, rep.Keys, 1)
 			assert.Equal(t, c.name, rep.Keys[0].Key)
-			assert.Equal(t, c.reason, rep.Keys[0].Reason)
+			assert.Equal(t, c.reason, rep.Keys[0].LastPark.Reason)
 		})
 	}
 }

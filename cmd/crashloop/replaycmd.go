@@ -74,24 +74,16 @@ func policyFlags() []string {
 // candidateFlags registers the policy flags of a fresh settings on fs, and
 // returns the settings and a function that, once fs is parsed, builds the
 // candidates: one per --config file, or one from the flags alone.
-func candidateFlags(fs *flag.FlagSet, configs *listFlag) (*settings, func() ([]replay.Candidate, []int, error)) {
+func candidateFlags(fs *flagSet, configs *listFlag) (*settings, func() ([]replay.Candidate, []int, error)) {
 	s := newSettings()
 	for _, name := range policyFlags() {
 		f := s.fs.Lookup(name)
-		fs.Var(f.Value, name, f.Usage)
+		fs.FlagSet.Var(f.Value, name, f.Usage) // s's own value: s knows it is set
 	}
-	fs.Var(configs, "config", "a candidate configuration FILE (repeatable)")
-	defaults := fs.Bool("defaults", false, "")
+	fs.Var(configs, "config", "a candidate configuration FILE (repeatable)", repeatable)
+	var defaults bool
+	fs.Bool(&defaults, "defaults", false, "")
 	build := func() ([]replay.Candidate, []int, error) {
-		var err error
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name != "config" && s.fs.Lookup(f.Name) != nil && err == nil {
-				err = s.fs.Set(f.Name, f.Value.String()) // so that configuration and explain see it set
-			}
-		})
-		if err != nil {
-			return nil, nil, usagef("%v", err)
-		}
 		if err := s.check(); err != nil {
 			return nil, nil, err
 		}
@@ -108,7 +100,7 @@ func candidateFlags(fs *flag.FlagSet, configs *listFlag) (*settings, func() ([]r
 			files = []string{""}
 		}
 		var cands []replay.Candidate
-		if *defaults && len(*configs) > 0 {
+		if defaults && len(*configs) > 0 {
 			cands = append(cands, replay.Candidate{Name: "defaults", Config: crashloop.DefaultSupervisorConfig()})
 		}
 		for _, file := range files {
@@ -121,7 +113,7 @@ func candidateFlags(fs *flag.FlagSet, configs *listFlag) (*settings, func() ([]r
 			switch {
 			case file != "":
 				name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
-			case s.fs.NFlag() > 0 && !*defaults:
+			case len(s.fs.given) > 0 && !defaults:
 				name = "flags"
 			}
 			if _, err := crashloop.NewSupervisor(cfg); err != nil {
@@ -136,35 +128,38 @@ func candidateFlags(fs *flag.FlagSet, configs *listFlag) (*settings, func() ([]r
 
 // replayCmd is "crashloop replay".
 func replayCmd(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("replay")
 	var configs, keys listFlag
 	s, candidates := candidateFlags(fs, &configs)
-	format := fs.String("format", "auto", "")
-	fs.Var(&keys, "key", "")
-	horizon := fs.Duration("horizon", 24*time.Hour, "")
-	reorder := fs.Duration("reorder", time.Minute, "")
-	svg := fs.String("svg", "", "")
-	svgRows := fs.Int("svg-rows", 40, "")
-	asJSON := fs.Bool("json", false, "")
+	var format, svg string
+	var horizon, reorder time.Duration
+	var svgRows int
+	var asJSON bool
+	fs.String(&format, "format", "auto", "")
+	fs.Var(&keys, "key", "", repeatable)
+	fs.Duration(&horizon, "horizon", 24*time.Hour, "")
+	fs.Duration(&reorder, "reorder", time.Minute, "")
+	fs.String(&svg, "svg", "", "")
+	fs.Int(&svgRows, "svg-rows", 40, "")
+	fs.Bool(&asJSON, "json", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, replayHelp)
 			return nil
 		}
-		return flagError(fs, args, err)
+		return flagError(fs.FlagSet, args, err)
 	}
-	f, err := replay.ParseFormat(*format)
+	f, err := replay.ParseFormat(format)
 	switch {
 	case err != nil:
-		return badValue("format", *format, "is not auto, journald, kubernetes, docker, crashloop, csv or jsonl")
+		return badValue("format", format, "is not auto, journald, kubernetes, docker, crashloop, csv or jsonl")
 	case fs.NArg() == 0:
 		return usagef("replay needs a HISTORY file (or - for standard input)")
-	case *horizon <= 0:
+	case horizon <= 0:
 		return usagef("--horizon: must be > 0")
-	case *reorder <= 0:
+	case reorder <= 0:
 		return usagef("--reorder: must be > 0")
-	case *svgRows < 1:
+	case svgRows < 1:
 		return usagef("--svg-rows: must be >= 1")
 	}
 	cands, perm, err := candidates()
@@ -188,9 +183,9 @@ func replayCmd(args []string, stdout io.Writer) error {
 		defer file.Close()
 		sources = append(sources, replay.Source{Name: path, R: file, Format: f})
 	}
-	opts := replay.Options{Horizon: *horizon, Reorder: *reorder, PermanentCodes: perm}
+	opts := replay.Options{Horizon: horizon, Reorder: reorder, PermanentCodes: perm}
 	var tl *replay.Timeline
-	if *svg != "" {
+	if svg != "" {
 		tl = replay.NewTimeline()
 		opts.Timeline = tl
 	}
@@ -202,11 +197,11 @@ func replayCmd(args []string, stdout io.Writer) error {
 		return s.explain(err)
 	}
 	if tl != nil {
-		if err := writeSVG(*svg, tl, res, *svgRows); err != nil {
+		if err := writeSVG(svg, tl, res, svgRows); err != nil {
 			return err
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		return printJSON(stdout, res)
 	}
 	if slices.Contains(keys, "all") {
@@ -215,7 +210,7 @@ func replayCmd(args []string, stdout io.Writer) error {
 			keys = append(keys, k.Key)
 		}
 	}
-	return replay.WriteTable(stdout, res, keys, *horizon)
+	return replay.WriteTable(stdout, res, keys, horizon)
 }
 
 // writeSVG draws the timeline into path.

@@ -39,11 +39,12 @@ type runner struct {
 	stopSig syscall.Signal // the first INT or TERM received; 0 if none
 	failed  error          // the program could not be executed: supervision ends with this
 	starts  int
-	ended   bool   // a run has ended
-	last    string // how the last run ended, e.g. "exited with status 1"
-	status  int    // the last run's exit status (128+N for signal N)
-	signal  string // the name of the signal that killed the last run, such as "KILL"; "" if it exited
-	stopped bool   // the last run ended after stopSig was received
+	ended   bool     // a run has ended
+	last    string   // how the last run ended, e.g. "exited with status 1"
+	status  int      // the last run's exit status (128+N for signal N)
+	signal  string   // the name of the signal that killed the last run, such as "KILL"; "" if it exited
+	stopped bool     // the last run ended after stopSig was received
+	park    *parkDoc // the program's park, from when it parks until it is resumed; nil otherwise
 }
 
 // run is one run of the program.
@@ -216,7 +217,36 @@ func (r *runner) readyNow() bool {
 func (r *runner) resumed() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.starts, r.ended = 0, false
+	r.starts, r.ended, r.park = 0, false, nil
+}
+
+// parked keeps p, the program's park, for /status.
+func (r *runner) parked(p *parkDoc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.park = p
+}
+
+// lastExit returns how the last run ended: its exit status if it exited,
+// the signal's name if one killed it; neither before a run has ended.
+func (r *runner) lastExit() (code *int, signal string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case !r.ended:
+		return nil, ""
+	case r.signal != "":
+		return nil, r.signal
+	}
+	status := r.status
+	return &status, ""
+}
+
+// parkNow returns the park kept by parked, nil if none.
+func (r *runner) parkNow() *parkDoc {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.park
 }
 
 // forward passes sig on to the group of the run under way, if any.

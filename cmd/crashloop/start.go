@@ -99,6 +99,7 @@ func (l *launcher) end(g *group) { l.keeper.remove(g.pgid) }
 // byte once the group is registered, file 4 takes the report of a failed
 // exec.
 func shimMain() {
+	setProcessName("crashloop") // until it execs the program, whose name it then takes
 	var b [1]byte
 	if n, _ := os.NewFile(3, "go").Read(b[:]); n != 1 {
 		os.Exit(exitError) // crashloop is gone

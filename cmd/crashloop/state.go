@@ -3,12 +3,17 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/crashloopguard/crashloop"
@@ -25,14 +30,33 @@ type stateFile struct {
 	Marks   map[string]mark `json:"marks"`
 }
 
-// mark is why a program is parked.
+// mark is why a program is parked: the park's reason code, last error and
+// time, what the guard that parked it counted (Attempts; absent from the
+// marks of crashloops before it was added, whose Starts stand in), the
+// program's starts, how its last run ended (its status, and the signal
+// that killed it) and its command line.
 type mark struct {
 	Reason     string    `json:"reason"`
 	LastError  string    `json:"last_error,omitempty"`
+	Attempts   *int      `json:"attempts,omitempty"`
 	Starts     int       `json:"starts"`
 	ExitStatus *int      `json:"exit_status,omitempty"`
+	Signal     string    `json:"signal,omitempty"`
 	Since      time.Time `json:"since"`
 	Command    []string  `json:"command,omitempty"`
+}
+
+// park returns the mark of key as parkDoc.
+func (m mark) park(key string) parkDoc {
+	p := parkDoc{Key: key, Reason: m.Reason, Since: jsonTime(m.Since), Attempts: m.Starts, LastError: m.LastError, Signal: m.Signal}
+	if m.Attempts != nil {
+		p.Attempts = *m.Attempts
+	}
+	if m.ExitStatus != nil && m.Signal == "" {
+		code := *m.ExitStatus
+		p.ExitCode = &code
+	}
+	return p
 }
 
 // stateStore reads and changes a state file. Every write is atomic
@@ -51,37 +75,125 @@ func newStateStore(path string) *stateStore {
 }
 
 // load reads the state. A missing file is an empty state when missingOK,
-// and an error otherwise.
+// and an error otherwise; an empty file (one that touch made) is an empty
+// state. A file past maxStateSize is refused, read no further.
 func (s *stateStore) load(missingOK bool) (*stateFile, error) {
-	data, err := s.store.Load()
+	data, err := readLimited(s.path, maxStateSize)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && missingOK:
 		return &stateFile{Version: stateVersion, Marks: map[string]mark{}}, nil
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fail(exitError, "state file %s does not exist", s.path)
+	case errors.As(err, new(*errTooLarge)): // no state file is that large: a wrong path
+		return nil, usagef("state file %s: %v", s.path, err)
 	case err != nil:
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
 		return nil, fmt.Errorf("state file %s: %w", s.path, err)
+	case len(bytes.TrimSpace(data)) == 0:
+		return &stateFile{Version: stateVersion, Marks: map[string]mark{}}, nil
 	}
-	var st stateFile
-	if err := json.Unmarshal(data, &st); err != nil {
+	st, err := decodeState(data)
+	if err != nil {
 		return nil, usagef("state file %s is malformed: %v", s.path, err)
 	}
 	if st.Version != stateVersion {
 		return nil, usagef("state file %s has version %d, want %d", s.path, st.Version, stateVersion)
 	}
-	if st.Marks == nil {
-		st.Marks = map[string]mark{}
-	}
 	for key, m := range st.Marks {
-		if key == "" || m.Reason == "" {
+		if why := checkKey(key); why != "" {
+			return nil, usagef("state file %s is malformed: the key %s", s.path, why)
+		}
+		if m.Reason == "" {
 			return nil, usagef("state file %s is malformed: mark %q has no reason", s.path, key)
 		}
 	}
-	return &st, nil
+	return st, nil
+}
+
+// decodeState reads a state file's document. Its errors name the field at
+// fault by its path in the file ("marks.web.since"), not by Go's names.
+func decodeState(data []byte) (*stateFile, error) {
+	var doc struct {
+		Version json.RawMessage            `json:"version"`
+		Marks   map[string]json.RawMessage `json:"marks"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, jsonError("", err)
+	}
+	st := &stateFile{Marks: make(map[string]mark, len(doc.Marks))}
+	if doc.Version != nil {
+		if err := json.Unmarshal(doc.Version, &st.Version); err != nil {
+			return nil, jsonError("version", err)
+		}
+	}
+	for key, raw := range doc.Marks {
+		var m mark
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, jsonError("marks."+key, err)
+		}
+		st.Marks[key] = m
+	}
+	return st, nil
+}
+
+// jsonError words an error of encoding/json for a document's reader:
+// "marks.web.reason: must be a string, not a number", the field by its
+// path in the document (under prefix), the types by their JSON names.
+func jsonError(prefix string, err error) error {
+	var te *json.UnmarshalTypeError
+	var pe *time.ParseError
+	path := prefix
+	switch {
+	case errors.As(err, &te):
+		if te.Field != "" {
+			path = strings.TrimPrefix(prefix+"."+te.Field, ".")
+		}
+		return located(path, fmt.Errorf("must be %s, not %s", jsonKind(te.Type), article(te.Value)))
+	case errors.As(err, &pe):
+		return located(path, errors.New("must be an RFC 3339 time such as 2026-01-02T03:04:05Z"))
+	}
+	return located(path, errors.New(strings.TrimPrefix(err.Error(), "json: ")))
+}
+
+// located prefixes err with path, if there is one.
+func located(path string, err error) error {
+	if path == "" {
+		return err
+	}
+	return fmt.Errorf("%s: %w", path, err)
+}
+
+// jsonKind names the JSON value that t reads, with its article.
+func jsonKind(t reflect.Type) string {
+	if t == reflect.TypeFor[time.Time]() {
+		return "an RFC 3339 time"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "a JSON object"
+}
+
+// article returns encoding/json's name of a value, such as "number", with
+// its article.
+func article(v string) string {
+	switch {
+	case v == "":
+		return "this"
+	case strings.ContainsAny(v[:1], "aeiou"):
+		return "an " + v
+	}
+	return "a " + v
 }
 
 // update applies change to the state under the lock, and saves it if
@@ -111,7 +223,7 @@ func (s *stateStore) create() error {
 		return fmt.Errorf("state file %s: %w", s.path, err)
 	}
 	defer release()
-	if _, err := s.store.Load(); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(s.path); !errors.Is(err, fs.ErrNotExist) {
 		return nil // there, or an error that load reports
 	}
 	return s.save(&stateFile{Version: stateVersion, Marks: map[string]mark{}})
@@ -128,6 +240,22 @@ func (s *stateStore) save(st *stateFile) error {
 			err = cause
 		}
 		return fmt.Errorf("state file %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// checkFolder fails, naming --state, when the state file's folder does
+// not exist (crashloop creates the file, not its folder) or is no folder.
+func (s *stateStore) checkFolder() error {
+	dir := filepath.Dir(s.path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return usagef("--state %s: the folder %s does not exist (crashloop creates the file, not its folder: mkdir -p %s)", s.path, dir, shellQuote(dir))
+	case err != nil:
+		return usagef("--state %s: the folder %s: %v", s.path, dir, unwrapPath(err))
+	case !fi.IsDir():
+		return usagef("--state %s: %s is not a folder", s.path, dir)
 	}
 	return nil
 }

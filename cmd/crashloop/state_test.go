@@ -37,22 +37,16 @@ func TestStateFileKeepsAParkAcrossRestarts(t *testing.T) {
 	assert.Equal(t, "crashloop: web is parked since "+markSince(t, state, "web")+" (respawn_budget_exhausted): sh exited with status 1\n"+
 		"crashloop: once the cause is fixed, run: crashloop resume --state "+state+" web\n", r.stderr)
 
-	// status --json prints the file's document.
+	// status --json prints the park, as every document of crashloop does.
 	r = runCL(t, "status", "--state", state, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
-	var st stateFile
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
-	assert.Equal(t, 1, st.Version)
-	require.Contains(t, st.Marks, "web")
-	assert.Equal(t, "respawn_budget_exhausted", st.Marks["web"].Reason)
-	assert.Equal(t, 4, st.Marks["web"].Starts)
-	require.NotNil(t, st.Marks["web"].ExitStatus)
-	assert.Equal(t, 1, *st.Marks["web"].ExitStatus)
+	assert.JSONEq(t, `{"source": "state", "where": "`+state+`", "parks": [{"key": "web", "reason": "respawn_budget_exhausted",
+		"since": "`+markTime(t, state, "web")+`", "attempts": 3, "last_error": "sh exited with status 1", "exit_code": 1}]}`, r.stdout)
 
 	// resume clears the mark; the next crashloop starts it with a full budget.
 	r = runCL(t, "resume", "--state", state, "web")
 	assert.Equal(t, 0, r.code, r.stderr)
-	assert.Equal(t, "resumed web; it starts with a full budget next time\n", r.stdout)
+	assert.Equal(t, "resumed web: "+resumedHow+"\n", r.stdout)
 	r = runCL(t, args...)
 	assert.Equal(t, exitParked, r.code, r.stderr)
 	assert.Len(t, lines(t, f), 8)
@@ -92,9 +86,9 @@ func TestStatus(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Empty(t, r.stderr)
 	assert.Equal(t, fmt.Sprintf(
-		"KEY  REASON                    SINCE%s  STARTS  LAST ERROR\n"+
-			"api  respawn_budget_exhausted  %s  1       %s exited with status 3\n"+
-			"web  respawn_budget_exhausted  %s  1       %s exited with status 3\n",
+		"KEY  REASON                    SINCE%s  ATTEMPTS  LAST ERROR\n"+
+			"api  respawn_budget_exhausted  %s  0         %s exited with status 3\n"+
+			"web  respawn_budget_exhausted  %s  0         %s exited with status 3\n",
 		pad("SINCE", markSince(t, state, "api")), markSince(t, state, "api"), helper, markSince(t, state, "web"), helper), r.stdout)
 	assert.Equal(t, before, listing(t, dir), "status created no file")
 
@@ -150,7 +144,7 @@ func TestResumeSaysWhatIsWrong(t *testing.T) {
 	assert.Equal(t, 0, r.code, r.stderr)
 	r = runCL(t, "resume", "--state", state)
 	assert.Equal(t, 0, r.code, r.stderr)
-	assert.Equal(t, "resumed b; it starts with a full budget next time\n", r.stdout)
+	assert.Equal(t, "resumed b: "+resumedHow+"\n", r.stdout)
 	r = runCL(t, "resume", "--state", state, "b")
 	assert.Equal(t, exitError, r.code)
 	assert.Equal(t, "crashloop: b is not parked: nothing is parked in "+state+"\n", r.stderr)
@@ -203,9 +197,13 @@ func TestTwoCrashloopsShareOneStateFile(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, []int{exitParked, exitParked, exitParked, exitParked}, codes)
 	r := runCL(t, "status", "--state", state, "--json")
-	var st stateFile
+	var st struct{ Parks []struct{ Key string } }
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
-	assert.Equal(t, keys, st.keys(), "no crashloop lost another's mark")
+	var parked []string
+	for _, p := range st.Parks {
+		parked = append(parked, p.Key)
+	}
+	assert.Equal(t, keys, parked, "no crashloop lost another's mark")
 }
 
 // markSince returns the time a key was parked, as status prints it.
@@ -229,4 +227,16 @@ func listing(t *testing.T, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+// markTime returns the time of key's mark in state as crashloop's JSON
+// documents write it.
+func markTime(t *testing.T, state, key string) string {
+	t.Helper()
+	data, err := os.ReadFile(state)
+	require.NoError(t, err)
+	var st stateFile
+	require.NoError(t, json.Unmarshal(data, &st))
+	require.Contains(t, st.Marks, key)
+	return st.Marks[key].Since.UTC().Format("2006-01-02T15:04:05.000000000Z07:00")
 }

@@ -8,11 +8,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/crashloopguard/crashloop/redisstore"
 )
@@ -45,19 +47,18 @@ type where struct {
 
 // parseStateFlags parses the flags of status and resume. done is true when
 // it has printed help.
-func parseStateFlags(fs *flag.FlagSet, help string, args []string, stdout io.Writer) (w where, done bool, err error) {
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&w.state, "state", "", "the state file")
-	fs.StringVar(&w.redis.url, "redis", "", "the Redis server of the shared state")
-	fs.StringVar(&w.redis.prefix, "redis-prefix", "crashloop", "the deployment's prefix on Redis")
-	fs.DurationVar(&w.redis.timeout, "redis-timeout", redisstore.DefaultTimeout, "the longest one call waits for Redis")
+func parseStateFlags(fs *flagSet, help string, args []string, stdout io.Writer) (w where, done bool, err error) {
+	fs.String(&w.state, "state", "", "the state file")
+	fs.String(&w.redis.url, "redis", "", "the Redis server of the shared state")
+	fs.String(&w.redis.prefix, "redis-prefix", "crashloop", "the deployment's prefix on Redis")
+	fs.Duration(&w.redis.timeout, "redis-timeout", redisstore.DefaultTimeout, "the longest one call waits for Redis")
 	w.redis.tlsFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, help)
 			return w, true, nil
 		}
-		return w, false, flagError(fs, args, err)
+		return w, false, flagError(fs.FlagSet, args, err)
 	}
 	switch {
 	case w.state == "" && w.redis.url == "":
@@ -67,13 +68,28 @@ func parseStateFlags(fs *flag.FlagSet, help string, args []string, stdout io.Wri
 	case w.redis.timeout <= 0:
 		return w, false, usagef("--redis-timeout: must be > 0")
 	}
-	return w, false, nil
+	return w, false, redisOnly(fs, w.redis.url)
+}
+
+// redisOnly refuses the flags that only make sense with --redis when url,
+// its value, is "".
+func redisOnly(fs *flagSet, url string) error {
+	if url != "" {
+		return nil
+	}
+	for _, name := range []string{"redis-prefix", "redis-timeout", "redis-ca", "redis-cert", "redis-key"} {
+		if fs.isSet(name) {
+			return usagef("--%s: only with --redis", name)
+		}
+	}
+	return nil
 }
 
 // statusCmd is "crashloop status".
 func statusCmd(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print a JSON document")
+	fs := newFlagSet("status")
+	var asJSON bool
+	fs.Bool(&asJSON, "json", false, "print a JSON document")
 	w, done, err := parseStateFlags(fs, statusHelp, args, stdout)
 	if done || err != nil {
 		return err
@@ -82,24 +98,24 @@ func statusCmd(args []string, stdout io.Writer) error {
 		return usagef("status takes no arguments, got %q", fs.Arg(0))
 	}
 	if w.redis.url != "" {
-		return statusRedis(w.redis, *asJSON, stdout)
+		return statusRedis(w.redis, asJSON, stdout)
 	}
 	st, err := newStateStore(w.state).load(false)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return printJSON(stdout, st)
+	doc := parkedDoc{Source: "state", Where: w.state, Parks: []parkDoc{}}
+	for _, key := range st.keys() {
+		doc.Parks = append(doc.Parks, st.Marks[key].park(key))
 	}
-	if len(st.Marks) == 0 {
+	if asJSON {
+		return printJSON(stdout, doc)
+	}
+	if len(doc.Parks) == 0 {
 		fmt.Fprintf(stdout, "nothing is parked in %s\n", w.state)
 		return nil
 	}
-	rows := make(map[string]row, len(st.Marks))
-	for key, m := range st.Marks {
-		rows[key] = row{m.Reason, m.Since, m.Starts, m.LastError}
-	}
-	return printRows(stdout, "STARTS", rows)
+	return printParks(stdout, doc.Parks)
 }
 
 // printJSON prints v as indented JSON.
@@ -109,35 +125,40 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// row is a park as status prints it.
-type row struct {
-	reason string
-	since  time.Time
-	count  int
-	last   string
-}
-
-// printRows prints parks as a table sorted by key; counted names the
-// count's column.
-func printRows(w io.Writer, counted string, rows map[string]row) error {
+// printParks prints parks as a table, in their order. A key or an error
+// that could break the table (a control character, which crashloop
+// refuses in keys but another writer may have put on Redis) is quoted.
+func printParks(w io.Writer, parks []parkDoc) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "KEY\tREASON\tSINCE\t%s\tLAST ERROR\n", counted)
-	for _, key := range slices.Sorted(maps.Keys(rows)) {
-		r := rows[key]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", key, r.reason, r.since.Format(time.RFC3339), r.count, r.last)
+	fmt.Fprintf(tw, "KEY\tREASON\tSINCE\tATTEMPTS\tLAST ERROR\n")
+	for _, p := range parks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", oneLine(p.Key), oneLine(p.Reason), time.Time(p.Since).Format(time.RFC3339), p.Attempts, oneLine(p.LastError))
 	}
 	return tw.Flush()
 }
 
+// oneLine returns s, quoted if it holds a control character.
+func oneLine(s string) string {
+	if strings.IndexFunc(s, unicode.IsControl) >= 0 || !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
 // resumeCmd is "crashloop resume".
 func resumeCmd(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("resume", flag.ContinueOnError)
+	fs := newFlagSet("resume")
 	w, done, err := parseStateFlags(fs, resumeHelp, args, stdout)
 	if done || err != nil {
 		return err
 	}
 	if fs.NArg() > 1 {
 		return usagef("resume takes at most one KEY, got %d", fs.NArg())
+	}
+	if fs.NArg() == 1 {
+		if why := checkKey(fs.Arg(0)); why != "" {
+			return usagef("resume: KEY %s (leave KEY out to resume the one parked key)", why)
+		}
 	}
 	if w.redis.url != "" {
 		return resumeRedis(w.redis, fs.Arg(0), stdout)
@@ -168,9 +189,12 @@ func resumeCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "resumed %s; it starts with a full budget next time\n", key)
+	fmt.Fprintf(stdout, "resumed %s: %s\n", key, resumedHow)
 	return nil
 }
+
+// resumedHow says what a resume does, after "resumed KEY: ".
+const resumedHow = "a crashloop waiting on it (--on-park wait) starts it now, with a full budget; otherwise the next crashloop of the key does"
 
 // resumeKey returns the key that resume clears when it is given none: the
 // one parked key of parked. It is an error, naming where, when nothing or

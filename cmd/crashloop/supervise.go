@@ -28,6 +28,9 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 		return 0, err
 	}
 	log := newLogger(s.logFormat, out.stderr)
+	if s.state == "" && s.redis.url == "" {
+		log = slog.New(parkNote{log.Handler(), forgottenPark(s.adminToken != "")})
+	}
 	cfg, err := s.configuration()
 	if err != nil {
 		return 0, err
@@ -85,6 +88,9 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	var state *stateStore
 	if s.state != "" {
 		state = newStateStore(s.state)
+		if err := state.checkFolder(); err != nil {
+			return 0, err
+		}
 		if store == nil {
 			release, err := state.lockKey(key)
 			if err != nil {
@@ -166,6 +172,8 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 		case errors.As(err, &pe) && wait:
 			flushed := true
 			if !ran { // parked before crashloop started
+				p := parkOf(pe)
+				r.parked(&p)
 				m := mark{Reason: pe.Reason, Since: pe.Since}
 				if pe.LastError != nil {
 					m.LastError = pe.LastError.Error()
@@ -207,7 +215,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 // crashloop waits for a resume instead of exiting.
 func announceRefusal(out *output, key string, m mark) {
 	out.print(slog.LevelError, fmt.Sprintf("%s is parked since %s (%s): %s", key, m.Since.Format(time.RFC3339), m.Reason, m.LastError),
-		"key", key, "reason", m.Reason, "since", m.Since, "last_error", m.LastError)
+		m.park(key).attrs()...)
 }
 
 // resumeHint says how to resume key: the command for --redis or --state,
@@ -268,23 +276,33 @@ func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger
 }
 
 // gaveUp reports a park, records it in the state file if there is one, and
-// returns exit status 86.
+// returns exit status 86; or 1, saying so, when the park could be recorded
+// nowhere (neither in the state file nor on Redis): the next crashloop
+// would run the program.
 func gaveUp(r *runner, pe *crashloop.ParkedError, state *stateStore, shared *redisConfig, out *output, argv []string) (int, error) {
 	r.mu.Lock()
-	starts, last, status, ended := r.starts, r.last, r.status, r.ended
+	starts, last, status, signal, ended := r.starts, r.last, r.status, r.signal, r.ended
 	r.mu.Unlock()
 	if !ended && pe.LastError != nil {
 		last = pe.LastError.Error()
 	}
+	park := parkOf(pe)
+	if ended && signal != "" {
+		park.Signal = signal
+	} else if ended {
+		park.ExitCode = &status
+	}
+	r.parked(&park)
 	out.print(slog.LevelError, fmt.Sprintf("giving up on %s: %s after %s; last exit: %s", r.key, pe.Reason, errtext.Plural(starts, "start"), last),
-		"key", r.key, "reason", pe.Reason, "starts", starts, "last_exit", last)
+		park.attrs("starts", starts, "last_exit", last)...)
 	if shared != nil {
 		out.print(slog.LevelInfo, fmt.Sprintf("parked on Redis for every replica; once the cause is fixed, run: %s", resumeRedisCommand(*shared, r.key)), "key", r.key)
 	}
 	if state == nil {
 		return exitParked, nil
 	}
-	m := mark{Reason: pe.Reason, Starts: starts, Since: pe.Since, Command: argv}
+	attempts := pe.Attempts
+	m := mark{Reason: pe.Reason, Attempts: &attempts, Starts: starts, Since: pe.Since, Command: argv, Signal: park.Signal}
 	if pe.LastError != nil {
 		m.LastError = pe.LastError.Error()
 	}
@@ -295,8 +313,12 @@ func gaveUp(r *runner, pe *crashloop.ParkedError, state *stateStore, shared *red
 		st.Marks[r.key] = m
 		return true, nil
 	})
-	if err != nil {
-		return exitParked, err
+	switch {
+	case err != nil && shared != nil: // Redis holds it: it stands for every crashloop of the key
+		out.print(slog.LevelError, fmt.Sprintf("the park of %s was not recorded in %s (%v); Redis holds it", r.key, state.path, err), "key", r.key)
+		return exitParked, nil
+	case err != nil:
+		return exitError, fail(exitError, "the park of %s was not recorded: %v; a crashloop started with --state %s will run the program again", r.key, err, state.path)
 	}
 	out.print(slog.LevelInfo, fmt.Sprintf("parked in %s; once the cause is fixed, run: %s", state.path, resumeCommand(state.path, r.key)), "key", r.key)
 	return exitParked, nil

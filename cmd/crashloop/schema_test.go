@@ -1,0 +1,190 @@
+//go:build unix
+
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// schemaDir holds the JSON Schema of every document crashloop writes.
+const schemaDir = "../../docs/schema"
+
+// schemas compiles docs/schema/NAME.json for each name, with common.json
+// (which they refer to) loaded from the folder, not fetched.
+func schemas(t *testing.T, names ...string) map[string]*jsonschema.Schema {
+	t.Helper()
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	files, err := filepath.Glob(filepath.Join(schemaDir, "*.json"))
+	require.NoError(t, err)
+	ids := map[string]string{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(data)))
+		require.NoError(t, err, f)
+		id := doc.(map[string]any)["$id"].(string)
+		require.NoError(t, c.AddResource(id, doc), f)
+		ids[strings.TrimSuffix(filepath.Base(f), ".json")] = id
+	}
+	out := map[string]*jsonschema.Schema{}
+	for _, name := range names {
+		s, err := c.Compile(ids[name])
+		require.NoError(t, err, name)
+		out[name] = s
+	}
+	return out
+}
+
+// valid asserts that doc, a JSON document, is valid against s.
+func valid(t testing.TB, s *jsonschema.Schema, doc string) {
+	t.Helper()
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(doc))
+	require.NoError(t, err, doc)
+	assert.NoError(t, s.Validate(inst), doc)
+}
+
+// TestEveryJSONOutputHasItsSchema validates every JSON document crashloop
+// writes against its JSON Schema in docs/schema/: status of a state file
+// and of Redis, GET /status, replay, simulate and each line of the JSON
+// log, with a park in each, and checks that they agree on the park.
+func TestEveryJSONOutputHasItsSchema(t *testing.T) {
+	t.Parallel()
+	s := schemas(t, "status", "live", "replay", "simulate", "log")
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state.json")
+	logs := map[string]string{}
+
+	// status --state --json, empty and with parks: one that exited, one
+	// that a signal killed.
+	r := runCL(t, with("--state", state, "--log-format=json", "--max-respawns=1", "--key=exited", "--", helper, "exit=3")...)
+	require.Equal(t, exitParked, r.code, r.stderr)
+	logs["park with --state"] = r.stderr
+	r = runCL(t, with("--state", state, "--log-format=json", "--max-respawns=0", "--key=killed", "--", helper, "kill=KILL")...)
+	require.Equal(t, exitParked, r.code, r.stderr)
+	logs["park by a signal"] = r.stderr
+	r = runCL(t, with("--state", state, "--log-format=json", "--key=exited", "--", helper, "exit=0")...)
+	require.Equal(t, exitParked, r.code, r.stderr)
+	logs["refusal"] = r.stderr
+	r = runCL(t, "status", "--state", state, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	valid(t, s["status"], r.stdout)
+	var st struct{ Parks []map[string]any }
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	require.Len(t, st.Parks, 2, r.stdout)
+	assert.Equal(t, 3.0, st.Parks[0]["exit_code"], "exited: %v", st.Parks[0])
+	assert.Equal(t, 1.0, st.Parks[0]["attempts"], "the one respawn the budget allowed")
+	assert.Equal(t, "KILL", st.Parks[1]["signal"], "killed: %v", st.Parks[1])
+	assert.NotContains(t, st.Parks[1], "exit_code")
+	empty := filepath.Join(dir, "empty.json")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	r = runCL(t, "status", "--state", empty, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	valid(t, s["status"], r.stdout)
+	assert.JSONEq(t, `{"source": "state", "where": "`+empty+`", "parks": []}`, r.stdout)
+
+	// status --redis --json, with a park and the fleet breaker.
+	srv := redistest.Start(t)
+	r = runCL(t, with("--redis", srv.URL(), "--log-format=json", "--max-respawns=1", "--key=web", "--", helper, "exit=2")...)
+	require.Equal(t, exitParked, r.code, r.stderr)
+	logs["park on Redis"] = r.stderr
+	r = runCL(t, "status", "--redis", srv.URL(), "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	valid(t, s["status"], r.stdout)
+	var rst struct {
+		Parks []map[string]any
+		Fleet map[string]any
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rst))
+	require.Len(t, rst.Parks, 1, r.stdout)
+	assert.Equal(t, 1.0, rst.Parks[0]["attempts"], "the same count as of a state file's park")
+	assert.Contains(t, rst.Fleet, "total_keys")
+
+	// GET /status of a crashloop waiting on a park, then running.
+	token := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(token, []byte("t0ken"), 0o600))
+	c := startCL(t, with("--log-format=json", "--on-park=wait", "--max-respawns=0", "--metrics-addr=127.0.0.1:0", "--admin-token-file", token,
+		"--key=live", "--", helper, "exit=4")...)
+	addr := metricsAddr(t, c)
+	var live string
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		_, live = get(ct, http.MethodGet, "http://"+addr+"/status")
+		assert.Contains(ct, live, `"park"`)
+		assert.Contains(ct, live, `"exit_code"`)
+	}, patience, tick, "the park in /status, with how the last run ended")
+	valid(t, s["live"], live)
+	var ld struct {
+		Keys []struct {
+			Park map[string]any
+		}
+		ProgramStatus string `json:"program_status"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(live), &ld))
+	require.Len(t, ld.Keys, 1, live)
+	assert.Equal(t, map[string]any{"key": "live", "reason": "respawn_budget_exhausted", "since": ld.Keys[0].Park["since"],
+		"attempts": 0.0, "last_error": helper + " exited with status 4", "exit_code": 4.0}, ld.Keys[0].Park)
+	assert.Empty(t, ld.ProgramStatus, "no program runs: no status")
+	c.signal(t, syscall.SIGTERM)
+	assert.Equal(t, 0, c.wait(t), c.stderr.String())
+	logs["waiting on a park"] = c.stderr.String()
+
+	// replay --json of crashloop's own log and of a CSV history with a
+	// malformed line.
+	logFile := filepath.Join(dir, "log.json")
+	require.NoError(t, os.WriteFile(logFile, []byte(logs["park with --state"]), 0o644))
+	r = runCL(t, "replay", "--json", "--max-respawns=1", "--initial-backoff=1ms", "--max-backoff=3ms", "--window=10s", "--healthy-after=10s", logFile)
+	require.Equal(t, 0, r.code, r.stderr)
+	valid(t, s["replay"], r.stdout)
+	assert.Contains(t, r.stdout, `"last_park": {`)
+	history := filepath.Join(dir, "h.csv")
+	require.NoError(t, os.WriteFile(history, []byte("time,key,event,code\n"+
+		"1714557600,a,start\n1714557601,a,exit,1\n1714557601.2,a,start\n1714557602,a,exit,1\n"+
+		"1714557602.5,a,start\n1714557603,a,exit,1\n1714557603.5,a,start\n1714557604,a,exit,1\n"+
+		"1714557604.5,a,start\n1714557605,a,exit,1\nbad line\n"), 0o644))
+	r = runCL(t, "replay", "--json", "--defaults", "--config", empty, history)
+	require.Equal(t, exitUsage, r.code, "an empty --config is not a configuration: %s", r.stderr)
+	cfg := filepath.Join(dir, "wide.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"budget": {"max_respawns": 10}}`), 0o644))
+	r = runCL(t, "replay", "--json", "--defaults", "--config", cfg, history)
+	require.Equal(t, 0, r.code, r.stderr)
+	valid(t, s["replay"], r.stdout)
+	assert.Contains(t, r.stdout, `"errors": [`)
+	assert.NotContains(t, r.stdout, "0001-01-01", "no zero time")
+	var rep map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	for _, r := range rep["reports"].([]any) {
+		delete(r.(map[string]any), "config") // the format of --config, where null turns a guard off
+	}
+	data, err := json.Marshal(rep)
+	require.NoError(t, err)
+	assert.NotContains(t, string(data), "null", "absent values are left out")
+
+	// simulate --json, the table's programs and programs of one's own.
+	for _, args := range [][]string{{"simulate", "--json"}, {"simulate", "--json", "--crash-after=30s", "--outage=2m", "--max-respawns=5"}} {
+		r = runCL(t, args...)
+		require.Equal(t, 0, r.code, r.stderr)
+		valid(t, s["simulate"], r.stdout)
+	}
+
+	// Every line of the JSON log, and the park in each log the same.
+	for name, log := range logs {
+		lines := strings.Split(strings.TrimSpace(log), "\n")
+		require.NotEmpty(t, lines, name)
+		for _, line := range lines {
+			valid(t, s["log"], line)
+		}
+	}
+	assert.Contains(t, logs["park by a signal"], `"signal":"KILL"`)
+	assert.Contains(t, logs["park with --state"], `"exit_code":3`)
+}
