@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -93,5 +94,20 @@ func TestDocCommentsAreShort(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// The README says what crashloop is, gives the two commands, a quick start
+// and a map of docs/, in at most maxReadmeLines lines; the rest is in
+// docs/.
+const maxReadmeLines = 300
+
+func TestReadmeIsShort(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n"); n > maxReadmeLines {
+		t.Errorf("README.md has %d lines (at most %d): move the detail to docs/", n, maxReadmeLines)
 	}
 }
