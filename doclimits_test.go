@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -109,5 +110,28 @@ func TestReadmeIsShort(t *testing.T) {
 	}
 	if n := strings.Count(string(data), "\n"); n > maxReadmeLines {
 		t.Errorf("README.md has %d lines (at most %d): move the detail to docs/", n, maxReadmeLines)
+	}
+}
+
+// docs/design.md's table of files and layers names each file of the
+// package, and each file it names exists.
+func TestDesignNamesEveryFile(t *testing.T) {
+	design, err := os.ReadFile("docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if !strings.HasSuffix(f, "_test.go") && !strings.Contains(string(design), "`"+f+"`") {
+			t.Errorf("docs/design.md does not name %s", f)
+		}
+	}
+	for _, m := range regexp.MustCompile("`([a-z_]+\\.go)`").FindAllStringSubmatch(string(design), -1) {
+		if _, err := os.Stat(m[1]); err != nil {
+			t.Errorf("docs/design.md names %s: %v", m[1], err)
+		}
 	}
 }
