@@ -2,10 +2,12 @@ package replay
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -15,6 +17,16 @@ const (
 	msgProcessExit      = "98e322203f7a4ed290d09fe03c09fe15" // a unit's process exited: EXIT_CODE, EXIT_STATUS
 	msgUnitFailed       = "d9b373ed55a64feb8242e02dbe79a49c" // a unit failed: UNIT_RESULT
 	msgRestartScheduled = "5eb03494b6584870a536b337290809b3" // a unit's restart is scheduled: N_RESTARTS
+	msgSuccess          = "7ad2d189f7e94e70a38c781354912448" // "Deactivated successfully" (systemd 248 and later): a clean end
+	msgStopping         = "de5b426a63be47a7b6ac3eaac82e2f6f" // "Stopping ...": a stop job began (systemctl stop, restart)
+	msgStopped          = "9d1aaa27d60140bd96365438aad20286" // "Stopped ...": a stop job ended
+)
+
+// The CODE_FUNC of systemd's messages that carry no MESSAGE_ID before
+// systemd 240 (RHEL 8, Debian 10, Ubuntu 18.04).
+const (
+	funcProcessExit = "service_sigchld_event" // "Main process exited, code=..., status=...": EXIT_CODE, EXIT_STATUS
+	funcUnitFailed  = "service_enter_dead"    // "Failed with result '...'." (UNIT_RESULT from 240 on)
 )
 
 // journalField is a field of journalctl -o json: a string, an array of
@@ -66,6 +78,9 @@ type journalEntry struct {
 	ExitCode   journalField `json:"EXIT_CODE"`
 	ExitStatus journalField `json:"EXIT_STATUS"`
 	UnitResult journalField `json:"UNIT_RESULT"`
+	CodeFunc   journalField `json:"CODE_FUNC"`
+	UID        journalField `json:"_UID"`
+	Message    journalField `json:"MESSAGE"`
 }
 
 // plainEntry is journalEntry when every field it reads is a plain string,
@@ -78,36 +93,109 @@ type plainEntry struct {
 	ExitCode   string `json:"EXIT_CODE"`
 	ExitStatus string `json:"EXIT_STATUS"`
 	UnitResult string `json:"UNIT_RESULT"`
+	CodeFunc   string `json:"CODE_FUNC"`
+	UID        string `json:"_UID"`
+	Message    string `json:"MESSAGE"`
 }
 
-// journald reads journalctl -o json. Only the entries of systemd's four
-// messages about a unit's life are decoded; every other line (the units'
-// own output) is skipped after a glance.
+// journald reads journalctl -o json (and -o json-pretty, whose entries the
+// Reader joins into one line each). Only systemd's messages about a
+// service's life are decoded; every other line (the units' own output) is
+// skipped after a glance. A run is a service unit's: the same messages
+// about targets, mounts, slices, sockets, timers and the like (systemd
+// logs "Reached target" under Started's MESSAGE_ID) are not runs.
 type journald struct {
-	open map[string]bool // keys whose run has started and not yet ended
+	state map[string]runState // by key
 }
 
-func newJournald() *journald { return &journald{open: make(map[string]bool)} }
+// runState is what a reader knows of a key's run.
+type runState uint8
 
-var messageIDKey = []byte(`"MESSAGE_ID"`)
+const (
+	runUnknown runState = iota // the history has not shown the key yet
+	runOpen                    // a run started and has not ended
+	runEnded                   // the last run ended
+	runStopped                 // the last run was stopped: its end is logged after
+)
 
-// oneOfOurs reports whether the line may be one of the four messages:
-// whether its MESSAGE_ID is one of theirs, at a glance, or cannot be told
-// at a glance (it is not a plain string right after the key).
+func newJournald() *journald { return &journald{state: make(map[string]runState)} }
+
+var (
+	messageIDKey  = []byte(`"MESSAGE_ID"`)
+	exitCodeKey   = []byte(`EXIT_CODE"`)
+	enterDeadFunc = []byte(funcUnitFailed)
+)
+
+// oneOfOurs reports whether the line may be one of systemd's messages
+// about a unit's life: whether its MESSAGE_ID is one of theirs, at a
+// glance, or cannot be told at a glance (it is not a plain string right
+// after the key), or, with no MESSAGE_ID, whether it may be a message of
+// systemd before 240, which had none.
 func oneOfOurs(b []byte) bool {
 	i := bytes.Index(b, messageIDKey[1:]) // from the M: a quote is everywhere, the vector search stalls on each
-	if i < 1 || b[i-1] != '"' {
-		return i >= 1 // a MESSAGE_ID" that is not the key: let the parser tell
+	if i < 1 {
+		return bytes.Contains(b, exitCodeKey) || bytes.Contains(b, enterDeadFunc)
+	}
+	if b[i-1] != '"' {
+		return true // a MESSAGE_ID" that is not the key: let the parser tell
 	}
 	v := b[i-1+len(messageIDKey):]
 	if len(v) < 35 || string(v[:2]) != `:"` || v[34] != '"' {
 		return true
 	}
 	switch string(v[2:34]) {
-	case msgStarted, msgProcessExit, msgUnitFailed, msgRestartScheduled:
+	case msgStarted, msgProcessExit, msgUnitFailed, msgRestartScheduled, msgSuccess, msgStopping, msgStopped:
 		return true
 	}
 	return false
+}
+
+// kind tells which of systemd's messages e is ("" for none): its
+// MESSAGE_ID, or for an entry of systemd before 240, which has none, the
+// message its CODE_FUNC writes.
+func (e *journalEntry) kind() string {
+	if e.MessageID != "" {
+		return string(e.MessageID)
+	}
+	switch string(e.CodeFunc) {
+	case funcProcessExit:
+		if e.ExitCode != "" {
+			return msgProcessExit
+		}
+	case funcUnitFailed:
+		if strings.Contains(string(e.Message), "Failed with result") {
+			return msgUnitFailed
+		}
+	}
+	return ""
+}
+
+// unitResult returns the unit's result: UNIT_RESULT, or before systemd 240
+// the result its message names ("Failed with result 'exit-code'.").
+func (e *journalEntry) unitResult() string {
+	if e.UnitResult != "" {
+		return string(e.UnitResult)
+	}
+	if _, rest, ok := strings.Cut(string(e.Message), "Failed with result '"); ok {
+		if r, _, ok := strings.Cut(rest, "'"); ok {
+			return r
+		}
+	}
+	return "failed"
+}
+
+// service reports whether unit may be a service, the only units whose runs
+// are a program's: whether its name ends in no other unit type.
+func service(unit string) bool {
+	i := strings.LastIndexByte(unit, '.')
+	if i < 0 {
+		return true
+	}
+	switch unit[i+1:] {
+	case "target", "mount", "automount", "slice", "socket", "timer", "path", "device", "swap", "scope":
+		return false
+	}
+	return true
 }
 
 func (j *journald) line(b []byte, n int, out *[]Record) error {
@@ -115,53 +203,76 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 		return errors.New("not a JSON object (journalctl -o json writes one per line)")
 	}
 	if !oneOfOurs(b) {
-		return nil // not one of the four messages: a unit's own output
+		return nil // not one of systemd's messages: a unit's own output
 	}
 	var e journalEntry
 	if p := (plainEntry{}); json.Unmarshal(b, &p) == nil {
 		e = journalEntry{journalField(p.MessageID), journalField(p.Unit), journalField(p.UserUnit),
-			journalField(p.Realtime), journalField(p.ExitCode), journalField(p.ExitStatus), journalField(p.UnitResult)}
+			journalField(p.Realtime), journalField(p.ExitCode), journalField(p.ExitStatus), journalField(p.UnitResult),
+			journalField(p.CodeFunc), journalField(p.UID), journalField(p.Message)}
 	} else if err := json.Unmarshal(b, &e); err != nil {
 		return err
 	}
-	key := string(e.Unit)
-	if key == "" {
-		key = string(e.UserUnit)
-	}
-	switch string(e.MessageID) {
-	case msgStarted, msgProcessExit, msgUnitFailed:
-	case msgRestartScheduled:
-		return nil // the Started that follows says it
+	kind := e.kind()
+	switch kind {
+	case msgStarted, msgProcessExit, msgUnitFailed, msgSuccess, msgStopping, msgStopped:
 	default:
-		return nil
+		return nil // the restart scheduled: the Started that follows says it; other messages
 	}
-	if key == "" {
+	unit, key := string(e.Unit), string(e.Unit)
+	if unit == "" {
+		// A user manager's unit: the same name under two users is two units.
+		unit = string(e.UserUnit)
+		key = unit + " (user " + cmp.Or(string(e.UID), "?") + ")"
+	}
+	if unit == "" {
 		return errors.New("no UNIT or USER_UNIT")
+	}
+	if !service(unit) {
+		return nil // a target reached, a mount, a socket...: no program's run
 	}
 	us, err := strconv.ParseInt(string(e.Realtime), 10, 64)
 	if err != nil || us <= 0 {
 		return fmt.Errorf("__REALTIME_TIMESTAMP %q: not microseconds since the epoch", string(e.Realtime))
 	}
 	rec := Record{Time: time.UnixMicro(us).UTC(), Key: key, Line: n}
-	switch string(e.MessageID) {
+	st := j.state[key]
+	switch kind {
 	case msgStarted:
 		rec.Event = Start
-		j.open[key] = true
+		j.state[key] = runOpen
 	case msgProcessExit:
 		code, failed, cause, err := journalExit(string(e.ExitCode), string(e.ExitStatus))
 		if err != nil {
 			return err
 		}
+		if st == runStopped {
+			return nil // the end of a run stopped already
+		}
 		rec.Event, rec.Code, rec.Failed, rec.Cause = Exit, code, failed, cause
-		delete(j.open, key)
+		j.state[key] = runEnded
 	case msgUnitFailed:
-		if !j.open[key] {
+		if st != runOpen {
 			return nil // the process exit before it told the end; or start-limit-hit: no run
 		}
 		// A unit that failed with its run still open (a failed start of
 		// the process, or a result without a process exit).
-		rec.Event, rec.Code, rec.Failed, rec.Cause = Exit, -1, true, string(e.UnitResult)
-		delete(j.open, key)
+		rec.Event, rec.Code, rec.Failed, rec.Cause = Exit, -1, true, e.unitResult()
+		j.state[key] = runEnded
+	case msgSuccess:
+		if st != runOpen {
+			return nil
+		}
+		// systemd 248 and later log a clean exit's status at debug level
+		// only: "Deactivated successfully" is the end of the run.
+		rec.Event, rec.Code, rec.Cause = Exit, 0, "deactivated successfully"
+		j.state[key] = runEnded
+	case msgStopping, msgStopped:
+		if st != runOpen {
+			return nil // systemd's own restart of a dead unit logs Stopped too
+		}
+		rec.Event, rec.Cause = Stop, "stopped (systemctl stop or restart)"
+		j.state[key] = runStopped
 	}
 	*out = append(*out, rec)
 	return nil

@@ -217,3 +217,46 @@ func TestSimulate(t *testing.T) {
 	assert.Equal(t, 0, r.code)
 	assert.Equal(t, replayHelp, r.stdout)
 }
+
+// TestReplayOfItsOwnLogUnderItsDefaults: crashloop's log under its own
+// defaults but the budget (no --config: the fleet breaker off, as crashloop
+// runs), 51 runs of a program that writes to stderr before crashloop's
+// first line, replays to the same 51 decisions; the program's lines are
+// counted as its own, neither records nor malformed.
+func TestReplayOfItsOwnLogUnderItsDefaults(t *testing.T) {
+	t.Parallel()
+	flags := []string{"--max-respawns=50", "--initial-backoff=1ms", "--max-backoff=2ms"}
+	r := runCL(t, append(append([]string{"--log-format=json", "--key=k"}, flags...), "--", "/bin/sh", "-c", "echo 'boom: cannot connect' >&2; exit 1")...)
+	require.Equal(t, exitParked, r.code, r.stderr)
+	require.True(t, strings.HasPrefix(r.stderr, "boom: cannot connect\n"), "the program's line comes first: %s", r.stderr)
+	log := filepath.Join(t.TempDir(), "log.json")
+	require.NoError(t, os.WriteFile(log, []byte(r.stderr), 0o644))
+
+	rr := runCL(t, append(append([]string{"replay", "--json"}, flags...), log)...)
+	require.Equal(t, 0, rr.code, rr.stderr)
+	var got struct {
+		Sources []struct {
+			Format     string
+			Records    int
+			Malformed  int
+			OtherLines int `json:"other_lines"`
+		}
+		Reports []struct {
+			Totals struct{ Allowed, Held, Parks, FleetTrips int }
+			Log    struct{ Matched, Mismatched int }
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(rr.stdout), &got), rr.stdout)
+	require.Len(t, got.Sources, 1)
+	assert.Equal(t, "crashloop", got.Sources[0].Format)
+	assert.Equal(t, 0, got.Sources[0].Malformed)
+	assert.Equal(t, 51, got.Sources[0].OtherLines, "one line of the program's per run")
+	require.Len(t, got.Reports, 1)
+	rep := got.Reports[0]
+	assert.Equal(t, 51, rep.Log.Matched)
+	assert.Equal(t, 0, rep.Log.Mismatched)
+	assert.Equal(t, 50, rep.Totals.Allowed)
+	assert.Equal(t, 0, rep.Totals.Held, "no fleet breaker: crashloop runs without one")
+	assert.Equal(t, 0, rep.Totals.FleetTrips)
+	assert.Equal(t, 1, rep.Totals.Parks)
+}

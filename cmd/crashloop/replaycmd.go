@@ -109,7 +109,9 @@ func candidateFlags(fs *flag.FlagSet, configs *listFlag) (*settings, func() ([]r
 		}
 		var cands []replay.Candidate
 		if *defaults && len(*configs) > 0 {
-			cands = append(cands, replay.Candidate{Name: "defaults", Config: crashloop.DefaultSupervisorConfig()})
+			cfg := crashloop.DefaultSupervisorConfig()
+			cfg.Fleet = nil // as crashloop runs: see settings.fleetOf
+			cands = append(cands, replay.Candidate{Name: "defaults", Config: cfg})
 		}
 		for _, file := range files {
 			s.config = file
@@ -117,6 +119,10 @@ func candidateFlags(fs *flag.FlagSet, configs *listFlag) (*settings, func() ([]r
 			if err != nil {
 				return nil, nil, err
 			}
+			// The fleet breaker as crashloop itself runs it: off unless the
+			// configuration file sets "fleet" (one crashloop is one key, not
+			// a fleet), so that a replay of its own log decides as it did.
+			s.fleetOf(&cfg)
 			name := "defaults"
 			switch {
 			case file != "":
