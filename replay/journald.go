@@ -260,8 +260,8 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 		rec.Event, rec.Code, rec.Failed, rec.Cause = Exit, -1, true, e.unitResult()
 		j.state[key] = runEnded
 	case msgSuccess:
-		if st != runOpen {
-			return nil
+		if st == runEnded || st == runStopped {
+			return nil // the end told already (a process exit) or a stop's
 		}
 		// systemd 248 and later log a clean exit's status at debug level
 		// only: "Deactivated successfully" is the end of the run.
