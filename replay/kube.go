@@ -329,7 +329,7 @@ func (k *kubeReader) event(r *Reader, it *kubeItem, n int) error {
 // first (10s doubling to 300s), scaled to the span; the times between the
 // ends are inferred. A count is a number: more occurrences than kubelet
 // can make in the span (one per kubeMinGap) or than maxEventOccs are not
-// placed, and an error says how many were not.
+// placed (one at least, at last), and an error says how many were.
 func kubeSpan(base, last time.Time, from, count int, add func(t time.Time, inferred bool) bool) (int, error) {
 	if last.Before(base) {
 		last = base
@@ -345,7 +345,7 @@ func kubeSpan(base, last time.Time, from, count int, add func(t time.Time, infer
 	if want <= 0 {
 		return 1, nil
 	}
-	n := min(want, maxEventOccs, int(span/kubeMinGap)+1)
+	n := min(want, maxEventOccs, max(int(span/kubeMinGap), 1))
 	weight := func(i int) float64 { return float64(min(int64(1)<<min(i, 62), 30)) }
 	total := 0.0
 	for i := range n {

@@ -262,15 +262,15 @@ func (r *Reader) fill() {
 		if len(b) > 0 {
 			r.parse(b)
 		}
+		if r.kube != nil {
+			r.kube.next(r)
+			return
+		}
 		if err != nil {
 			if r.p != nil {
 				r.p.end(&r.pending)
 			}
 			r.finish(err)
-			return
-		}
-		if r.kube != nil {
-			r.kube.next(r)
 			return
 		}
 	}
