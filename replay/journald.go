@@ -80,7 +80,7 @@ type journalEntry struct {
 	UnitResult journalField `json:"UNIT_RESULT"`
 	CodeFunc   journalField `json:"CODE_FUNC"`
 	UID        journalField `json:"_UID"`
-	Message    journalField `json:"MESSAGE"`
+	Message    journalField `json:"-"` // read only when needed: see journald.line
 }
 
 // plainEntry is journalEntry when every field it reads is a plain string,
@@ -95,7 +95,6 @@ type plainEntry struct {
 	UnitResult string `json:"UNIT_RESULT"`
 	CodeFunc   string `json:"CODE_FUNC"`
 	UID        string `json:"_UID"`
-	Message    string `json:"MESSAGE"`
 }
 
 // journald reads journalctl -o json (and -o json-pretty, whose entries the
@@ -122,9 +121,25 @@ func newJournald() *journald { return &journald{state: make(map[string]runState)
 
 var (
 	messageIDKey  = []byte(`"MESSAGE_ID"`)
-	exitCodeKey   = []byte(`EXIT_CODE"`)
-	enterDeadFunc = []byte(funcUnitFailed)
+	servicePrefix = []byte("service_")
 )
+
+// oldServiceFunc reports whether b names the CODE_FUNC of one of the
+// messages systemd before 240 logs without a MESSAGE_ID: one scan of the
+// line, as the glance for MESSAGE_ID is.
+func oldServiceFunc(b []byte) bool {
+	for {
+		i := bytes.Index(b, servicePrefix)
+		if i < 0 {
+			return false
+		}
+		b = b[i:]
+		if bytes.HasPrefix(b, []byte(funcProcessExit)) || bytes.HasPrefix(b, []byte(funcUnitFailed)) {
+			return true
+		}
+		b = b[len(servicePrefix):]
+	}
+}
 
 // oneOfOurs reports whether the line may be one of systemd's messages
 // about a unit's life: whether its MESSAGE_ID is one of theirs, at a
@@ -134,7 +149,7 @@ var (
 func oneOfOurs(b []byte) bool {
 	i := bytes.Index(b, messageIDKey[1:]) // from the M: a quote is everywhere, the vector search stalls on each
 	if i < 1 {
-		return bytes.Contains(b, exitCodeKey) || bytes.Contains(b, enterDeadFunc)
+		return oldServiceFunc(b)
 	}
 	if b[i-1] != '"' {
 		return true // a MESSAGE_ID" that is not the key: let the parser tell
@@ -209,9 +224,17 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 	if p := (plainEntry{}); json.Unmarshal(b, &p) == nil {
 		e = journalEntry{journalField(p.MessageID), journalField(p.Unit), journalField(p.UserUnit),
 			journalField(p.Realtime), journalField(p.ExitCode), journalField(p.ExitStatus), journalField(p.UnitResult),
-			journalField(p.CodeFunc), journalField(p.UID), journalField(p.Message)}
+			journalField(p.CodeFunc), journalField(p.UID), ""}
 	} else if err := json.Unmarshal(b, &e); err != nil {
 		return err
+	}
+	if e.MessageID == "" && e.CodeFunc == funcUnitFailed {
+		// Before systemd 240 the result is only in the message's text.
+		var m struct {
+			Message journalField `json:"MESSAGE"`
+		}
+		_ = json.Unmarshal(b, &m) // read before: the line is JSON
+		e.Message = m.Message
 	}
 	kind := e.kind()
 	switch kind {
