@@ -335,17 +335,18 @@ func kubeSpan(base, last time.Time, from, count int, add func(t time.Time, infer
 		last = base
 	}
 	span := last.Sub(base)
+	first := 0
 	if from == 0 {
 		if !add(base, false) {
 			return 0, nil
 		}
-		from = 1
+		from, first = 1, 1
 	}
 	want := count - from
 	if want <= 0 {
-		return 1, nil
+		return first, nil
 	}
-	n := min(want, maxEventOccs, max(int(span/kubeMinGap), 1))
+	n := min(want, maxEventOccs-first, max(int(span/kubeMinGap), 1))
 	weight := func(i int) float64 { return float64(min(int64(1)<<min(i, 62), 30)) }
 	total := 0.0
 	for i := range n {
@@ -363,10 +364,10 @@ func kubeSpan(base, last time.Time, from, count int, add func(t time.Time, infer
 		}
 	}
 	if n < want {
-		return n, fmt.Errorf("count %d over %s: more than kubelet can make in that span; %d occurrences replayed", count,
-			Duration(span), n+min(from, 1))
+		return first + n, fmt.Errorf("count %d over %s: more than kubelet can make in that span; %d occurrences replayed", count,
+			Duration(span), first+n)
 	}
-	return n, nil
+	return first + n, nil
 }
 
 // containerOf reads the container of a fieldPath such as
