@@ -195,7 +195,7 @@ func TestSimulate(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/policies.md")
 	require.NoError(t, err)
 	assert.Contains(t, string(doc), "\n"+r.stdout+"\n")
-	assert.Equal(t, 8, strings.Count(r.stdout, "\n"), "a header, a rule, the defaults and five reference policies")
+	assert.Equal(t, 10, strings.Count(r.stdout, "\n"), "a header, a rule, the defaults and seven reference policies")
 
 	for _, c := range []struct {
 		args []string
