@@ -275,7 +275,7 @@ func (p *Replayer) exit(key string, k *keyState, rec Record) {
 	if rec.Failed {
 		k.failures++
 		if p.opts.Timeline != nil {
-			p.opts.Timeline.fail(key, rec.Time)
+			p.opts.Timeline.fail(key, rec.Time, rec.Code, rec.Cause)
 		}
 	}
 	for i, c := range p.cands {
@@ -318,7 +318,7 @@ func (p *Replayer) exit(key string, k *keyState, rec Record) {
 					ps.parks++
 				}
 				if p.opts.Timeline != nil {
-					p.opts.Timeline.park(i, key, rec.Time, pe.Reason == crashloop.ReasonNeedsHuman)
+					p.opts.Timeline.park(i, key, rec.Time, pe.Reason)
 				}
 				if !ps.streak.IsZero() {
 					ps.toPark = rec.Time.Sub(ps.streak)
