@@ -119,6 +119,8 @@ func TestReplayTable(t *testing.T) {
 		"1714558200,a,exit,1\n1714558190,b,start\nbad line\n"), 0o644))
 	wide := filepath.Join(dir, "wide.json")
 	require.NoError(t, os.WriteFile(wide, []byte(`{"budget": {"max_respawns": 10}}`), 0o644))
+	network := filepath.Join(dir, "network.json")
+	require.NoError(t, os.WriteFile(network, []byte(`{"Type":"network","Action":"connect","Actor":{"ID":"n"},"timeNano":1714557601000000000}`+"\n"), 0o644))
 	def := filepath.Join(dir, "default.json")
 	require.NoError(t, os.WriteFile(def, []byte(`{}`), 0o644))
 
@@ -168,6 +170,8 @@ extra delay over the history's gaps  1.8s over 3 restarts  4.8s over 5 restarts
 		{[]string{"replay", "--format=syslog", history}, `crashloop: --format: "syslog" is not auto, journald, kubernetes, docker, crashloop, csv or jsonl` + "\n"},
 		{[]string{"replay", "--window=1s", history}, "crashloop: --window: must be >= the sum of the first 3 backoffs (3s), or a crash loop never parks\n"},
 		{[]string{"replay", filepath.Join(dir, "none")}, "crashloop: " + filepath.Join(dir, "none") + ": no such file or directory\n"},
+		{[]string{"replay", "--format=docker", network}, "crashloop: no record could be read: " + network +
+			": 1 lines read as docker, none of them a start or an end of a run\n"},
 		{[]string{"replay", wide}, "crashloop: no record could be read from " + wide + ": 1 malformed lines, the first: " + wide +
 			":1: unknown format: not journalctl -o json, kubectl -o json, docker events, crashloop's JSON log, CSV (time,key,event,code) or JSON lines\n"},
 	} {
