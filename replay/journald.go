@@ -13,7 +13,8 @@ import (
 
 // The MESSAGE_IDs of systemd's catalog that journald history is read from.
 const (
-	msgStarted          = "39f53479d3a045ac8e11786248231fbf" // a unit started
+	msgStarting         = "7d4958e842da4a758f6c1cdc7b36dcc5" // "Starting ...": a start job began
+	msgStarted          = "39f53479d3a045ac8e11786248231fbf" // a unit started ("Started", "Finished" for a oneshot, "Reached target")
 	msgProcessExit      = "98e322203f7a4ed290d09fe03c09fe15" // a unit's process exited: EXIT_CODE, EXIT_STATUS
 	msgUnitFailed       = "d9b373ed55a64feb8242e02dbe79a49c" // a unit failed: UNIT_RESULT
 	msgRestartScheduled = "5eb03494b6584870a536b337290809b3" // a unit's restart is scheduled: N_RESTARTS
@@ -80,6 +81,7 @@ type journalEntry struct {
 	UnitResult journalField `json:"UNIT_RESULT"`
 	CodeFunc   journalField `json:"CODE_FUNC"`
 	UID        journalField `json:"_UID"`
+	Invocation journalField `json:"INVOCATION_ID"`
 	Message    journalField `json:"-"` // read only when needed: see journald.line
 }
 
@@ -95,6 +97,7 @@ type plainEntry struct {
 	UnitResult string `json:"UNIT_RESULT"`
 	CodeFunc   string `json:"CODE_FUNC"`
 	UID        string `json:"_UID"`
+	Invocation string `json:"INVOCATION_ID"`
 }
 
 // journald reads journalctl -o json (and -o json-pretty, whose entries the
@@ -104,7 +107,14 @@ type plainEntry struct {
 // about targets, mounts, slices, sockets, timers and the like (systemd
 // logs "Reached target" under Started's MESSAGE_ID) are not runs.
 type journald struct {
-	state map[string]runState // by key
+	state map[string]keyRun // by key
+}
+
+// keyRun is what the reader knows of a key's run: its state and its
+// INVOCATION_ID (systemd's id of one run of a unit).
+type keyRun struct {
+	st  runState
+	inv string
 }
 
 // runState is what a reader knows of a key's run.
@@ -117,7 +127,7 @@ const (
 	runStopped                 // the last run was stopped: its end is logged after
 )
 
-func newJournald() *journald { return &journald{state: make(map[string]runState)} }
+func newJournald() *journald { return &journald{state: make(map[string]keyRun)} }
 
 var (
 	messageIDKey  = []byte(`"MESSAGE_ID"`)
@@ -159,7 +169,7 @@ func oneOfOurs(b []byte) bool {
 		return true
 	}
 	switch string(v[2:34]) {
-	case msgStarted, msgProcessExit, msgUnitFailed, msgRestartScheduled, msgSuccess, msgStopping, msgStopped:
+	case msgStarting, msgStarted, msgProcessExit, msgUnitFailed, msgRestartScheduled, msgSuccess, msgStopping, msgStopped:
 		return true
 	}
 	return false
@@ -224,7 +234,7 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 	if p := (plainEntry{}); json.Unmarshal(b, &p) == nil {
 		e = journalEntry{journalField(p.MessageID), journalField(p.Unit), journalField(p.UserUnit),
 			journalField(p.Realtime), journalField(p.ExitCode), journalField(p.ExitStatus), journalField(p.UnitResult),
-			journalField(p.CodeFunc), journalField(p.UID), ""}
+			journalField(p.CodeFunc), journalField(p.UID), journalField(p.Invocation), ""}
 	} else if err := json.Unmarshal(b, &e); err != nil {
 		return err
 	}
@@ -238,7 +248,7 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 	}
 	kind := e.kind()
 	switch kind {
-	case msgStarted, msgProcessExit, msgUnitFailed, msgSuccess, msgStopping, msgStopped:
+	case msgStarting, msgStarted, msgProcessExit, msgUnitFailed, msgSuccess, msgStopping, msgStopped:
 	default:
 		return nil // the restart scheduled: the Started that follows says it; other messages
 	}
@@ -259,11 +269,18 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 		return fmt.Errorf("__REALTIME_TIMESTAMP %q: not microseconds since the epoch", string(e.Realtime))
 	}
 	rec := Record{Time: time.UnixMicro(us).UTC(), Key: key, Line: n}
-	st := j.state[key]
+	kr := j.state[key]
+	st, inv := kr.st, string(e.Invocation)
+	set := func(st runState) { j.state[key] = keyRun{st: st, inv: kr.inv} }
 	switch kind {
-	case msgStarted:
+	case msgStarting, msgStarted:
+		if inv != "" && inv == kr.inv {
+			// The run this invocation began already: "Started" after
+			// "Starting", or a oneshot's "Finished" after its end.
+			return nil
+		}
 		rec.Event = Start
-		j.state[key] = runOpen
+		j.state[key] = keyRun{st: runOpen, inv: inv}
 	case msgProcessExit:
 		code, failed, cause, err := journalExit(string(e.ExitCode), string(e.ExitStatus))
 		if err != nil {
@@ -273,7 +290,7 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 			return nil // the end of a run stopped already
 		}
 		rec.Event, rec.Code, rec.Failed, rec.Cause = Exit, code, failed, cause
-		j.state[key] = runEnded
+		set(runEnded)
 	case msgUnitFailed:
 		if st != runOpen {
 			return nil // the process exit before it told the end; or start-limit-hit: no run
@@ -281,7 +298,7 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 		// A unit that failed with its run still open (a failed start of
 		// the process, or a result without a process exit).
 		rec.Event, rec.Code, rec.Failed, rec.Cause = Exit, -1, true, e.unitResult()
-		j.state[key] = runEnded
+		set(runEnded)
 	case msgSuccess:
 		if st == runEnded || st == runStopped {
 			return nil // the end told already (a process exit) or a stop's
@@ -289,13 +306,13 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 		// systemd 248 and later log a clean exit's status at debug level
 		// only: "Deactivated successfully" is the end of the run.
 		rec.Event, rec.Code, rec.Cause = Exit, 0, "deactivated successfully"
-		j.state[key] = runEnded
+		set(runEnded)
 	case msgStopping, msgStopped:
 		if st != runOpen {
 			return nil // systemd's own restart of a dead unit logs Stopped too
 		}
 		rec.Event, rec.Cause = Stop, "stopped (systemctl stop or restart)"
-		j.state[key] = runStopped
+		set(runStopped)
 	}
 	*out = append(*out, rec)
 	return nil

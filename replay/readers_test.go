@@ -186,3 +186,38 @@ func TestReportSaysWhatTheHistoryCannotShow(t *testing.T) {
 	assert.Contains(t, b.String(), "\nrestarts kubelet counted, not in the history   755\n")
 	assert.Contains(t, b.String(), "\nrecords at inferred times (aggregated events)  3\n")
 }
+
+// TestJournaldOneshotAndInvocations: a run is one INVOCATION_ID: "Starting"
+// begins it and "Started" of the same invocation is no second start; a
+// timer's oneshot logs "Finished" (Started's MESSAGE_ID) after its end,
+// which is no new run either. Three firings, the second failing, are three
+// runs and one failure, not a crash loop.
+func TestJournaldOneshotAndInvocations(t *testing.T) {
+	t.Parallel()
+	const starting = "7d4958e842da4a758f6c1cdc7b36dcc5"
+	inv := func(i string) string { return `"INVOCATION_ID":"` + strings.Repeat(i, 32) + `"` }
+	lines := []string{
+		journal(starting, "web.service", 0, inv("a")),
+		journal(started, "web.service", 0, inv("a")),
+		journal(starting, "backup.service", time.Minute, inv("1")),
+		journal(deactivated, "backup.service", 2*time.Minute, inv("1")),
+		journal(started, "backup.service", 2*time.Minute, inv("1")), // "Finished"
+		journal(starting, "backup.service", time.Hour, inv("2")),
+		journal(exited, "backup.service", time.Hour+time.Minute, inv("2")+`,"EXIT_CODE":"exited","EXIT_STATUS":"1"`),
+		journal(failed, "backup.service", time.Hour+time.Minute, inv("2")+`,"UNIT_RESULT":"exit-code"`),
+		journal(starting, "backup.service", 2*time.Hour, inv("3")),
+		journal(deactivated, "backup.service", 2*time.Hour+time.Minute, inv("3")),
+		journal(started, "backup.service", 2*time.Hour+time.Minute, inv("3")),
+	}
+	recs, _ := readAll(t, strings.Join(lines, "\n"), replay.FormatAuto)
+	b := "backup.service"
+	assert.Equal(t, []replay.Record{
+		{Time: at(0), Key: "web.service", Event: replay.Start, Line: 1},
+		{Time: at(time.Minute), Key: b, Event: replay.Start, Line: 3},
+		{Time: at(2 * time.Minute), Key: b, Event: replay.Exit, Cause: "deactivated successfully", Line: 4},
+		{Time: at(time.Hour), Key: b, Event: replay.Start, Line: 6},
+		{Time: at(time.Hour + time.Minute), Key: b, Event: replay.Exit, Code: 1, Failed: true, Cause: "exited with status 1", Line: 7},
+		{Time: at(2 * time.Hour), Key: b, Event: replay.Start, Line: 9},
+		{Time: at(2*time.Hour + time.Minute), Key: b, Event: replay.Exit, Cause: "deactivated successfully", Line: 10},
+	}, recs)
+}
