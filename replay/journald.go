@@ -81,8 +81,16 @@ type journalEntry struct {
 	UnitResult journalField `json:"UNIT_RESULT"`
 	CodeFunc   journalField `json:"CODE_FUNC"`
 	UID        journalField `json:"_UID"`
-	Invocation journalField `json:"INVOCATION_ID"`
-	Message    journalField `json:"-"` // read only when needed: see journald.line
+	Invocation journalField `json:"INVOCATION_ID"` // USER_INVOCATION_ID for a user manager's: see journald.line
+	Message    journalField `json:"-"`             // read only when needed: see journald.line
+}
+
+// rareFields are the fields of a journal entry that few of systemd's
+// messages need: decoded, in a second pass, only for those.
+type rareFields struct {
+	CodeFunc journalField `json:"CODE_FUNC"` // an entry without MESSAGE_ID (systemd before 240)
+	UID      journalField `json:"_UID"`      // a user manager's unit
+	Message  journalField `json:"MESSAGE"`   // a result of systemd before 240
 }
 
 // plainEntry is journalEntry when every field it reads is a plain string,
@@ -95,9 +103,6 @@ type plainEntry struct {
 	ExitCode   string `json:"EXIT_CODE"`
 	ExitStatus string `json:"EXIT_STATUS"`
 	UnitResult string `json:"UNIT_RESULT"`
-	CodeFunc   string `json:"CODE_FUNC"`
-	UID        string `json:"_UID"`
-	Invocation string `json:"INVOCATION_ID"`
 }
 
 // journald reads journalctl -o json (and -o json-pretty, whose entries the
@@ -132,7 +137,32 @@ func newJournald() *journald { return &journald{state: make(map[string]keyRun)} 
 var (
 	messageIDKey  = []byte(`"MESSAGE_ID"`)
 	servicePrefix = []byte("service_")
+	invocationKey = []byte(`"INVOCATION_ID"`)
+	userInvKey    = []byte(`"USER_INVOCATION_ID"`)
 )
+
+// plainValue returns the value of key in the JSON object b when it is a
+// plain string (no escape) right after the key, its colon and spaces, as
+// journalctl writes ids; "" otherwise. It allocates only the value.
+func plainValue(b, key []byte) string {
+	i := bytes.Index(b, key)
+	if i < 0 {
+		return ""
+	}
+	v := bytes.TrimLeft(b[i+len(key):], " \t")
+	if len(v) == 0 || v[0] != ':' {
+		return ""
+	}
+	v = bytes.TrimLeft(v[1:], " \t")
+	if len(v) == 0 || v[0] != '"' {
+		return ""
+	}
+	end := bytes.IndexAny(v[1:], `"\`)
+	if end < 0 || v[1+end] != '"' {
+		return ""
+	}
+	return string(v[1 : 1+end])
+}
 
 // oldServiceFunc reports whether b names the CODE_FUNC of one of the
 // messages systemd before 240 logs without a MESSAGE_ID: one scan of the
@@ -232,19 +262,27 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 	}
 	var e journalEntry
 	if p := (plainEntry{}); json.Unmarshal(b, &p) == nil {
-		e = journalEntry{journalField(p.MessageID), journalField(p.Unit), journalField(p.UserUnit),
-			journalField(p.Realtime), journalField(p.ExitCode), journalField(p.ExitStatus), journalField(p.UnitResult),
-			journalField(p.CodeFunc), journalField(p.UID), journalField(p.Invocation), ""}
-	} else if err := json.Unmarshal(b, &e); err != nil {
-		return err
-	}
-	if e.MessageID == "" && e.CodeFunc == funcUnitFailed {
-		// Before systemd 240 the result is only in the message's text.
-		var m struct {
-			Message journalField `json:"MESSAGE"`
+		// The common case, decoded without journalField's three forms and
+		// without the fields few messages need.
+		e = journalEntry{MessageID: journalField(p.MessageID), Unit: journalField(p.Unit), UserUnit: journalField(p.UserUnit),
+			Realtime: journalField(p.Realtime), ExitCode: journalField(p.ExitCode), ExitStatus: journalField(p.ExitStatus),
+			UnitResult: journalField(p.UnitResult)}
+		if e.MessageID == "" || e.Unit == "" {
+			var r rareFields
+			_ = json.Unmarshal(b, &r) // read before: the line is JSON
+			e.CodeFunc, e.UID, e.Message = r.CodeFunc, r.UID, r.Message
 		}
-		_ = json.Unmarshal(b, &m) // read before: the line is JSON
-		e.Message = m.Message
+	} else {
+		// Fields in another of journalField's forms: declared here, so that
+		// only such a line pays for the decoder's copy of the entry.
+		var fb journalEntry
+		if err := json.Unmarshal(b, &fb); err != nil {
+			return err
+		}
+		var r rareFields
+		_ = json.Unmarshal(b, &r)
+		fb.Message = r.Message
+		e = fb
 	}
 	kind := e.kind()
 	switch kind {
@@ -270,10 +308,17 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 	}
 	rec := Record{Time: time.UnixMicro(us).UTC(), Key: key, Line: n}
 	kr := j.state[key]
-	st, inv := kr.st, string(e.Invocation)
+	st := kr.st
 	set := func(st runState) { j.state[key] = keyRun{st: st, inv: kr.inv} }
 	switch kind {
 	case msgStarting, msgStarted:
+		inv := string(e.Invocation)
+		if inv == "" {
+			inv = plainValue(b, invocationKey)
+		}
+		if inv == "" {
+			inv = plainValue(b, userInvKey)
+		}
 		if inv != "" && inv == kr.inv {
 			// The run this invocation began already: "Started" after
 			// "Starting", or a oneshot's "Finished" after its end.
