@@ -116,10 +116,11 @@ type journald struct {
 }
 
 // keyRun is what the reader knows of a key's run: its state and its
-// INVOCATION_ID (systemd's id of one run of a unit).
+// INVOCATION_ID (systemd's id of one run of a unit), as a hash: a map
+// value without pointers costs the collector nothing.
 type keyRun struct {
 	st  runState
-	inv string
+	inv uint64 // 0: none
 }
 
 // runState is what a reader knows of a key's run.
@@ -143,25 +144,37 @@ var (
 
 // plainValue returns the value of key in the JSON object b when it is a
 // plain string (no escape) right after the key, its colon and spaces, as
-// journalctl writes ids; "" otherwise. It allocates only the value.
-func plainValue(b, key []byte) string {
+// journalctl writes ids; nil otherwise. It does not allocate.
+func plainValue(b, key []byte) []byte {
 	i := bytes.Index(b, key)
 	if i < 0 {
-		return ""
+		return nil
 	}
 	v := bytes.TrimLeft(b[i+len(key):], " \t")
 	if len(v) == 0 || v[0] != ':' {
-		return ""
+		return nil
 	}
 	v = bytes.TrimLeft(v[1:], " \t")
 	if len(v) == 0 || v[0] != '"' {
-		return ""
+		return nil
 	}
 	end := bytes.IndexAny(v[1:], `"\`)
 	if end < 0 || v[1+end] != '"' {
-		return ""
+		return nil
 	}
-	return string(v[1 : 1+end])
+	return v[1 : 1+end]
+}
+
+// invHash hashes an invocation id (FNV-1a, 64 bits; never 0 for one).
+func invHash(id []byte) uint64 {
+	if len(id) == 0 {
+		return 0
+	}
+	h := uint64(14695981039346656037)
+	for _, c := range id {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return max(h, 1)
 }
 
 // oldServiceFunc reports whether b names the CODE_FUNC of one of the
@@ -312,14 +325,15 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 	set := func(st runState) { j.state[key] = keyRun{st: st, inv: kr.inv} }
 	switch kind {
 	case msgStarting, msgStarted:
-		inv := string(e.Invocation)
-		if inv == "" {
-			inv = plainValue(b, invocationKey)
+		id := []byte(e.Invocation)
+		if len(id) == 0 {
+			id = plainValue(b, invocationKey)
 		}
-		if inv == "" {
-			inv = plainValue(b, userInvKey)
+		if len(id) == 0 {
+			id = plainValue(b, userInvKey)
 		}
-		if inv != "" && inv == kr.inv {
+		inv := invHash(id)
+		if inv != 0 && inv == kr.inv {
 			// The run this invocation began already: "Started" after
 			// "Starting", or a oneshot's "Finished" after its end.
 			return nil
