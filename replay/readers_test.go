@@ -1,6 +1,7 @@
 package replay_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -181,6 +182,13 @@ func TestReportSaysWhatTheHistoryCannotShow(t *testing.T) {
 	assert.Equal(t, 3, rep.Keys[1].InferredTimes, "5 starts over 150s: the 3 between the first and the last")
 	assert.Equal(t, 755, rep.Totals.RestartsUnseen)
 	assert.Equal(t, 3, rep.Totals.InferredTimes)
+	js, err := json.Marshal(rep.Keys[0])
+	require.NoError(t, err)
+	assert.Contains(t, string(js), `"restarts_counted":756,"restarts_unseen":755`)
+	js, err = json.Marshal(rep.Keys[1])
+	require.NoError(t, err)
+	assert.Contains(t, string(js), `"inferred_times":3`)
+	assert.NotContains(t, string(js), "restarts_unseen", "absent, omitted")
 	var b strings.Builder
 	require.NoError(t, replay.WriteTable(&b, res, nil, 0))
 	assert.Contains(t, b.String(), "\nrestarts kubelet counted, not in the history   755\n")
