@@ -49,6 +49,9 @@ type crashloopLog struct {
 func newCrashloopLog() *crashloopLog { return &crashloopLog{keys: make(map[string]*clKey)} }
 
 func (c *crashloopLog) line(b []byte, n int, out *[]Record) error {
+	if b[0] != '{' {
+		return errOther // the program's own line: it shares stderr with crashloop
+	}
 	var l clLine
 	if err := json.Unmarshal(b, &l); err != nil {
 		return err

@@ -1,17 +1,22 @@
 package replay
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// dockerEvent is the part of a docker event that replay reads.
+// dockerEvent is the part of a docker event that replay reads: the fields
+// of API 1.22 and later (Type, Action, Actor), and those of the daemons
+// before (status, id, from, time), which newer daemons still write beside.
 type dockerEvent struct {
 	Type   string `json:"Type"`
 	Action string `json:"Action"`
+	Status string `json:"status"`
 	ID     string `json:"id"`
 	Actor  struct {
 		ID         string            `json:"ID"`
@@ -22,12 +27,20 @@ type dockerEvent struct {
 }
 
 // docker reads docker events --format '{{json .}}': a container's start and
-// die (with its exitCode), and the oom and kill that tell why it died.
+// die (with its exitCode), and the oom and kill that tell why it died. A
+// die after a kill is an operator's stop (docker stop sends TERM, then
+// KILL; docker kill, docker rm -f and docker restart a signal): Docker
+// does not restart a container stopped so, and replay counts it as a
+// stop, not a failure.
 type docker struct {
-	why map[string]string // keys whose run is under way: an oom or kill seen, "" if none
+	why  map[string]string // keys whose run is under way: "oom", "kill SIG,SIG", or "" if none
+	inst map[string]string // a container name's first container id
 }
 
-func newDocker() *docker { return &docker{why: make(map[string]string)} }
+func newDocker() *docker { return &docker{why: make(map[string]string), inst: make(map[string]string)} }
+
+// shortID is a container id as docker ps shows it.
+func shortID(id string) string { return id[:min(len(id), 12)] }
 
 func (d *docker) line(b []byte, n int, out *[]Record) error {
 	var e dockerEvent
@@ -37,15 +50,25 @@ func (d *docker) line(b []byte, n int, out *[]Record) error {
 	if e.Type != "container" && e.Type != "" {
 		return nil // images, networks, volumes
 	}
+	action := cmp.Or(e.Action, e.Status) // before API 1.22, status
+	id := cmp.Or(e.Actor.ID, e.ID)
 	key := e.Actor.Attributes["name"]
-	if key == "" {
-		key = e.Actor.ID
-	}
-	if key == "" {
-		key = e.ID
-	}
-	if key == "" {
+	switch {
+	case key == "" && id == "":
 		return errors.New("no Actor.Attributes.name or id")
+	case key == "":
+		key = shortID(id) // before API 1.22 an event names no container
+	case id != "":
+		// A name reused by a new container (docker rm, then docker run
+		// --name): one key per container.
+		if first, ok := d.inst[key]; !ok {
+			d.inst[key] = id
+		} else if first != id {
+			key += " (" + shortID(id) + ")"
+		}
+	}
+	if strings.HasPrefix(action, "exec_") || strings.HasPrefix(action, "health_status") {
+		return nil
 	}
 	var t time.Time
 	switch {
@@ -57,7 +80,7 @@ func (d *docker) line(b []byte, n int, out *[]Record) error {
 		return errors.New("no timeNano or time")
 	}
 	rec := Record{Time: t, Key: key, Line: n}
-	switch e.Action {
+	switch action {
 	case "start":
 		rec.Event = Start
 		d.why[key] = ""
@@ -65,22 +88,40 @@ func (d *docker) line(b []byte, n int, out *[]Record) error {
 		d.why[key] = "oom"
 		return nil
 	case "kill":
-		if d.why[key] == "" {
-			d.why[key] = "killed by signal " + e.Actor.Attributes["signal"]
+		switch why := d.why[key]; {
+		case why == "":
+			d.why[key] = "kill " + e.Actor.Attributes["signal"]
+		case strings.HasPrefix(why, "kill "):
+			d.why[key] = why + "," + e.Actor.Attributes["signal"]
 		}
 		return nil
 	case "die":
+		why := d.why[key]
+		delete(d.why, key)
 		s, ok := e.Actor.Attributes["exitCode"]
+		if !ok && e.Action != "" {
+			return errors.New("die without Actor.Attributes.exitCode")
+		}
+		if !ok {
+			// Before API 1.22 a die says no exit status.
+			rec.Event, rec.Code, rec.Failed, rec.Cause = Exit, -1, true, "died (the event says no exit status)"
+			if strings.HasPrefix(why, "kill ") {
+				rec.Event, rec.Failed, rec.Cause = Stop, false, "stopped (docker stop or kill)"
+			}
+			break
+		}
 		code, err := strconv.Atoi(s)
-		if !ok || err != nil {
-			return fmt.Errorf("die without a numeric Actor.Attributes.exitCode (%q)", s)
+		if err != nil {
+			return fmt.Errorf("die with an exitCode that is not a number (%q)", s)
 		}
 		rec.Event, rec.Code, rec.Failed, rec.Cause = Exit, code, code != 0, exitCause(code)
-		if why := d.why[key]; why != "" {
-			rec.Cause = why + ", " + rec.Cause
-			rec.Failed = rec.Failed || why == "oom"
+		switch {
+		case why == "oom":
+			rec.Failed, rec.Cause = true, "oom, "+rec.Cause
+		case strings.HasPrefix(why, "kill "):
+			rec.Event, rec.Failed = Stop, false
+			rec.Cause = "stopped (docker stop or kill: signal " + strings.TrimPrefix(why, "kill ") + "), " + rec.Cause
 		}
-		delete(d.why, key)
 	default:
 		return nil
 	}

@@ -72,7 +72,7 @@ func ExampleSimulate() {
 	}
 	// Output:
 	// crashloop: 3 restarts in 30m, gave up: true
-	// kubelet: 9 restarts in 30m, gave up: false
+	// kubelet: 10 restarts in 30m, gave up: false
 }
 
 // The table of docs/policies.md, for the reference policies alone.
@@ -81,8 +81,8 @@ func ExampleWriteKEPTable() {
 	// Output:
 	// | policy | restarts, 10s crasher, first 5m | first 30m | gives up on it after | extra delay after a 30s outage | 5m outage | 1h outage |
 	// |---|---:|---:|---:|---:|---:|---:|
-	// | kubelet | 4 | 9 | never | 0s | 10s | 10s |
-	// | KEP-4603 | 8 | 29 | never | 1s | 3s | 3s |
+	// | kubelet | 5 | 10 | never | 0s | 10s | 10s |
+	// | KEP-4603 | 9 | 30 | never | 1s | 3s | 3s |
 }
 
 // Draw a replay's timeline as SVG.

@@ -95,7 +95,7 @@ func TestJournald(t *testing.T) {
 		{Time: at(5 * time.Second), Key: k, Event: replay.Exit, Code: 143, Cause: "killed by signal TERM", Line: 9},
 		{Time: at(6 * time.Second), Key: k, Event: replay.Start, Line: 10},
 		{Time: at(7 * time.Second), Key: k, Event: replay.Exit, Code: -1, Failed: true, Cause: "watchdog", Line: 11},
-		{Time: at(9 * time.Second), Key: "sync.service", Event: replay.Start, Line: 13},
+		{Time: at(9 * time.Second), Key: "sync.service (user ?)", Event: replay.Start, Line: 13},
 		{Time: at(10 * time.Second), Key: k, Event: replay.Exit, Code: 2, Failed: true, Cause: "exited with status 2", Line: 14},
 	}, recs)
 	assert.Equal(t, []string{"4",
@@ -135,10 +135,10 @@ func TestDocker(t *testing.T) {
 		{Time: at(1500 * time.Millisecond), Key: "web", Event: replay.Start, Line: 4},
 		{Time: at(2 * time.Second), Key: "web", Event: replay.Exit, Code: 137, Failed: true, Cause: "oom, killed by signal KILL", Line: 7},
 		{Time: at(3 * time.Second), Key: "db", Event: replay.Start, Line: 8},
-		{Time: at(4 * time.Second), Key: "db", Event: replay.Exit, Code: 0, Cause: "killed by signal 15, exited with status 0", Line: 10},
+		{Time: at(4 * time.Second), Key: "db", Event: replay.Stop, Code: 0, Cause: "stopped (docker stop or kill: signal 15), exited with status 0", Line: 10},
 	}, recs)
 	assert.Equal(t, []string{"2",
-		`h:11: die without a numeric Actor.Attributes.exitCode ("")`,
+		`h:11: die without Actor.Attributes.exitCode`,
 		"h:12: unexpected end of JSON input",
 	}, malformed(r))
 }
@@ -258,24 +258,32 @@ func TestCrashloopLog(t *testing.T) {
 func TestKubernetesEvents(t *testing.T) {
 	t.Parallel()
 	ts := func(d time.Duration) string { return at(d).Format(time.RFC3339) }
-	ev := func(reason, field string, first, last time.Duration, count int) string {
-		return fmt.Sprintf(`{"apiVersion":"v1","kind":"Event","involvedObject":{"kind":"Pod","namespace":"shop","name":"api-7d9","fieldPath":"%s"},
-  "reason":"%s","message":"...","firstTimestamp":"%s","lastTimestamp":"%s","count":%d,"type":"Normal"}`, field, reason, ts(first), ts(last), count)
+	ev := func(reason, field, uid, msg string, first, last time.Duration, count int) string {
+		return fmt.Sprintf(`{"apiVersion":"v1","kind":"Event","involvedObject":{"kind":"Pod","namespace":"shop","name":"api-7d9","uid":"%s","fieldPath":"%s"},
+  "reason":"%s","message":"%s","firstTimestamp":"%s","lastTimestamp":"%s","count":%d,"type":"Normal"}`, uid, field, reason, msg, ts(first), ts(last), count)
 	}
-	c := "spec.containers{app}"
+	c, u1, u2 := "spec.containers{app}", "6f1c0a4e-0000-4000-8000-000000000001", "9b2d7c11-0000-4000-8000-000000000002"
 	doc := `{
   "apiVersion": "v1",
   "items": [
   ` + strings.Join([]string{
-		ev("BackOff", c, 15*time.Second, 40*time.Second, 2), // out of order: kubectl lists by name
-		ev("Started", c, 0, 30*time.Second, 2),
-		ev("Pulled", c, 0, 0, 1),
-		ev("Failed", "spec.containers{init}", 50*time.Second, 50*time.Second, 1),
-		ev("Killing", c, 60*time.Second, 60*time.Second, 1),
+		ev("BackOff", c, u1, "Back-off restarting failed container app in pod api-7d9", 15*time.Second, 40*time.Second, 2), // out of order: kubectl lists by name
+		ev("Started", c, u1, "Started container app", 0, 30*time.Second, 2),
+		ev("Pulled", c, u1, "Container image already present on machine", 0, 0, 1),
+		ev("Failed", "spec.containers{init}", u1, "Error: failed to create containerd task: exec: no such file", 50*time.Second, 50*time.Second, 1),
+		ev("Killing", c, u1, "Container app failed liveness probe, will be restarted", 60*time.Second, 60*time.Second, 1),
 		`{"kind":"Event","involvedObject":{"namespace":"shop"},"reason":"Started","count":1}`,
 		`{"kind":"Event","reason":"Started","count":"many"}`,
 		`{"kind":"Status"}`,
-		ev("Started", c, 45*time.Second, 45*time.Second, 1),
+		ev("Started", c, u1, "Started container app", 45*time.Second, 45*time.Second, 1),
+		// An image that cannot be pulled: three Failed events, no run.
+		ev("Failed", "spec.containers{web}", u1, `Failed to pull image \"web:9\": not found`, 70*time.Second, 90*time.Second, 3),
+		ev("Failed", "spec.containers{web}", u1, "Error: ErrImagePull", 70*time.Second, 90*time.Second, 3),
+		ev("Failed", "spec.containers{web}", u1, "Error: ImagePullBackOff", 71*time.Second, 95*time.Second, 4),
+		ev("BackOff", "spec.containers{web}", u1, `Back-off pulling image \"web:9\"`, 71*time.Second, 95*time.Second, 4),
+		// A second pod of the same name: another instance, stopped by its deletion.
+		ev("Started", c, u2, "Started container app", 100*time.Second, 100*time.Second, 1),
+		ev("Killing", c, u2, "Stopping container app", 110*time.Second, 110*time.Second, 1),
 	}, ",\n  ") + `
   ],
   "kind": "List",
@@ -284,29 +292,29 @@ func TestKubernetesEvents(t *testing.T) {
 `
 	recs, r := readAll(t, doc, replay.FormatAuto)
 	assert.Equal(t, replay.FormatKubernetes, r.Format())
-	k := "shop/api-7d9/app"
+	k, k2 := "shop/api-7d9/app", "shop/api-7d9/app (pod 9b2d7c11)"
 	assert.Equal(t, []replay.Record{
 		{Time: at(0), Key: k, Event: replay.Start, Line: 2},
-		{Time: at(15 * time.Second), Key: k, Event: replay.Exit, Code: -1, Failed: true, Cause: "BackOff", Line: 1},
+		{Time: at(15 * time.Second), Key: k, Event: replay.Exit, Code: -1, Failed: true, Cause: "back-off after a failed run", Line: 1},
 		{Time: at(30 * time.Second), Key: k, Event: replay.Start, Line: 2},
-		{Time: at(40 * time.Second), Key: k, Event: replay.Exit, Code: -1, Failed: true, Cause: "BackOff", Line: 1},
+		{Time: at(40 * time.Second), Key: k, Event: replay.Exit, Code: -1, Failed: true, Cause: "back-off after a failed run", Line: 1},
 		{Time: at(45 * time.Second), Key: k, Event: replay.Start, Line: 9},
 		{Time: at(50 * time.Second), Key: "shop/api-7d9/init", Event: replay.Start, Line: 4},
-		{Time: at(50 * time.Second), Key: "shop/api-7d9/init", Event: replay.Exit, Code: -1, Failed: true, Cause: "Failed", Line: 4},
-		{Time: at(60 * time.Second), Key: k, Event: replay.Exit, Code: 137, Failed: true, Cause: "Killing", Line: 5},
+		{Time: at(50 * time.Second), Key: "shop/api-7d9/init", Event: replay.Exit, Code: -1, Failed: true, Cause: "failed to start", Line: 4},
+		{Time: at(60 * time.Second), Key: k, Event: replay.Exit, Code: 137, Failed: true, Cause: "killed: failed its probe", Line: 5},
+		{Time: at(100 * time.Second), Key: k2, Event: replay.Start, Line: 14},
+		{Time: at(110 * time.Second), Key: k2, Event: replay.Stop, Code: -1, Cause: "stopped (the pod was deleted)", Line: 15},
 	}, recs)
 	assert.Equal(t, []string{"3",
 		"h:6: item 6: involvedObject without a name",
-		"h:7: item 7: json: cannot unmarshal string into Go struct field kubeItem.count of type int",
-		"h:8: item 8: neither an Event (involvedObject) nor a Pod (status.containerStatuses)",
+		"h:7: item 7: json: cannot unmarshal string into Go struct field kubeItem.count of type float64",
+		"h:8: item 8: neither an Event (involvedObject) nor a Pod (status)",
 	}, malformed(r))
 
 	// A list cut short: the items before the cut are read.
 	recs, r = readAll(t, doc[:strings.Index(doc, `"Pulled"`)], replay.FormatAuto)
 	assert.Len(t, recs, 4)
-	n, errs := r.Malformed()
-	assert.Equal(t, 1, n)
-	assert.Contains(t, errs[0].Error(), "h:3: item 3: unexpected EOF (the list is cut short here)")
+	assert.Equal(t, []string{"1", "h:3: item 3: unexpected EOF (the rest is not read)"}, malformed(r))
 }
 
 func TestKubernetesPods(t *testing.T) {
@@ -321,10 +329,11 @@ func TestKubernetesPods(t *testing.T) {
 	assert.Equal(t, replay.FormatKubernetes, r.Format())
 	assert.Equal(t, []replay.Record{
 		{Time: at(0), Key: "shop/api-7d9/side", Event: replay.Start, Line: 1},
-		{Time: at(time.Minute), Key: "shop/api-7d9/side", Event: replay.Exit, Code: 0, Cause: "Completed", Line: 1},
-		{Time: at(4 * time.Minute), Key: "shop/api-7d9/app", Event: replay.Start, Line: 1},
-		{Time: at(4*time.Minute + 30*time.Second), Key: "shop/api-7d9/app", Event: replay.Exit, Code: 1, Failed: true, Cause: "Error", Line: 1},
-		{Time: at(5 * time.Minute), Key: "shop/api-7d9/app", Event: replay.Start, Line: 1},
+		{Time: at(time.Minute), Key: "shop/api-7d9/side", Event: replay.Exit, Code: 0, Cause: "Completed, exited with status 0", Line: 1},
+		{Time: at(4 * time.Minute), Key: "shop/api-7d9/app", Event: replay.Start, Line: 1, Counted: 7},
+		{Time: at(4*time.Minute + 30*time.Second), Key: "shop/api-7d9/app", Event: replay.Exit, Code: 1, Failed: true,
+			Cause: "Error, exited with status 1", Line: 1, Counted: 7},
+		{Time: at(5 * time.Minute), Key: "shop/api-7d9/app", Event: replay.Start, Line: 1, Counted: 7},
 	}, recs)
 	assert.Equal(t, []string{"1", "h:2: item 2: container c: terminated without startedAt or finishedAt"}, malformed(r))
 }

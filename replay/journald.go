@@ -2,19 +2,32 @@ package replay
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // The MESSAGE_IDs of systemd's catalog that journald history is read from.
 const (
-	msgStarted          = "39f53479d3a045ac8e11786248231fbf" // a unit started
+	msgStarting         = "7d4958e842da4a758f6c1cdc7b36dcc5" // "Starting ...": a start job began
+	msgStarted          = "39f53479d3a045ac8e11786248231fbf" // a unit started ("Started", "Finished" for a oneshot, "Reached target")
 	msgProcessExit      = "98e322203f7a4ed290d09fe03c09fe15" // a unit's process exited: EXIT_CODE, EXIT_STATUS
 	msgUnitFailed       = "d9b373ed55a64feb8242e02dbe79a49c" // a unit failed: UNIT_RESULT
 	msgRestartScheduled = "5eb03494b6584870a536b337290809b3" // a unit's restart is scheduled: N_RESTARTS
+	msgSuccess          = "7ad2d189f7e94e70a38c781354912448" // "Deactivated successfully" (systemd 248 and later): a clean end
+	msgStopping         = "de5b426a63be47a7b6ac3eaac82e2f6f" // "Stopping ...": a stop job began (systemctl stop, restart)
+	msgStopped          = "9d1aaa27d60140bd96365438aad20286" // "Stopped ...": a stop job ended
+)
+
+// The CODE_FUNC of systemd's messages that carry no MESSAGE_ID before
+// systemd 240 (RHEL 8, Debian 10, Ubuntu 18.04).
+const (
+	funcProcessExit = "service_sigchld_event" // "Main process exited, code=..., status=...": EXIT_CODE, EXIT_STATUS
+	funcUnitFailed  = "service_enter_dead"    // "Failed with result '...'." (UNIT_RESULT from 240 on)
 )
 
 // journalField is a field of journalctl -o json: a string, an array of
@@ -66,6 +79,18 @@ type journalEntry struct {
 	ExitCode   journalField `json:"EXIT_CODE"`
 	ExitStatus journalField `json:"EXIT_STATUS"`
 	UnitResult journalField `json:"UNIT_RESULT"`
+	CodeFunc   journalField `json:"CODE_FUNC"`
+	UID        journalField `json:"_UID"`
+	Invocation journalField `json:"INVOCATION_ID"` // USER_INVOCATION_ID for a user manager's: see journald.line
+	Message    journalField `json:"-"`             // read only when needed: see journald.line
+}
+
+// rareFields are the fields of a journal entry that few of systemd's
+// messages need: decoded, in a second pass, only for those.
+type rareFields struct {
+	CodeFunc journalField `json:"CODE_FUNC"` // an entry without MESSAGE_ID (systemd before 240)
+	UID      journalField `json:"_UID"`      // a user manager's unit
+	Message  journalField `json:"MESSAGE"`   // a result of systemd before 240
 }
 
 // plainEntry is journalEntry when every field it reads is a plain string,
@@ -80,34 +105,165 @@ type plainEntry struct {
 	UnitResult string `json:"UNIT_RESULT"`
 }
 
-// journald reads journalctl -o json. Only the entries of systemd's four
-// messages about a unit's life are decoded; every other line (the units'
-// own output) is skipped after a glance.
+// journald reads journalctl -o json (and -o json-pretty, whose entries the
+// Reader joins into one line each). Only systemd's messages about a
+// service's life are decoded; every other line (the units' own output) is
+// skipped after a glance. A run is a service unit's: the same messages
+// about targets, mounts, slices, sockets, timers and the like (systemd
+// logs "Reached target" under Started's MESSAGE_ID) are not runs.
 type journald struct {
-	open map[string]bool // keys whose run has started and not yet ended
+	state map[string]keyRun // by key
 }
 
-func newJournald() *journald { return &journald{open: make(map[string]bool)} }
+// keyRun is what the reader knows of a key's run: its state and its
+// INVOCATION_ID (systemd's id of one run of a unit), as a hash: a map
+// value without pointers costs the collector nothing.
+type keyRun struct {
+	st  runState
+	inv uint64 // 0: none
+}
 
-var messageIDKey = []byte(`"MESSAGE_ID"`)
+// runState is what a reader knows of a key's run.
+type runState uint8
 
-// oneOfOurs reports whether the line may be one of the four messages:
-// whether its MESSAGE_ID is one of theirs, at a glance, or cannot be told
-// at a glance (it is not a plain string right after the key).
+const (
+	runUnknown runState = iota // the history has not shown the key yet
+	runOpen                    // a run started and has not ended
+	runEnded                   // the last run ended
+	runStopped                 // the last run was stopped: its end is logged after
+)
+
+func newJournald() *journald { return &journald{state: make(map[string]keyRun)} }
+
+var (
+	messageIDKey  = []byte(`"MESSAGE_ID"`)
+	servicePrefix = []byte("service_")
+	invocationKey = []byte(`"INVOCATION_ID"`)
+	userInvKey    = []byte(`"USER_INVOCATION_ID"`)
+)
+
+// plainValue returns the value of key in the JSON object b when it is a
+// plain string (no escape) right after the key, its colon and spaces, as
+// journalctl writes ids; nil otherwise. It does not allocate.
+func plainValue(b, key []byte) []byte {
+	i := bytes.Index(b, key)
+	if i < 0 {
+		return nil
+	}
+	v := bytes.TrimLeft(b[i+len(key):], " \t")
+	if len(v) == 0 || v[0] != ':' {
+		return nil
+	}
+	v = bytes.TrimLeft(v[1:], " \t")
+	if len(v) == 0 || v[0] != '"' {
+		return nil
+	}
+	end := bytes.IndexAny(v[1:], `"\`)
+	if end < 0 || v[1+end] != '"' {
+		return nil
+	}
+	return v[1 : 1+end]
+}
+
+// invHash hashes an invocation id (FNV-1a, 64 bits; never 0 for one).
+func invHash(id []byte) uint64 {
+	if len(id) == 0 {
+		return 0
+	}
+	h := uint64(14695981039346656037)
+	for _, c := range id {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return max(h, 1)
+}
+
+// oldServiceFunc reports whether b names the CODE_FUNC of one of the
+// messages systemd before 240 logs without a MESSAGE_ID: one scan of the
+// line, as the glance for MESSAGE_ID is.
+func oldServiceFunc(b []byte) bool {
+	for {
+		i := bytes.Index(b, servicePrefix)
+		if i < 0 {
+			return false
+		}
+		b = b[i:]
+		if bytes.HasPrefix(b, []byte(funcProcessExit)) || bytes.HasPrefix(b, []byte(funcUnitFailed)) {
+			return true
+		}
+		b = b[len(servicePrefix):]
+	}
+}
+
+// oneOfOurs reports whether the line may be one of systemd's messages
+// about a unit's life: whether its MESSAGE_ID is one of theirs, at a
+// glance, or cannot be told at a glance (it is not a plain string right
+// after the key), or, with no MESSAGE_ID, whether it may be a message of
+// systemd before 240, which had none.
 func oneOfOurs(b []byte) bool {
 	i := bytes.Index(b, messageIDKey[1:]) // from the M: a quote is everywhere, the vector search stalls on each
-	if i < 1 || b[i-1] != '"' {
-		return i >= 1 // a MESSAGE_ID" that is not the key: let the parser tell
+	if i < 1 {
+		return oldServiceFunc(b)
+	}
+	if b[i-1] != '"' {
+		return true // a MESSAGE_ID" that is not the key: let the parser tell
 	}
 	v := b[i-1+len(messageIDKey):]
 	if len(v) < 35 || string(v[:2]) != `:"` || v[34] != '"' {
 		return true
 	}
 	switch string(v[2:34]) {
-	case msgStarted, msgProcessExit, msgUnitFailed, msgRestartScheduled:
+	case msgStarting, msgStarted, msgProcessExit, msgUnitFailed, msgRestartScheduled, msgSuccess, msgStopping, msgStopped:
 		return true
 	}
 	return false
+}
+
+// kind tells which of systemd's messages e is ("" for none): its
+// MESSAGE_ID, or for an entry of systemd before 240, which has none, the
+// message its CODE_FUNC writes.
+func (e *journalEntry) kind() string {
+	if e.MessageID != "" {
+		return string(e.MessageID)
+	}
+	switch string(e.CodeFunc) {
+	case funcProcessExit:
+		if e.ExitCode != "" {
+			return msgProcessExit
+		}
+	case funcUnitFailed:
+		if strings.Contains(string(e.Message), "Failed with result") {
+			return msgUnitFailed
+		}
+	}
+	return ""
+}
+
+// unitResult returns the unit's result: UNIT_RESULT, or before systemd 240
+// the result its message names ("Failed with result 'exit-code'.").
+func (e *journalEntry) unitResult() string {
+	if e.UnitResult != "" {
+		return string(e.UnitResult)
+	}
+	if _, rest, ok := strings.Cut(string(e.Message), "Failed with result '"); ok {
+		if r, _, ok := strings.Cut(rest, "'"); ok {
+			return r
+		}
+	}
+	return "failed"
+}
+
+// service reports whether unit may be a service, the only units whose runs
+// are a program's: whether its name ends in no other unit type.
+func service(unit string) bool {
+	i := strings.LastIndexByte(unit, '.')
+	if i < 0 {
+		return true
+	}
+	switch unit[i+1:] {
+	case "target", "mount", "automount", "slice", "socket", "timer", "path", "device", "swap", "scope":
+		return false
+	}
+	return true
 }
 
 func (j *journald) line(b []byte, n int, out *[]Record) error {
@@ -115,53 +271,107 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 		return errors.New("not a JSON object (journalctl -o json writes one per line)")
 	}
 	if !oneOfOurs(b) {
-		return nil // not one of the four messages: a unit's own output
+		return nil // not one of systemd's messages: a unit's own output
 	}
 	var e journalEntry
 	if p := (plainEntry{}); json.Unmarshal(b, &p) == nil {
-		e = journalEntry{journalField(p.MessageID), journalField(p.Unit), journalField(p.UserUnit),
-			journalField(p.Realtime), journalField(p.ExitCode), journalField(p.ExitStatus), journalField(p.UnitResult)}
-	} else if err := json.Unmarshal(b, &e); err != nil {
-		return err
+		// The common case, decoded without journalField's three forms and
+		// without the fields few messages need.
+		e = journalEntry{MessageID: journalField(p.MessageID), Unit: journalField(p.Unit), UserUnit: journalField(p.UserUnit),
+			Realtime: journalField(p.Realtime), ExitCode: journalField(p.ExitCode), ExitStatus: journalField(p.ExitStatus),
+			UnitResult: journalField(p.UnitResult)}
+		if e.MessageID == "" || e.Unit == "" {
+			var r rareFields
+			_ = json.Unmarshal(b, &r) // read before: the line is JSON
+			e.CodeFunc, e.UID, e.Message = r.CodeFunc, r.UID, r.Message
+		}
+	} else {
+		// Fields in another of journalField's forms: declared here, so that
+		// only such a line pays for the decoder's copy of the entry.
+		var fb journalEntry
+		if err := json.Unmarshal(b, &fb); err != nil {
+			return err
+		}
+		var r rareFields
+		_ = json.Unmarshal(b, &r)
+		fb.Message = r.Message
+		e = fb
 	}
-	key := string(e.Unit)
-	if key == "" {
-		key = string(e.UserUnit)
-	}
-	switch string(e.MessageID) {
-	case msgStarted, msgProcessExit, msgUnitFailed:
-	case msgRestartScheduled:
-		return nil // the Started that follows says it
+	kind := e.kind()
+	switch kind {
+	case msgStarting, msgStarted, msgProcessExit, msgUnitFailed, msgSuccess, msgStopping, msgStopped:
 	default:
-		return nil
+		return nil // the restart scheduled: the Started that follows says it; other messages
 	}
-	if key == "" {
+	unit, key := string(e.Unit), string(e.Unit)
+	if unit == "" {
+		// A user manager's unit: the same name under two users is two units.
+		unit = string(e.UserUnit)
+		key = unit + " (user " + cmp.Or(string(e.UID), "?") + ")"
+	}
+	if unit == "" {
 		return errors.New("no UNIT or USER_UNIT")
+	}
+	if !service(unit) {
+		return nil // a target reached, a mount, a socket...: no program's run
 	}
 	us, err := strconv.ParseInt(string(e.Realtime), 10, 64)
 	if err != nil || us <= 0 {
 		return fmt.Errorf("__REALTIME_TIMESTAMP %q: not microseconds since the epoch", string(e.Realtime))
 	}
 	rec := Record{Time: time.UnixMicro(us).UTC(), Key: key, Line: n}
-	switch string(e.MessageID) {
-	case msgStarted:
+	kr := j.state[key]
+	st := kr.st
+	set := func(st runState) { j.state[key] = keyRun{st: st, inv: kr.inv} }
+	switch kind {
+	case msgStarting, msgStarted:
+		id := []byte(e.Invocation)
+		if len(id) == 0 {
+			id = plainValue(b, invocationKey)
+		}
+		if len(id) == 0 {
+			id = plainValue(b, userInvKey)
+		}
+		inv := invHash(id)
+		if inv != 0 && inv == kr.inv {
+			// The run this invocation began already: "Started" after
+			// "Starting", or a oneshot's "Finished" after its end.
+			return nil
+		}
 		rec.Event = Start
-		j.open[key] = true
+		j.state[key] = keyRun{st: runOpen, inv: inv}
 	case msgProcessExit:
 		code, failed, cause, err := journalExit(string(e.ExitCode), string(e.ExitStatus))
 		if err != nil {
 			return err
 		}
+		if st == runStopped {
+			return nil // the end of a run stopped already
+		}
 		rec.Event, rec.Code, rec.Failed, rec.Cause = Exit, code, failed, cause
-		delete(j.open, key)
+		set(runEnded)
 	case msgUnitFailed:
-		if !j.open[key] {
+		if st != runOpen {
 			return nil // the process exit before it told the end; or start-limit-hit: no run
 		}
 		// A unit that failed with its run still open (a failed start of
 		// the process, or a result without a process exit).
-		rec.Event, rec.Code, rec.Failed, rec.Cause = Exit, -1, true, string(e.UnitResult)
-		delete(j.open, key)
+		rec.Event, rec.Code, rec.Failed, rec.Cause = Exit, -1, true, e.unitResult()
+		set(runEnded)
+	case msgSuccess:
+		if st == runEnded || st == runStopped {
+			return nil // the end told already (a process exit) or a stop's
+		}
+		// systemd 248 and later log a clean exit's status at debug level
+		// only: "Deactivated successfully" is the end of the run.
+		rec.Event, rec.Code, rec.Cause = Exit, 0, "deactivated successfully"
+		set(runEnded)
+	case msgStopping, msgStopped:
+		if st != runOpen {
+			return nil // systemd's own restart of a dead unit logs Stopped too
+		}
+		rec.Event, rec.Cause = Stop, "stopped (systemctl stop or restart)"
+		set(runStopped)
 	}
 	*out = append(*out, rec)
 	return nil

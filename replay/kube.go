@@ -6,31 +6,35 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
 )
 
-// kubeItem is the part of an item of kubectl get events -o json or
-// kubectl get pods -o json that replay reads.
+// kubeItem is the part of a Kubernetes Event or Pod that replay reads.
 type kubeItem struct {
 	Kind           string `json:"kind"`
 	InvolvedObject *struct {
 		Namespace string `json:"namespace"`
 		Name      string `json:"name"`
+		UID       string `json:"uid"`
 		FieldPath string `json:"fieldPath"`
 	} `json:"involvedObject"`
 	Reason         string     `json:"reason"`
+	Message        string     `json:"message"`
 	FirstTimestamp *time.Time `json:"firstTimestamp"`
 	LastTimestamp  *time.Time `json:"lastTimestamp"`
 	EventTime      *time.Time `json:"eventTime"`
-	Count          int        `json:"count"`
+	Count          float64    `json:"count"` // a number, never a loop: see kubeSpan
 	Metadata       struct {
 		Namespace string `json:"namespace"`
 		Name      string `json:"name"`
+		UID       string `json:"uid"`
 	} `json:"metadata"`
 	Status *struct {
-		ContainerStatuses []kubeContainer `json:"containerStatuses"`
+		InitContainerStatuses []kubeContainer `json:"initContainerStatuses"`
+		ContainerStatuses     []kubeContainer `json:"containerStatuses"`
 	} `json:"status"`
 }
 
@@ -54,28 +58,59 @@ type kubeState struct {
 	} `json:"terminated"`
 }
 
-// kubeReader reads a Kubernetes List. Events are aggregated (an event
-// with count N happened N times from firstTimestamp to lastTimestamp; they
-// are spread evenly over that span) and not in time order, so the whole
-// list is read and sorted: the API keeps events for an hour by default,
-// so a list is small.
+// The limits of a Kubernetes history: the occurrences of events it keeps
+// to put them in time order (the API lists events by name, not time), and
+// the occurrences one aggregated event may stand for.
+const (
+	maxKubeOccs  = 500_000
+	maxEventOccs = 10_000
+	// kubeMinGap is the shortest time between two restarts of a
+	// container by kubelet after its first (its back-off starts at 10s):
+	// an event counted more often than that over its span is not replayed
+	// beyond it.
+	kubeMinGap = 10 * time.Second
+)
+
+// kubeReader reads Kubernetes JSON: Lists (kubectl get events/pods -o
+// json), single objects (kubectl get pod NAME -o json) and streams of
+// objects (a kube event exporter's log), item by item with a streaming
+// decoder, so an item is held only while it is read. Events are aggregated
+// (an event with count N happened N times from firstTimestamp to
+// lastTimestamp) and not in time order, so their occurrences are kept
+// (at most maxKubeOccs) and sorted at the end.
 type kubeReader struct {
 	src   io.Reader
 	first int // the line the document starts on
 	done  bool
+	occs  []kubeOcc
+	recs  []Record
+	seen  map[string]kubeSeen // an event's metadata.uid: what earlier copies of it counted
+	uids  map[string]string   // namespace/name: the uid of the first pod instance seen
+	full  bool
 }
 
-func newKubeReader(src io.Reader, line int) *kubeReader { return &kubeReader{src: src, first: line} }
+// kubeSeen is what the copies of one event read before counted, and when
+// the last of them was.
+type kubeSeen struct {
+	count int
+	last  time.Time
+}
+
+func newKubeReader(src io.Reader, line int) *kubeReader {
+	return &kubeReader{src: src, first: line, seen: make(map[string]kubeSeen), uids: make(map[string]string)}
+}
 
 // kubeOcc is one occurrence of an event of a key.
 type kubeOcc struct {
-	t      time.Time
-	key    string
-	reason string
-	item   int
+	t        time.Time
+	key      string
+	reason   string
+	end      string // what it says of the run: "start", "failure" (probe kill, back-off, failed start) or "stop"
+	item     int
+	inferred bool
 }
 
-// next reads the whole list into r.pending, sorted by time.
+// next reads the whole history into r.pending, sorted by time.
 func (k *kubeReader) next(r *Reader) {
 	if k.done {
 		r.finish(io.EOF)
@@ -83,84 +118,165 @@ func (k *kubeReader) next(r *Reader) {
 	}
 	k.done = true
 	dec := json.NewDecoder(k.src)
-	if err := kubeItems(dec); err != nil {
-		r.malformed(k.first, err)
-		r.finish(io.EOF)
-		return
-	}
-	var occs []kubeOcc
-	var recs []Record
-	for n := 1; dec.More(); n++ {
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			r.malformed(n, fmt.Errorf("item %d: %v (the list is cut short here)", n, err))
+	n := 0
+	for {
+		if t, err := dec.Token(); err == io.EOF {
+			break
+		} else if err != nil || t != json.Delim('{') {
+			r.malformed(max(n, k.first), fmt.Errorf("after item %d: not a Kubernetes object (kubectl get events or pods -o json): %v (the rest is not read)", n, cmp.Or[any](err, t)))
 			break
 		}
-		var it kubeItem
-		if err := json.Unmarshal(raw, &it); err != nil {
-			r.malformed(n, fmt.Errorf("item %d: %v", n, err))
-			continue
-		}
-		var err error
-		switch {
-		case it.InvolvedObject != nil:
-			occs, err = kubeEvent(&it, n, occs)
-		case it.Status != nil:
-			recs, err = kubePod(&it, n, recs)
-		default:
-			err = errors.New("neither an Event (involvedObject) nor a Pod (status.containerStatuses)")
-		}
-		if err != nil {
-			r.malformed(n, fmt.Errorf("item %d: %v", n, err))
+		if err := k.value(r, dec, &n); err != nil {
+			r.malformed(max(n, k.first), fmt.Errorf("item %d: %v (the rest is not read)", n, err))
+			break
 		}
 	}
-	recs = append(recs, kubeRuns(occs)...)
+	recs := append(k.recs, kubeRuns(k.occs)...)
 	slices.SortStableFunc(recs, func(a, b Record) int { return a.Time.Compare(b.Time) })
 	r.pending = append(r.pending, recs...)
+	k.occs, k.recs = nil, nil
 	if len(r.pending) == 0 {
 		r.finish(io.EOF)
 	}
 }
 
-// kubeItems moves dec to the first item of the List's "items".
-func kubeItems(dec *json.Decoder) error {
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return errors.New("not a Kubernetes List (kubectl get events -o json or kubectl get pods -o json)")
-	}
+// value reads one top-level object, whose '{' was read: a List, whose
+// items it reads one by one, or an Event or a Pod.
+func (k *kubeReader) value(r *Reader, dec *json.Decoder, n *int) error {
+	fields := make(map[string]json.RawMessage)
+	size, list := 0, false
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return fmt.Errorf("the List: %v", err)
+			return err
 		}
-		if t == "items" {
+		name, _ := t.(string)
+		if name == "items" {
 			if t, err := dec.Token(); err != nil || t != json.Delim('[') {
 				return errors.New(`"items" is not an array`)
 			}
-			return nil
+			list = true
+			for dec.More() {
+				*n++
+				var it kubeItem
+				var te *json.UnmarshalTypeError
+				if err := dec.Decode(&it); errors.As(err, &te) {
+					r.malformed(*n, fmt.Errorf("item %d: %v", *n, err)) // the item was read: the next one can be
+					continue
+				} else if err != nil {
+					return err
+				}
+				k.item(r, &it, *n)
+			}
+			if _, err := dec.Token(); err != nil {
+				return err
+			}
+			continue
 		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return fmt.Errorf("the List: %v", err)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		if size += len(v); size > maxLine {
+			return fmt.Errorf("an object longer than %d bytes", maxLine)
+		}
+		if !list {
+			fields[name] = v
 		}
 	}
-	return errors.New(`a List without "items"`)
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return err
+	}
+	if list {
+		return nil
+	}
+	// One object: an Event or a Pod.
+	*n++
+	b, _ := json.Marshal(fields)
+	var it kubeItem
+	if err := json.Unmarshal(b, &it); err != nil {
+		r.malformed(*n, fmt.Errorf("item %d: %v", *n, err))
+		return nil
+	}
+	k.item(r, &it, *n)
+	return nil
 }
 
-// kubeEvent adds the occurrences of a core/v1 Event.
-func kubeEvent(it *kubeItem, n int, occs []kubeOcc) ([]kubeOcc, error) {
-	switch it.Reason {
-	case "Started", "BackOff", "Killing", "Failed":
+// item reads one Event or Pod.
+func (k *kubeReader) item(r *Reader, it *kubeItem, n int) {
+	var err error
+	switch {
+	case it.InvolvedObject != nil:
+		err = k.event(r, it, n)
+	case it.Status != nil:
+		err = k.pod(it, n)
 	default:
-		return occs, nil
+		err = errors.New("neither an Event (involvedObject) nor a Pod (status)")
+	}
+	if err != nil {
+		r.malformed(n, fmt.Errorf("item %d: %v", n, err))
+	}
+}
+
+// instance returns the key of a pod's container: namespace/name/container,
+// with the pod's uid when an earlier instance of that name had another.
+func (k *kubeReader) instance(ns, name, uid, container string) string {
+	pod := ns + "/" + name
+	key := pod + "/" + container
+	if uid == "" {
+		return key
+	}
+	if first, ok := k.uids[pod]; !ok {
+		if len(k.uids) < maxKubeOccs {
+			k.uids[pod] = uid
+		}
+	} else if first != uid {
+		key += " (pod " + uid[:min(len(uid), 8)] + ")"
+	}
+	return key
+}
+
+// runEnd tells what an event of a container says of its run: "start",
+// "failure" (a probe kill, a back-off after a failed run, a failed start),
+// "stop" (an operator's: a pod deleted), or "" (nothing: image pulls,
+// other reasons).
+func runEnd(reason, message string) string {
+	switch reason {
+	case "Started":
+		return "start"
+	case "Killing":
+		if strings.Contains(message, "probe") { // "failed liveness probe, will be restarted", startup probe
+			return "failure"
+		}
+		return "stop" // "Stopping container X": the pod is deleted or evicted
+	case "BackOff":
+		if strings.Contains(message, "restarting failed container") {
+			return "failure"
+		}
+	case "Failed":
+		if !strings.Contains(message, "pull") && !strings.Contains(message, "Pull") &&
+			!strings.Contains(message, "InvalidImageName") && !strings.Contains(message, "ErrImageNeverPull") {
+			return "failure" // "Error: failed to create containerd task...": a start that failed
+		}
+	}
+	return ""
+}
+
+// event adds the occurrences of a core/v1 Event.
+func (k *kubeReader) event(r *Reader, it *kubeItem, n int) error {
+	end := runEnd(it.Reason, it.Message)
+	if end == "" {
+		return nil
 	}
 	o := it.InvolvedObject
 	if o.Name == "" {
-		return occs, errors.New("involvedObject without a name")
+		return errors.New("involvedObject without a name")
 	}
-	key := o.Namespace + "/" + o.Name
-	if c, ok := containerOf(o.FieldPath); ok {
-		key += "/" + c
+	c, ok := containerOf(o.FieldPath)
+	if !ok {
+		return nil // an event of the pod, not of a container
 	}
+	key := k.instance(o.Namespace, o.Name, o.UID, c)
 	first, last := it.FirstTimestamp, it.LastTimestamp
 	if first == nil {
 		first = it.EventTime
@@ -169,18 +285,89 @@ func kubeEvent(it *kubeItem, n int, occs []kubeOcc) ([]kubeOcc, error) {
 		last = first
 	}
 	if first == nil {
-		return occs, errors.New("no firstTimestamp, lastTimestamp or eventTime")
+		return errors.New("no firstTimestamp, lastTimestamp or eventTime")
 	}
-	count := max(it.Count, 1)
-	span := last.Sub(*first)
-	for i := range count {
-		t := *last
-		if count > 1 {
-			t = first.Add(span * time.Duration(i) / time.Duration(count-1))
+	count := 1
+	if c := it.Count; c > 1 && !math.IsNaN(c) {
+		count = int(min(c, 1e15))
+	}
+	// A copy of an event read before (a kube event exporter logs every
+	// update of it): only the occurrences it adds are new.
+	base, from := first.UTC(), 0
+	if id := it.Metadata.UID; id != "" {
+		if s, ok := k.seen[id]; ok {
+			if count <= s.count {
+				return nil
+			}
+			base, from = s.last, s.count
 		}
-		occs = append(occs, kubeOcc{t: t.UTC(), key: key, reason: it.Reason, item: n})
+		if len(k.seen) < maxKubeOccs {
+			k.seen[id] = kubeSeen{count: count, last: last.UTC()}
+		}
 	}
-	return occs, nil
+	if k.full {
+		return nil
+	}
+	_, err := kubeSpan(base, last.UTC(), from, count, func(t time.Time, inferred bool) bool {
+		if len(k.occs) >= maxKubeOccs {
+			k.full = true
+			return false
+		}
+		k.occs = append(k.occs, kubeOcc{t: t, key: key, reason: it.Reason, end: end, item: n, inferred: inferred})
+		return true
+	})
+	if k.full {
+		r.malformed(n, fmt.Errorf("item %d: more than %d occurrences of events: the rest are not replayed", n, maxKubeOccs))
+	}
+	return err
+}
+
+// kubeSpan calls add for the occurrences from+1 to count of an event whose
+// occurrence from (or, when from is 0, its first) was at base and whose
+// last was at last. It places them as kubelet's back-off spaces a
+// container's restarts, each gap twice the one before up to 30 times the
+// first (10s doubling to 300s), scaled to the span; the times between the
+// ends are inferred. A count is a number: more occurrences than kubelet
+// can make in the span (one per kubeMinGap) or than maxEventOccs are not
+// placed (one at least, at last), and an error says how many were.
+func kubeSpan(base, last time.Time, from, count int, add func(t time.Time, inferred bool) bool) (int, error) {
+	if last.Before(base) {
+		last = base
+	}
+	span := last.Sub(base)
+	first := 0
+	if from == 0 {
+		if !add(base, false) {
+			return 0, nil
+		}
+		from, first = 1, 1
+	}
+	want := count - from
+	if want <= 0 {
+		return first, nil
+	}
+	n := min(want, maxEventOccs-first, max(int(span/kubeMinGap), 1))
+	weight := func(i int) float64 { return float64(min(int64(1)<<min(i, 62), 30)) }
+	total := 0.0
+	for i := range n {
+		total += weight(from + i - 1)
+	}
+	sum := 0.0
+	for i := range n {
+		sum += weight(from + i - 1)
+		t := base.Add(time.Duration(float64(span) * sum / total))
+		if i == n-1 {
+			t = last
+		}
+		if !add(t, i < n-1) {
+			break
+		}
+	}
+	if n < want {
+		return first + n, fmt.Errorf("count %d over %s: more than kubelet can make in that span; %d occurrences replayed", count,
+			Duration(span), first+n)
+	}
+	return first + n, nil
 }
 
 // containerOf reads the container of a fieldPath such as
@@ -195,9 +382,10 @@ func containerOf(fieldPath string) (string, bool) {
 }
 
 // kubeRuns turns the occurrences of events into runs: Started starts one;
-// the first BackOff, Killing or Failed after it ends it as a failure (a
-// later Started without one ends it too, see Replay); a Failed with no
-// run under way is a failed start (the container never ran).
+// the first failure after it (a probe kill, a back-off) ends it as a
+// failure, and an operator's Killing as a stop (a later Started without
+// either ends it too, see Replay); a failed start with no run under way
+// is a run that failed at once.
 func kubeRuns(occs []kubeOcc) []Record {
 	slices.SortStableFunc(occs, func(a, b kubeOcc) int {
 		return cmp.Or(a.t.Compare(b.t), strings.Compare(a.key, b.key))
@@ -206,50 +394,63 @@ func kubeRuns(occs []kubeOcc) []Record {
 	var recs []Record
 	for _, o := range occs {
 		switch {
-		case o.reason == "Started":
-			recs = append(recs, Record{Time: o.t, Key: o.key, Event: Start, Line: o.item})
+		case o.end == "start":
+			recs = append(recs, Record{Time: o.t, Key: o.key, Event: Start, Line: o.item, Inferred: o.inferred})
 			open[o.key] = true
+		case open[o.key] && o.end == "stop":
+			recs = append(recs, Record{Time: o.t, Key: o.key, Event: Stop, Code: -1, Cause: "stopped (the pod was deleted)",
+				Line: o.item, Inferred: o.inferred})
+			delete(open, o.key)
 		case open[o.key]:
-			code := -1
-			if o.reason == "Killing" {
-				code = 137
+			code, cause := -1, "back-off after a failed run"
+			switch o.reason {
+			case "Killing":
+				code, cause = 137, "killed: failed its probe"
+			case "Failed":
+				cause = "failed to start"
 			}
-			recs = append(recs, Record{Time: o.t, Key: o.key, Event: Exit, Code: code, Failed: true, Cause: o.reason, Line: o.item})
+			recs = append(recs, Record{Time: o.t, Key: o.key, Event: Exit, Code: code, Failed: true, Cause: cause, Line: o.item,
+				Inferred: o.inferred})
 			delete(open, o.key)
 		case o.reason == "Failed":
-			recs = append(recs, Record{Time: o.t, Key: o.key, Event: Start, Line: o.item},
-				Record{Time: o.t, Key: o.key, Event: Exit, Code: -1, Failed: true, Cause: o.reason, Line: o.item})
+			recs = append(recs, Record{Time: o.t, Key: o.key, Event: Start, Line: o.item, Inferred: o.inferred},
+				Record{Time: o.t, Key: o.key, Event: Exit, Code: -1, Failed: true, Cause: "failed to start", Line: o.item, Inferred: o.inferred})
 		}
 	}
 	return recs
 }
 
-// kubePod adds the runs a Pod's container statuses show: the last one
-// that ended (lastState.terminated) and the one under way (state). A Pod
-// tells nothing of its earlier runs but their number, restartCount.
-func kubePod(it *kubeItem, n int, recs []Record) ([]Record, error) {
+// pod adds the runs a Pod's container statuses (init containers' too)
+// show: the last one that ended (lastState.terminated) and the one under
+// way or ended (state). A Pod tells nothing of its earlier runs but their
+// number, restartCount, which every record of the container carries
+// (Record.Counted).
+func (k *kubeReader) pod(it *kubeItem, n int) error {
 	if it.Metadata.Name == "" {
-		return recs, errors.New("a Pod without metadata.name")
+		return errors.New("a Pod without metadata.name")
 	}
-	for _, c := range it.Status.ContainerStatuses {
-		key := it.Metadata.Namespace + "/" + it.Metadata.Name + "/" + c.Name
+	for _, c := range slices.Concat(it.Status.InitContainerStatuses, it.Status.ContainerStatuses) {
+		key := k.instance(it.Metadata.Namespace, it.Metadata.Name, it.Metadata.UID, c.Name)
 		for _, st := range []kubeState{c.LastState, c.State} {
 			if t := st.Terminated; t != nil {
 				if t.StartedAt.IsZero() || t.FinishedAt.IsZero() {
-					return recs, fmt.Errorf("container %s: terminated without startedAt or finishedAt", c.Name)
+					return fmt.Errorf("container %s: terminated without startedAt or finishedAt", c.Name)
 				}
-				cause := t.Reason
-				if cause == "" {
-					cause = exitCause(t.ExitCode)
+				cause := exitCause(t.ExitCode)
+				if t.Reason != "" {
+					cause = t.Reason + ", " + cause
 				}
-				recs = append(recs, Record{Time: t.StartedAt.UTC(), Key: key, Event: Start, Line: n},
+				k.recs = append(k.recs, Record{Time: t.StartedAt.UTC(), Key: key, Event: Start, Line: n, Counted: c.RestartCount},
 					Record{Time: t.FinishedAt.UTC(), Key: key, Event: Exit, Code: t.ExitCode, Failed: t.ExitCode != 0 || t.Reason == "OOMKilled",
-						Cause: cause, Line: n})
+						Cause: cause, Line: n, Counted: c.RestartCount})
 			}
 			if r := st.Running; r != nil && !r.StartedAt.IsZero() {
-				recs = append(recs, Record{Time: r.StartedAt.UTC(), Key: key, Event: Start, Line: n})
+				k.recs = append(k.recs, Record{Time: r.StartedAt.UTC(), Key: key, Event: Start, Line: n, Counted: c.RestartCount})
 			}
 		}
 	}
-	return recs, nil
+	if len(k.recs) > maxKubeOccs {
+		return fmt.Errorf("more than %d records of pods", maxKubeOccs)
+	}
+	return nil
 }

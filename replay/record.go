@@ -28,9 +28,13 @@ const (
 	// Resume: an operator resumed the key: a park before it was lifted by
 	// hand, so a later healthy run is no sign of a false park.
 	Resume
+	// Stop: an operator stopped the run under way (systemctl stop,
+	// docker stop, a deleted pod). It is no failure and asks for no
+	// decision, and the next start is the operator's, not a restart.
+	Stop
 )
 
-var eventNames = [...]string{Start: "start", Exit: "exit", Ready: "ready", Resume: "resume"}
+var eventNames = [...]string{Start: "start", Exit: "exit", Ready: "ready", Resume: "resume", Stop: "stop"}
 
 // String returns the event's name as the plain formats write it.
 func (e Event) String() string {
@@ -73,6 +77,14 @@ type Record struct {
 	// Line is the line (for a Kubernetes list, the item, from 1) the record
 	// was read from.
 	Line int
+	// Inferred reports that Time is inferred, not read: an occurrence of an
+	// aggregated Kubernetes event (count N over firstTimestamp to
+	// lastTimestamp) placed with kubelet's doubling back-off spacing.
+	Inferred bool
+	// Counted is, for a Kubernetes container, the restarts kubelet counted
+	// (restartCount) and a Pod reported with this record; 0 otherwise. It
+	// says how many restarts happened that the history does not show.
+	Counted int
 	// Logged is, for crashloop's own log, the decision the log recorded
 	// for this Exit; nil otherwise.
 	Logged *Logged
@@ -95,15 +107,20 @@ type Format int
 const (
 	// FormatAuto detects the format from the first line.
 	FormatAuto Format = iota
-	// FormatJournald is the output of journalctl -o json, of one or many
-	// units.
+	// FormatJournald is the output of journalctl -o json or -o
+	// json-pretty, of one or many units.
 	FormatJournald
 	// FormatKubernetes is the output of kubectl get events -o json or
-	// kubectl get pods -o json (a List; each item is an Event or a Pod).
+	// kubectl get pods -o json (a List; each item is an Event or a Pod),
+	// kubectl get pod NAME -o json (one Pod), or a stream of Event objects
+	// one after another (a kube event exporter's log).
 	FormatKubernetes
-	// FormatDocker is the output of docker events --format '{{json .}}'.
+	// FormatDocker is the output of docker events --format '{{json .}}',
+	// of daemons since API 1.22 (Type, Action, Actor) and before (status,
+	// id, from, time).
 	FormatDocker
-	// FormatCrashloop is crashloop's own --log-format json output.
+	// FormatCrashloop is crashloop's own --log-format json output, with
+	// the supervised program's lines (it shares stderr) among crashloop's.
 	FormatCrashloop
 	// FormatCSV is the plain CSV form: time,key,event,code.
 	FormatCSV
@@ -187,6 +204,11 @@ type Reader struct {
 	errs    []*LineError
 	done    bool
 	err     error
+	other   int          // lines that are not the format's (the program's own, in crashloop's log)
+	unknown []*LineError // lines before the format was told, while it could not be
+	nunk    int
+	pretty  []byte // the entry of journalctl -o json-pretty being joined
+	prettyN int    // its first line
 }
 
 // NewReader returns a Reader of r, named name in errors (a file name, say).
@@ -206,6 +228,10 @@ func (r *Reader) Malformed() (int, []*LineError) { return r.bad, r.errs }
 
 // Lines returns how many lines that were not blank the Reader has read.
 func (r *Reader) Lines() int { return r.lines }
+
+// Other returns how many lines were not the format's records nor
+// malformed: the supervised program's own lines in crashloop's log.
+func (r *Reader) Other() int { return r.other }
 
 // Next returns the next record, or io.EOF after the last one. A line it
 // cannot read is counted (see Malformed) and skipped. It returns an error
@@ -236,15 +262,15 @@ func (r *Reader) fill() {
 		if len(b) > 0 {
 			r.parse(b)
 		}
+		if r.kube != nil {
+			r.kube.next(r)
+			return
+		}
 		if err != nil {
 			if r.p != nil {
 				r.p.end(&r.pending)
 			}
 			r.finish(err)
-			return
-		}
-		if r.kube != nil {
-			r.kube.next(r)
 			return
 		}
 	}
@@ -253,6 +279,7 @@ func (r *Reader) fill() {
 // finish ends the reading with the reader's error err (io.EOF: none).
 func (r *Reader) finish(err error) {
 	r.done = true
+	r.settle()
 	switch {
 	case err != io.EOF:
 		r.err = fmt.Errorf("replay: %s: %w", r.name, err)
@@ -285,7 +312,8 @@ func (r *Reader) readLine() ([]byte, error) {
 	return b, err
 }
 
-// parse reads one line, detecting the format on the first one.
+// parse reads one line, detecting the format on the first one that tells
+// it.
 func (r *Reader) parse(b []byte) {
 	t := bytes.TrimSpace(b)
 	if len(t) == 0 {
@@ -293,28 +321,106 @@ func (r *Reader) parse(b []byte) {
 	}
 	r.lines++
 	if r.p == nil && r.kube == nil {
+		// The line is the reader's buffer, which a look ahead overwrites.
+		b = append([]byte(nil), b...)
+		t = bytes.TrimSpace(b)
 		if r.format == FormatAuto {
-			if r.format = detect(t); r.format == FormatAuto {
-				r.malformed(r.line, errUnknownFormat)
+			r.format = detect(t)
+			if r.format == FormatAuto || (r.format == FormatCSV && !plainCSV(t, r.line)) {
+				// Not a format's line (a program's own line before
+				// crashloop's first): the lines after it will tell.
+				r.format = FormatAuto
+				r.nunk++
+				if len(r.unknown) < keepErrors {
+					r.unknown = append(r.unknown, &LineError{Source: r.name, Line: r.line, Err: errUnknownFormat})
+				}
 				return
 			}
+			if r.format == FormatKubernetes && string(t) == "{" && r.journalPretty() {
+				r.format = FormatJournald
+			}
 		}
+		r.settle()
 		if r.format == FormatKubernetes {
-			// A List: one JSON document, read item by item from this line on.
-			rest := io.MultiReader(bytes.NewReader(append(append([]byte(nil), b...), '\n')), r.src)
+			// A List, a Pod or Events: JSON documents, read item by item from this line on.
+			rest := io.MultiReader(bytes.NewReader(append(b, '\n')), r.src)
 			r.kube = newKubeReader(rest, r.line)
 			return
 		}
 		r.p = newParser(r.format)
 	}
+	if r.format == FormatJournald && (r.pretty != nil || string(t) == "{") {
+		// journalctl -o json-pretty: an entry over many lines, "{" to "}".
+		if r.pretty == nil {
+			r.pretty, r.prettyN = make([]byte, 0, 4096), r.line
+		}
+		if len(r.pretty)+len(t) > maxLine {
+			r.malformed(r.prettyN, fmt.Errorf("entry longer than %d bytes", maxLine))
+			r.pretty = nil
+			return
+		}
+		r.pretty = append(r.pretty, t...)
+		if string(t) != "}" {
+			return
+		}
+		t, r.pretty = r.pretty, nil
+		if err := r.p.line(t, r.prettyN, &r.pending); err != nil {
+			r.malformed(r.prettyN, err)
+		}
+		return
+	}
 	if len(t) > maxLine {
 		r.malformed(r.line, fmt.Errorf("line longer than %d bytes", maxLine))
 		return
 	}
-	if err := r.p.line(t, r.line, &r.pending); err != nil {
+	switch err := r.p.line(t, r.line, &r.pending); {
+	case err == errOther:
+		r.other++
+	case err != nil:
 		r.malformed(r.line, err)
 	}
 }
+
+// settle accounts for the lines read before the format was told: the
+// program's own lines in crashloop's log, malformed in any other format.
+func (r *Reader) settle() {
+	if r.nunk == 0 {
+		return
+	}
+	if r.format == FormatCrashloop {
+		r.other += r.nunk
+	} else {
+		r.bad += r.nunk
+		for _, e := range r.unknown {
+			if len(r.errs) < keepErrors {
+				r.errs = append(r.errs, e)
+			}
+		}
+	}
+	r.nunk, r.unknown = 0, nil
+}
+
+// journalPretty reports whether the document that starts with a line "{"
+// is journalctl -o json-pretty: whether its first entry names a journal
+// field.
+func (r *Reader) journalPretty() bool {
+	ahead, _ := r.src.Peek(r.src.Size())
+	if i := bytes.Index(ahead, []byte("\n}")); i >= 0 {
+		ahead = ahead[:i]
+	}
+	return bytes.Contains(ahead, []byte(`"__REALTIME_TIMESTAMP"`)) || bytes.Contains(ahead, []byte(`"__CURSOR"`))
+}
+
+// plainCSV reports whether line is a line of the plain CSV form: its
+// header, or a record.
+func plainCSV(line []byte, n int) bool {
+	var out []Record
+	return (csvParser{}).line(line, n, &out) == nil
+}
+
+// errOther is a parser's answer for a line that is not the format's and
+// not malformed either: the program's own output in crashloop's log.
+var errOther = errors.New("not a line of the format")
 
 // malformed counts a line that could not be read.
 func (r *Reader) malformed(line int, err error) {
@@ -383,7 +489,7 @@ func detect(line []byte) Format {
 	switch {
 	case has("__REALTIME_TIMESTAMP") || has("MESSAGE_ID") || has("__CURSOR"):
 		return FormatJournald
-	case has("timeNano") || (has("Type") && has("Action")):
+	case has("timeNano") || (has("Type") && has("Action")) || (has("status") && has("id") && has("time")):
 		return FormatDocker
 	case has("items") || has("involvedObject") || (has("apiVersion") && has("kind")):
 		return FormatKubernetes

@@ -90,6 +90,9 @@ type keyState struct {
 	runs     int
 	failures int
 	restarts int // starts after a run of the key ended
+	stops    int // runs an operator stopped
+	counted  int // the restarts kubelet counted (restartCount), the most any record said
+	inferred int // records whose time was inferred
 	pol      []polState
 }
 
@@ -188,6 +191,10 @@ func (p *Replayer) Feed(rec Record) {
 		k = &keyState{pol: make([]polState, len(p.cands))}
 		p.keys[rec.Key] = k
 	}
+	k.counted = max(k.counted, rec.Counted)
+	if rec.Inferred {
+		k.inferred++
+	}
 	switch rec.Event {
 	case Start:
 		if k.open { // a start with the last run under way: it ended, unseen, as it restarted
@@ -196,6 +203,14 @@ func (p *Replayer) Feed(rec Record) {
 		p.start(rec.Key, k, rec.Time)
 	case Exit:
 		p.exit(rec.Key, k, rec)
+	case Stop:
+		// An operator ended the run: no failure, no decision; the next
+		// start is the operator's, not a restart.
+		k.stops++
+		k.open, k.ready, k.lastExit = false, time.Time{}, time.Time{}
+		for i := range k.pol {
+			k.pol[i].pending, k.pol[i].holding = false, false
+		}
 	case Ready:
 		if k.open && k.ready.IsZero() {
 			k.ready = rec.Time
@@ -259,7 +274,7 @@ func (p *Replayer) exit(key string, k *keyState, rec Record) {
 	if rec.Failed {
 		k.failures++
 		if p.opts.Timeline != nil {
-			p.opts.Timeline.fail(key, rec.Time)
+			p.opts.Timeline.fail(key, rec.Time, rec.Code, rec.Cause)
 		}
 	}
 	for i, c := range p.cands {
@@ -302,7 +317,7 @@ func (p *Replayer) exit(key string, k *keyState, rec Record) {
 					ps.parks++
 				}
 				if p.opts.Timeline != nil {
-					p.opts.Timeline.park(i, key, rec.Time, pe.Reason == crashloop.ReasonNeedsHuman)
+					p.opts.Timeline.park(i, key, rec.Time, pe.Reason)
 				}
 				if !ps.streak.IsZero() {
 					ps.toPark = rec.Time.Sub(ps.streak)
@@ -381,7 +396,8 @@ func (p *Replayer) Finish() []Report {
 				}
 			}
 			kr := KeyReport{Key: key, Runs: k.runs, Failures: k.failures, Restarts: k.restarts, Allowed: ps.allowed, Spared: ps.spared,
-				Held: ps.held, ExtraDelay: ps.extra, Delayed: ps.delayed, Parks: ps.parks, NeedsHuman: ps.needsHuman, FalseParks: ps.falseParks}
+				Held: ps.held, ExtraDelay: ps.extra, Delayed: ps.delayed, Parks: ps.parks, NeedsHuman: ps.needsHuman, FalseParks: ps.falseParks,
+				Stops: k.stops, RestartsCounted: k.counted, RestartsUnseen: max(k.counted-k.restarts, 0), InferredTimes: k.inferred}
 			if ps.parks+ps.needsHuman > 0 {
 				kr.ParkedAt, kr.Reason, kr.ToPark, kr.RecoveredAt = ps.parkAt, ps.reason, ps.toPark, ps.recoveredAt
 				kr.StillParked = ps.parked
@@ -452,6 +468,15 @@ type Measures struct {
 	Delayed    int
 	FleetTrips int           // trips of the fleet breaker
 	FleetHeld  time.Duration // how long it would have held restarts, all trips together
+	// Stops counts the runs an operator stopped (systemctl stop, docker
+	// stop, a deleted pod): no failures, and no restarts after them.
+	Stops int `json:"stops,omitempty"`
+	// RestartsUnseen counts the restarts kubelet counted (a Pod's
+	// restartCount) beyond those the history shows: what it cannot show.
+	RestartsUnseen int `json:"restarts_unseen,omitempty"`
+	// InferredTimes counts the records whose time is inferred: the
+	// occurrences of aggregated Kubernetes events.
+	InferredTimes int `json:"inferred_times,omitempty"`
 }
 
 func (m *Measures) add(k KeyReport) {
@@ -470,6 +495,9 @@ func (m *Measures) add(k KeyReport) {
 	m.FalseParks += k.FalseParks
 	m.ExtraDelay += k.ExtraDelay
 	m.Delayed += k.Delayed
+	m.Stops += k.Stops
+	m.RestartsUnseen += k.RestartsUnseen
+	m.InferredTimes += k.InferredTimes
 }
 
 // KeyReport is what a candidate would have done with one key. It is a
@@ -496,6 +524,16 @@ type KeyReport struct {
 	// RecoveredAt is when the key ran healthy again after the last park,
 	// on its own, within the horizon (a false park); zero if it did not.
 	RecoveredAt time.Time
+	// Stops counts the runs an operator stopped.
+	Stops int `json:"stops,omitempty"`
+	// RestartsCounted is the restarts kubelet counted for the container
+	// (restartCount), the most a Pod of the history said; 0 if none did.
+	RestartsCounted int `json:"restarts_counted,omitempty"`
+	// RestartsUnseen is RestartsCounted beyond the restarts the history
+	// shows: restarts that happened and cannot be replayed.
+	RestartsUnseen int `json:"restarts_unseen,omitempty"`
+	// InferredTimes counts the key's records whose time is inferred.
+	InferredTimes int `json:"inferred_times,omitempty"`
 }
 
 // Report is what one candidate would have done over a history. It is a

@@ -88,70 +88,166 @@ func (p *supervised) Failed(start, end time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// ReferencePolicies returns the restart policies of other systems, built
-// from their documentation, in this order:
+// ReferencePolicies returns the restart policies of other systems, as
+// their code behaves (where it is Go: client-go's flowcontrol.Backoff and
+// moby's restartmanager, checked in the module replay/refcheck) or as
+// their code and documentation state it, in this order:
 //
-//   - "kubelet": Kubernetes' CrashLoopBackOff: 10s, doubling to 300s; reset
-//     once a container ran 10 minutes; never gives up.
-//   - "KEP-4603": the same with 1s doubling to 60s.
+//   - "kubelet": Kubernetes' CrashLoopBackOff, client-go's
+//     flowcontrol.Backoff as kubelet sets it up: the first restart at once;
+//     then 10s, doubling to 300s; a run of more than 10 minutes (from the
+//     start kubelet let go to the exit) makes the next restart immediate
+//     again; never gives up.
+//   - "KEP-4603": the same with 1s doubling to 60s (kubelet's
+//     ReduceDefaultCrashLoopBackOffDecay).
 //   - "systemd": Restart=on-failure with the defaults RestartSec=100ms and
 //     StartLimitBurst=5 in StartLimitIntervalSec=10s: the 6th start in an
 //     interval is refused and the unit fails (gives up).
-//   - "docker": 100ms, doubling to 1 minute; reset once a container ran
-//     10s; never gives up.
-//   - "pm2": exp_backoff_restart_delay of 100ms: x1.5 to 15s, reset once
-//     the app ran 30s; 16 unstable restarts in a row (runs shorter than
-//     min_uptime, 1s) stop it.
+//   - "systemd-steps": systemd 254's RestartSteps=5 and
+//     RestartMaxDelaySec=1min over RestartSec=1s: the n-th restart waits
+//     RestartSec x (RestartMaxDelaySec/RestartSec)^((n-1)/RestartSteps), the
+//     start limit as above; only an operator's start resets the count.
+//   - "docker": moby's restartmanager: 100ms, doubling to 1 minute; back to
+//     100ms after a run of 10s; never gives up.
+//   - "pm2": PM2 7's exp_backoff_restart_delay of 100ms: x1.5 (to the
+//     millisecond, down) to 15s, back to 100ms after 30s of uptime; an
+//     exit is unstable when the run was under min_uptime (1s) and the app
+//     was created less than min_uptime x max_restarts (16s) before, and
+//     max_restarts (16) unstable exits stop it; the count never resets.
+//   - "nomad": Nomad's restart block of a service job by default:
+//     attempts 2 in an interval of 30m from the first start, delay 15s
+//     (Nomad adds up to 25% of jitter, left out), mode "fail": the 3rd
+//     failure in the interval fails the task.
 func ReferencePolicies() []Policy {
 	return []Policy{
-		{Name: "kubelet", Curve: "10s doubling to 300s, reset after 10m running, never gives up",
+		{Name: "kubelet", Curve: "at once, then 10s doubling to 300s; at once again after a run of 10m; never gives up",
 			New: func() Restarter {
-				return &doubling{initial: 10 * time.Second, factor: 2, max: 300 * time.Second, reset: 10 * time.Minute}
+				return &kubeletBackoff{initial: 10 * time.Second, max: 300 * time.Second, reset: 10 * time.Minute}
 			}},
-		{Name: "KEP-4603", Curve: "1s doubling to 60s, reset after 10m running, never gives up",
+		{Name: "KEP-4603", Curve: "at once, then 1s doubling to 60s; at once again after a run of 10m; never gives up",
 			New: func() Restarter {
-				return &doubling{initial: time.Second, factor: 2, max: 60 * time.Second, reset: 10 * time.Minute}
+				return &kubeletBackoff{initial: time.Second, max: 60 * time.Second, reset: 10 * time.Minute}
 			}},
 		{Name: "systemd", Curve: "RestartSec=100ms; the 6th start in StartLimitIntervalSec=10s fails the unit",
 			New: func() Restarter { return &systemd{wait: 100 * time.Millisecond, burst: 5, interval: 10 * time.Second} }},
+		{Name: "systemd-steps", Curve: "RestartSec=1s, RestartSteps=5 to RestartMaxDelaySec=1min; the 6th start in 10s fails the unit",
+			New: func() Restarter {
+				return &systemd{wait: time.Second, burst: 5, interval: 10 * time.Second, steps: 5, maxDelay: time.Minute}
+			}},
 		{Name: "docker", Curve: "100ms doubling to 1m, reset after 10s running, never gives up",
 			New: func() Restarter {
 				return &doubling{initial: 100 * time.Millisecond, factor: 2, max: time.Minute, reset: 10 * time.Second}
 			}},
-		{Name: "pm2", Curve: "100ms x1.5 to 15s, reset after 30s running; 16 runs under 1s in a row stop it",
+		{Name: "pm2", Curve: "100ms x1.5 to 15s, reset after 30s up; 16 runs under 1s within 16s of its creation stop it",
 			New: func() Restarter {
-				return &doubling{initial: 100 * time.Millisecond, factor: 1.5, max: 15 * time.Second, reset: 30 * time.Second,
-					unstable: time.Second, maxUnstable: 16}
+				return &pm2{first: 100 * time.Millisecond, max: 15 * time.Second, reset: 30 * time.Second, minUptime: time.Second, maxRestarts: 16}
 			}},
+		{Name: "nomad", Curve: "15s; a 3rd failure within 30m of the first start fails the task",
+			New: func() Restarter { return &nomad{delay: 15 * time.Second, attempts: 2, interval: 30 * time.Minute} }},
 	}
+}
+
+// kubeletBackoff is kubelet's back-off of one container's restarts:
+// client-go's flowcontrol.Backoff, whose entry kubelet reads when the
+// container exited (IsInBackOffSince its finish) and advances (Next) when
+// it lets the restart go. A new entry, or one whose last update is more
+// than reset before the exit (kubelet's HasExpiredFunc), restarts at once
+// and starts the back-off at initial; otherwise the restart waits the
+// entry's back-off, which then doubles, up to max.
+type kubeletBackoff struct {
+	initial, max, reset time.Duration
+	backoff             time.Duration // the entry's; 0: no entry
+	last                time.Time     // the entry's lastUpdate: when the last restart was let go
+}
+
+func (k *kubeletBackoff) Failed(_, end time.Time) (time.Duration, bool) {
+	if k.backoff == 0 || end.Sub(k.last) > k.reset {
+		k.backoff, k.last = k.initial, end
+		return 0, true
+	}
+	wait := k.backoff
+	k.backoff = min(2*k.backoff, k.max)
+	k.last = end.Add(wait)
+	return wait, true
+}
+
+// pm2 is PM2's exp_backoff_restart_delay and its unstable restarts
+// (lib/God.js handleExit, lib/Worker.js): the delay starts at first and
+// grows x1.5, floored to the millisecond, up to max; the worker sets it
+// back once the app has been up more than reset (it looks every 30s: the
+// earliest is modelled). An exit is unstable when its run was shorter than
+// minUptime and the app was created less than minUptime x maxRestarts
+// before it; maxRestarts unstable exits stop the app. Nothing resets
+// their count.
+type pm2 struct {
+	first, max, reset, minUptime time.Duration
+	maxRestarts                  int
+	created                      time.Time
+	started                      bool
+	unstable                     int
+	prev                         time.Duration
+}
+
+func (p *pm2) Failed(start, end time.Time) (time.Duration, bool) {
+	if !p.started {
+		p.started, p.created = true, start
+	}
+	ran := end.Sub(start)
+	if ran > p.reset {
+		p.prev = 0
+	}
+	if end.Sub(p.created) < p.minUptime*time.Duration(p.maxRestarts) && ran < p.minUptime {
+		p.unstable++
+	}
+	if p.unstable >= p.maxRestarts {
+		return 0, false // errored: "too many unstable restarts"
+	}
+	if p.prev == 0 {
+		p.prev = p.first
+	} else {
+		p.prev = min(p.max, p.prev*3/2).Truncate(time.Millisecond)
+	}
+	return p.prev, true
+}
+
+// nomad is Nomad's restart block in mode "fail" (its RestartTracker): an
+// interval begins at the first start; within it, attempts restarts wait
+// delay and the next failure fails the task; a failure after the interval
+// ended begins a new one at the failure.
+type nomad struct {
+	delay, interval time.Duration
+	attempts        int
+	begin           time.Time
+	started         bool
+	count           int
+}
+
+func (n *nomad) Failed(start, end time.Time) (time.Duration, bool) {
+	if !n.started {
+		n.started, n.begin = true, start
+	}
+	if end.After(n.begin.Add(n.interval)) {
+		n.count, n.begin = 0, end
+		return n.delay, true
+	}
+	n.count++
+	if n.count > n.attempts {
+		return 0, false
+	}
+	return n.delay, true
 }
 
 // doubling is a backoff that grows by factor from initial to max, back to
-// initial after a run of at least reset; with maxUnstable, that many runs
-// in a row shorter than unstable give up.
+// initial after a run of at least reset (moby's restartmanager).
 type doubling struct {
 	initial, max, reset time.Duration
 	factor              float64
-	unstable            time.Duration
-	maxUnstable         int
 	n                   int // restarts since the last reset
-	unstables           int
 }
 
 func (d *doubling) Failed(start, end time.Time) (time.Duration, bool) {
-	ran := end.Sub(start)
-	if ran >= d.reset {
+	if end.Sub(start) >= d.reset {
 		d.n = 0
-	}
-	if d.maxUnstable > 0 {
-		if ran < d.unstable {
-			d.unstables++
-			if d.unstables > d.maxUnstable {
-				return 0, false
-			}
-		} else {
-			d.unstables = 0
-		}
 	}
 	wait := time.Duration(math.Min(float64(d.initial)*math.Pow(d.factor, float64(d.n)), float64(d.max)))
 	d.n++
@@ -160,20 +256,38 @@ func (d *doubling) Failed(start, end time.Time) (time.Duration, bool) {
 
 // systemd is Restart=on-failure under systemd's start rate limit: a start
 // is allowed while fewer than burst starts happened since the interval
-// began (it begins anew at the first start after it ended).
+// began (it begins anew at the first start after it ended). With steps,
+// the n-th restart waits wait x (maxDelay/wait)^((n-1)/steps), maxDelay
+// after the steps-th (service_restart_usec_next, systemd 254).
 type systemd struct {
 	wait, interval time.Duration
 	burst          int
+	steps          int
+	maxDelay       time.Duration
 	begin          time.Time
 	starts         int
+	restarts       int
 	started        bool
+}
+
+// next returns the wait of the n-th restart.
+func (s *systemd) next(n int) time.Duration {
+	switch {
+	case n <= 1 || s.steps == 0 || s.wait >= s.maxDelay:
+		return s.wait
+	case n > s.steps:
+		return s.maxDelay
+	}
+	r := math.Pow(float64(s.maxDelay)/float64(s.wait), float64(n-1)/float64(s.steps))
+	return time.Duration(float64(s.wait) * r).Truncate(time.Microsecond)
 }
 
 func (s *systemd) Failed(start, end time.Time) (time.Duration, bool) {
 	if !s.started { // the first start counts
 		s.started, s.begin, s.starts = true, start, 1
 	}
-	next := end.Add(s.wait)
+	wait := s.next(s.restarts + 1)
+	next := end.Add(wait)
 	if next.Sub(s.begin) > s.interval {
 		s.begin, s.starts = next, 0
 	}
@@ -181,7 +295,8 @@ func (s *systemd) Failed(start, end time.Time) (time.Duration, bool) {
 		return 0, false // start-limit-hit
 	}
 	s.starts++
-	return s.wait, true
+	s.restarts++
+	return wait, true
 }
 
 // Program is a synthetic supervised program. It is a plain value; set one

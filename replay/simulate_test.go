@@ -46,14 +46,17 @@ func TestReferencePoliciesFollowTheirCurves(t *testing.T) {
 		horizon time.Duration
 		want    replay.Simulation
 	}{
-		// kubelet: a 10s crasher waits 10s, 20s, 40s, 80s, 160s, then 300s.
-		{"kubelet", crasher(10 * time.Second), 12 * time.Minute, replay.Simulation{Starts: secs(0, 20, 50, 100, 190, 360, 670)}},
-		// ... and a run of 10 minutes resets the wait to 10s.
-		{"kubelet", crasher(10 * time.Minute), 31 * time.Minute, replay.Simulation{Starts: secs(0, 610, 1220, 1830)}},
-		{"kubelet", outage(5 * time.Minute), time.Hour, replay.Simulation{Starts: secs(0, 10, 30, 70, 150, 310), Recovered: true, ExtraDelay: 10 * time.Second}},
-		// KEP-4603: 1s doubling to 60s.
-		{"KEP-4603", crasher(10 * time.Second), 6 * time.Minute, replay.Simulation{Starts: secs(0, 11, 23, 37, 55, 81, 123, 193, 263, 333)}},
-		{"KEP-4603", outage(30 * time.Second), time.Hour, replay.Simulation{Starts: secs(0, 1, 3, 7, 15, 31), Recovered: true, ExtraDelay: time.Second}},
+		// kubelet (client-go's flowcontrol.Backoff as kubelet sets it up): the
+		// first restart at once, then 10s, 20s, 40s, 80s, 160s, 300s.
+		{"kubelet", crasher(10 * time.Second), 12 * time.Minute, replay.Simulation{Starts: secs(0, 10, 30, 60, 110, 200, 370, 680)}},
+		// ... a run of 10 minutes from the start it let go is not more than 10
+		// minutes: the back-off goes on; a run of 10m1s resets it: at once.
+		{"kubelet", crasher(10 * time.Minute), 31 * time.Minute, replay.Simulation{Starts: secs(0, 600, 1210, 1830)}},
+		{"kubelet", crasher(10*time.Minute + time.Second), 31 * time.Minute, replay.Simulation{Starts: secs(0, 601, 1202, 1803)}},
+		{"kubelet", outage(5 * time.Minute), time.Hour, replay.Simulation{Starts: secs(0, 0, 10, 30, 70, 150, 310), Recovered: true, ExtraDelay: 10 * time.Second}},
+		// KEP-4603: at once, then 1s doubling to 60s.
+		{"KEP-4603", crasher(10 * time.Second), 6 * time.Minute, replay.Simulation{Starts: secs(0, 10, 21, 33, 47, 65, 91, 133, 203, 273, 343)}},
+		{"KEP-4603", outage(30 * time.Second), time.Hour, replay.Simulation{Starts: secs(0, 0, 1, 3, 7, 15, 31), Recovered: true, ExtraDelay: time.Second}},
 		// systemd: 100ms between starts; the 6th start within 10s fails the unit.
 		{"systemd", crasher(10 * time.Second), 35 * time.Second, replay.Simulation{Starts: secs(0, 10.1, 20.2, 30.3)}},
 		{"systemd", crasher(time.Second), time.Minute,
@@ -61,16 +64,31 @@ func TestReferencePoliciesFollowTheirCurves(t *testing.T) {
 		{"systemd", crasher(1500 * time.Millisecond), time.Minute,
 			replay.Simulation{Starts: secs(0, 1.6, 3.2, 4.8, 6.4), GaveUp: true, GaveUpAt: 7900 * time.Millisecond}},
 		{"systemd", outage(30 * time.Second), time.Hour, replay.Simulation{Starts: secs(0, .1, .2, .3, .4), GaveUp: true, GaveUpAt: 400 * time.Millisecond}},
+		// systemd-steps: 1s x 60^((n-1)/5) for the n-th restart, to the
+		// microsecond: 1s, 2.267933s, 5.14352s, 11.665161s, 26.455806s, then 60s.
+		{"systemd-steps", crasher(10 * time.Second), 3 * time.Minute, replay.Simulation{Starts: secs(0, 11, 23.267933, 38.411453, 60.076614, 96.53242, 166.53242)}},
+		{"systemd-steps", outage(30 * time.Second), time.Hour,
+			replay.Simulation{Starts: secs(0, 1, 3.267933, 8.411453, 20.076614, 46.53242), Recovered: true, ExtraDelay: 16532420 * time.Microsecond}},
 		// docker: 100ms doubling to 1m; a run of 10s resets it.
 		{"docker", crasher(10 * time.Second), 25 * time.Second, replay.Simulation{Starts: secs(0, 10.1, 20.2)}},
 		{"docker", crasher(9 * time.Second), 40 * time.Second, replay.Simulation{Starts: secs(0, 9.1, 18.3, 27.7, 37.5)}},
 		{"docker", outage(30 * time.Second), time.Hour,
 			replay.Simulation{Starts: secs(0, .1, .3, .7, 1.5, 3.1, 6.3, 12.7, 25.5, 51.1), Recovered: true, ExtraDelay: 21100 * time.Millisecond}},
-		// pm2: 100ms x1.5 to 15s; runs under 1s are unstable, and the 17th in a row stops it.
-		{"pm2", crasher(10 * time.Second), 41 * time.Second, replay.Simulation{Starts: secs(0, 10.1, 20.25, 30.475, 40.8125)}},
-		{"pm2", outage(5 * time.Minute), time.Hour, replay.Simulation{Starts: secs(0, .1, .25, .475, .8125, 1.31875, 2.078125, 3.2171875,
-			4.92578125, 7.488671875, 11.3330078125, 17.099511719, 25.749267578, 38.723901367, 53.723901367, 68.723901367, 83.723901367),
-			GaveUp: true, GaveUpAt: 83723901367}},
+		// pm2: 100ms x1.5, to the millisecond down, to 15s: 100, 150, 225, 337...
+		{"pm2", crasher(10 * time.Second), 41 * time.Second, replay.Simulation{Starts: secs(0, 10.1, 20.25, 30.475, 40.812)}},
+		// ... the failed starts of an outage are unstable only within 16s of
+		// the app's creation: 11 of them, under 16, so it never stops.
+		{"pm2", outage(5 * time.Minute), time.Hour, replay.Simulation{Starts: secs(0, .1, .25, .475, .812, 1.317, 2.074, 3.209, 4.911, 7.464,
+			11.293, 17.036, 25.65, 38.571, 53.571, 68.571, 83.571, 98.571, 113.571, 128.571, 143.571, 158.571, 173.571, 188.571, 203.571,
+			218.571, 233.571, 248.571, 263.571, 278.571, 293.571, 308.571), Recovered: true, ExtraDelay: 8571 * time.Millisecond}},
+		// ... nor on a 100ms crasher: 11 of its exits come within 16s.
+		{"pm2", crasher(100 * time.Millisecond), 17 * time.Second, replay.Simulation{Starts: secs(0, .2, .45, .775, 1.212, 1.817, 2.674,
+			3.909, 5.711, 8.364, 12.293)}},
+		// nomad: 15s; the 3rd failure within 30m of the first start fails the task.
+		{"nomad", crasher(10 * time.Second), 2 * time.Minute, replay.Simulation{Starts: secs(0, 25, 50), GaveUp: true, GaveUpAt: time.Minute}},
+		{"nomad", crasher(20 * time.Minute), 90 * time.Minute, replay.Simulation{Starts: secs(0, 1215, 2430, 3645, 4860)}},
+		{"nomad", outage(30 * time.Second), time.Hour, replay.Simulation{Starts: secs(0, 15, 30), Recovered: true}},
+		{"nomad", outage(5 * time.Minute), time.Hour, replay.Simulation{Starts: secs(0, 15, 30), GaveUp: true, GaveUpAt: 30 * time.Second}},
 	} {
 		sim, err := replay.Simulate(reference(t, c.policy), c.prog, c.horizon)
 		require.NoError(t, err)
@@ -131,10 +149,12 @@ func TestPoliciesDoc(t *testing.T) {
 	assert.Equal(t, `| policy | restarts, 10s crasher, first 5m | first 30m | gives up on it after | extra delay after a 30s outage | 5m outage | 1h outage |
 |---|---:|---:|---:|---:|---:|---:|
 | crashloop defaults | 3 | 3 | 41.5s | gave up | gave up | gave up |
-| kubelet | 4 | 9 | never | 0s | 10s | 10s |
-| KEP-4603 | 8 | 29 | never | 1s | 3s | 3s |
+| kubelet | 5 | 10 | never | 0s | 10s | 10s |
+| KEP-4603 | 9 | 30 | never | 1s | 3s | 3s |
 | systemd | 29 | 178 | never | gave up | gave up | gave up |
+| systemd-steps | 7 | 29 | never | 16.532s | 46.532s | 46.532s |
 | docker | 29 | 178 | never | 21.1s | 42.3s | 42.3s |
-| pm2 | 18 | 78 | never | 8.724s | gave up | gave up |
+| pm2 | 18 | 78 | never | 8.571s | 8.571s | 8.571s |
+| nomad | 2 | 2 | 1m | 0s | gave up | gave up |
 `, table)
 }

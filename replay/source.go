@@ -3,7 +3,9 @@ package replay
 import (
 	"container/heap"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -22,6 +24,9 @@ type SourceResult struct {
 	Records   int    // records read
 	Malformed int    // lines that could not be read
 	Errors    []*LineError
+	// Other counts the lines that are neither records nor malformed: the
+	// supervised program's own lines in crashloop's log.
+	Other int `json:"other_lines,omitempty"`
 }
 
 // Result is what Replay read and what each candidate would have done. It
@@ -69,7 +74,7 @@ func Replay(sources []Source, cands []Candidate, opts Options) (*Result, error) 
 	for i, s := range streams {
 		bad, errs := s.r.Malformed()
 		res.Sources = append(res.Sources, SourceResult{Name: sources[i].Name, Format: s.r.Format(), Lines: s.r.Lines(),
-			Records: s.n, Malformed: bad, Errors: errs})
+			Records: s.n, Malformed: bad, Errors: errs, Other: s.r.Other()})
 		records += s.n
 		if s.err != nil && !errors.Is(s.err, ErrNoHistory) && firstErr == nil {
 			firstErr = s.err
@@ -84,7 +89,13 @@ func Replay(sources []Source, cands []Candidate, opts Options) (*Result, error) 
 				return res, s.err
 			}
 		}
-		return res, ErrNoHistory
+		// Lines read, none of them malformed, and no record: name each
+		// source and what it was read as.
+		var why []string
+		for _, s := range res.Sources {
+			why = append(why, fmt.Sprintf("%s: %d lines read as %s, none of them a start or an end of a run", s.Name, s.Lines, s.Format))
+		}
+		return res, fmt.Errorf("%w: %s", ErrNoHistory, strings.Join(why, "; "))
 	}
 	res.Reports = p.Finish()
 	return res, nil

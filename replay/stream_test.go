@@ -82,7 +82,11 @@ func (g *journalGen) line() {
 	b = append(b, journalMsgs[msg]...)
 	b = append(b, `","UNIT":"worker-`...)
 	b = strconv.AppendInt(b, int64(unit), 10)
-	b = append(b, `.service","INVOCATION_ID":"0123456789abcdef0123456789abcdef","MESSAGE":"worker.service: message"`...)
+	b = append(b, `.service","INVOCATION_ID":"0123456789abcdef`...) // one per run, as systemd gives each
+	for sh := 60; sh >= 0; sh -= 4 {
+		b = append(b, "0123456789abcdef"[(cycle>>sh)&15])
+	}
+	b = append(b, `","MESSAGE":"worker.service: message"`...)
 	switch msg {
 	case 1:
 		b = append(b, `,"EXIT_CODE":"exited","EXIT_STATUS":"1"`...)

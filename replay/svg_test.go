@@ -3,6 +3,7 @@ package replay_test
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -120,4 +121,92 @@ func TestDocsSVG(t *testing.T) {
 	doc, err := os.ReadFile("../docs/replay-timeline.svg")
 	require.NoError(t, err)
 	assert.Equal(t, string(svg), string(doc), "regenerate with the command in docs/replay.md")
+}
+
+// drawCSV replays a plain CSV history under the defaults and draws it.
+func drawCSV(t *testing.T, history string) string {
+	t.Helper()
+	tl := replay.NewTimeline()
+	res, err := replay.Replay([]replay.Source{{Name: "h", R: strings.NewReader(history)}},
+		[]replay.Candidate{{Name: "defaults", Config: crashloop.DefaultSupervisorConfig()}}, replay.Options{Timeline: tl})
+	require.NoError(t, err)
+	var b strings.Builder
+	require.NoError(t, tl.WriteSVG(&b, res.Reports, 40))
+	return b.String()
+}
+
+// TestSVGLabelsTitlesAndLegend: a long key is named whole (the picture
+// widens for it); each failure says when, its cause and its exit status,
+// each park its reason, in a <title>; the legend counts starts and
+// failures, each panel its parks, needs-human and trips.
+func TestSVGLabelsTitlesAndLegend(t *testing.T) {
+	t.Parallel()
+	long := "payments-prod/checkout-api-7d9f8b6c5d-x2x4q/checkout-api (pod 9b2d7c11)"
+	var h strings.Builder
+	for i := range 4 { // four crashes within a second apart: the budget parks
+		fmt.Fprintf(&h, "%d,%s,start\n%d.5,%s,exit,3\n", 1714557600+i, long, 1714557600+i, long)
+	}
+	fmt.Fprintf(&h, "1714557610,short,start\n1714557611,short,exit,137\n")
+	svg := drawCSV(t, h.String())
+	assert.Contains(t, svg, `text-anchor="end">`+long+`</text>`, "the whole name")
+	assert.NotContains(t, svg, "…")
+	assert.Contains(t, svg, `<svg xmlns="http://www.w3.org/2000/svg" width="1290" `, "wider for the name: 72 characters at 6.6px and 12px")
+	assert.Contains(t, svg, "<title>"+long+", 2024-05-01T10:00:00.5Z: exited with status 3</title>")
+	assert.Contains(t, svg, "<title>short, 2024-05-01T10:00:11Z: killed by signal KILL (exit status 137)</title>")
+	assert.Contains(t, svg, "<title>"+long+": parked (respawn_budget_exhausted) from 2024-05-01T10:00:03.5Z to 2024-05-01T10:00:11Z</title>")
+	assert.Contains(t, svg, ">grey: start (5) · red: failure (5) · orange: parked")
+	assert.Contains(t, svg, ">defaults: 1 park · 0 needs-human · 0 fleet trips</text>")
+}
+
+// TestSVGAxisNeverOverlaps: over an hour, a month and three years, the
+// axis labels are distinct and each pair is further apart than their
+// widths.
+func TestSVGAxisNeverOverlaps(t *testing.T) {
+	t.Parallel()
+	for _, span := range []int64{3600, 30 * 86400, 3 * 365 * 86400} {
+		svg := drawCSV(t, fmt.Sprintf("1714557600,a,start\n%d,a,exit,1\n", 1714557600+span))
+		type label struct {
+			x    float64
+			text string
+		}
+		var labels []label
+		dec := xml.NewDecoder(strings.NewReader(svg))
+		for {
+			tok, err := dec.Token()
+			if err == io.EOF {
+				break
+			}
+			require.NoError(t, err)
+			se, ok := tok.(xml.StartElement)
+			if !ok || se.Name.Local != "text" {
+				continue
+			}
+			var x float64
+			middle := false
+			for _, a := range se.Attr {
+				switch a.Name.Local {
+				case "x":
+					_, err := fmt.Sscan(a.Value, &x)
+					require.NoError(t, err)
+				case "text-anchor":
+					middle = a.Value == "middle"
+				}
+			}
+			if middle {
+				var text string
+				require.NoError(t, dec.DecodeElement(&text, &se))
+				labels = append(labels, label{x, text})
+			}
+		}
+		require.GreaterOrEqual(t, len(labels), 3, "span %ds: %v", span, labels)
+		seen := map[string]bool{}
+		for i, l := range labels {
+			assert.False(t, seen[l.text], "span %ds: %q twice", span, l.text)
+			seen[l.text] = true
+			if i > 0 {
+				p := labels[i-1]
+				assert.Greater(t, l.x-p.x, float64(len(p.text)+len(l.text))*6.6/2, "span %ds: %q and %q overlap", span, p.text, l.text)
+			}
+		}
+	}
 }

@@ -35,6 +35,9 @@ func WriteTable(w io.Writer, res *Result, keys []string, horizon time.Duration) 
 	}
 	for _, s := range res.Sources {
 		fmt.Fprintf(w, "%s: %s, %d lines, %d records", s.Name, s.Format, s.Lines, s.Records)
+		if s.Other > 0 {
+			fmt.Fprintf(w, ", %d other lines (the program's own)", s.Other)
+		}
 		if s.Malformed > 0 {
 			fmt.Fprintf(w, ", %d malformed", s.Malformed)
 		}
@@ -125,6 +128,15 @@ func writeMeasures(w io.Writer, res *Result, cols []Measures, horizon time.Durat
 		return Duration(m.ToParkMedian) + " / " + Duration(m.ToParkMax)
 	})
 	row("false parks (healthy within "+Duration(horizon)+")", num(func(m Measures) int { return m.FalseParks }))
+	if cols[0].Stops > 0 {
+		row("operator stops (not failures)", num(func(m Measures) int { return m.Stops }))
+	}
+	if cols[0].RestartsUnseen > 0 {
+		row("restarts kubelet counted, not in the history", num(func(m Measures) int { return m.RestartsUnseen }))
+	}
+	if cols[0].InferredTimes > 0 {
+		row("records at inferred times (aggregated events)", num(func(m Measures) int { return m.InferredTimes }))
+	}
 	row("extra delay over the history's gaps", func(_ int, m Measures) string {
 		if m.Delayed == 0 {
 			return "0"

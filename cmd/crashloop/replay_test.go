@@ -120,6 +120,8 @@ func TestReplayTable(t *testing.T) {
 		"1714558200,a,exit,1\n1714558190,b,start\nbad line\n"), 0o644))
 	wide := filepath.Join(dir, "wide.json")
 	require.NoError(t, os.WriteFile(wide, []byte(`{"budget": {"max_respawns": 10}}`), 0o644))
+	network := filepath.Join(dir, "network.json")
+	require.NoError(t, os.WriteFile(network, []byte(`{"Type":"network","Action":"connect","Actor":{"ID":"n"},"timeNano":1714557601000000000}`+"\n"), 0o644))
 	def := filepath.Join(dir, "default.json")
 	require.NoError(t, os.WriteFile(def, []byte(`{}`), 0o644))
 
@@ -169,6 +171,8 @@ extra delay over the history's gaps  1.8s over 3 restarts  4.8s over 5 restarts
 		{[]string{"replay", "--format=syslog", history}, `crashloop: --format: "syslog" is not auto, journald, kubernetes, docker, crashloop, csv or jsonl` + "\n"},
 		{[]string{"replay", "--window=1s", history}, "crashloop: --window: must be >= the sum of the first 3 backoffs (3s), or a crash loop never parks\n"},
 		{[]string{"replay", filepath.Join(dir, "none")}, "crashloop: " + filepath.Join(dir, "none") + ": no such file or directory\n"},
+		{[]string{"replay", "--format=docker", network}, "crashloop: no record could be read: " + network +
+			": 1 lines read as docker, none of them a start or an end of a run\n"},
 		{[]string{"replay", wide}, "crashloop: no record could be read from " + wide + ": 1 malformed lines, the first: " + wide +
 			":1: unknown format: not journalctl -o json, kubectl -o json, docker events, crashloop's JSON log, CSV (time,key,event,code) or JSON lines\n"},
 	} {
@@ -196,7 +200,7 @@ func TestSimulate(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/policies.md")
 	require.NoError(t, err)
 	assert.Contains(t, string(doc), "\n"+r.stdout+"\n")
-	assert.Equal(t, 8, strings.Count(r.stdout, "\n"), "a header, a rule, the defaults and five reference policies")
+	assert.Equal(t, 10, strings.Count(r.stdout, "\n"), "a header, a rule, the defaults and seven reference policies")
 
 	for _, c := range []struct {
 		args []string
@@ -217,4 +221,47 @@ func TestSimulate(t *testing.T) {
 	r = runCL(t, "replay", "--help")
 	assert.Equal(t, 0, r.code)
 	assert.Equal(t, replayHelp, r.stdout)
+}
+
+// TestReplayOfItsOwnLogUnderItsDefaults: crashloop's log under its own
+// defaults but the budget (no --config: the fleet breaker off, as crashloop
+// runs), 51 runs of a program that writes to stderr before crashloop's
+// first line, replays to the same 51 decisions; the program's lines are
+// counted as its own, neither records nor malformed.
+func TestReplayOfItsOwnLogUnderItsDefaults(t *testing.T) {
+	t.Parallel()
+	flags := []string{"--max-respawns=50", "--initial-backoff=1ms", "--max-backoff=2ms"}
+	r := runCL(t, append(append([]string{"--log-format=json", "--key=k"}, flags...), "--", "/bin/sh", "-c", "echo 'boom: cannot connect' >&2; exit 1")...)
+	require.Equal(t, exitParked, r.code, r.stderr)
+	require.True(t, strings.HasPrefix(r.stderr, "boom: cannot connect\n"), "the program's line comes first: %s", r.stderr)
+	log := filepath.Join(t.TempDir(), "log.json")
+	require.NoError(t, os.WriteFile(log, []byte(r.stderr), 0o644))
+
+	rr := runCL(t, append(append([]string{"replay", "--json"}, flags...), log)...)
+	require.Equal(t, 0, rr.code, rr.stderr)
+	var got struct {
+		Sources []struct {
+			Format     string
+			Records    int
+			Malformed  int
+			OtherLines int `json:"other_lines"`
+		}
+		Reports []struct {
+			Totals struct{ Allowed, Held, Parks, FleetTrips int }
+			Log    struct{ Matched, Mismatched int }
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(rr.stdout), &got), rr.stdout)
+	require.Len(t, got.Sources, 1)
+	assert.Equal(t, "crashloop", got.Sources[0].Format)
+	assert.Equal(t, 0, got.Sources[0].Malformed)
+	assert.Equal(t, 51, got.Sources[0].OtherLines, "one line of the program's per run")
+	require.Len(t, got.Reports, 1)
+	rep := got.Reports[0]
+	assert.Equal(t, 51, rep.Log.Matched)
+	assert.Equal(t, 0, rep.Log.Mismatched)
+	assert.Equal(t, 50, rep.Totals.Allowed)
+	assert.Equal(t, 0, rep.Totals.Held, "no fleet breaker: crashloop runs without one")
+	assert.Equal(t, 0, rep.Totals.FleetTrips)
+	assert.Equal(t, 1, rep.Totals.Parks)
 }

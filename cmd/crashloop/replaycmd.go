@@ -101,7 +101,9 @@ func candidateFlags(fs *flagSet, configs *listFlag) (*settings, func() ([]replay
 		}
 		var cands []replay.Candidate
 		if defaults && len(*configs) > 0 {
-			cands = append(cands, replay.Candidate{Name: "defaults", Config: crashloop.DefaultSupervisorConfig()})
+			cfg := crashloop.DefaultSupervisorConfig()
+			cfg.Fleet = nil // as crashloop runs: see settings.fleetOf
+			cands = append(cands, replay.Candidate{Name: "defaults", Config: cfg})
 		}
 		for _, file := range files {
 			s.config = file
@@ -109,6 +111,10 @@ func candidateFlags(fs *flagSet, configs *listFlag) (*settings, func() ([]replay
 			if err != nil {
 				return nil, nil, err
 			}
+			// The fleet breaker as crashloop itself runs it: off unless the
+			// configuration file sets "fleet" (one crashloop is one key, not
+			// a fleet), so that a replay of its own log decides as it did.
+			s.fleetOf(&cfg)
 			name := "defaults"
 			switch {
 			case file != "":

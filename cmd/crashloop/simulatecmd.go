@@ -16,8 +16,9 @@ const simulateHelp = `Usage: crashloop simulate [--config FILE]... [policy flags
 
 Runs synthetic programs under candidate configurations (each --config
 FILE, or the policy flags over the defaults) and under the reference
-policies of other systems (kubelet, KEP-4603, systemd, docker, pm2), and
-prints what each policy did with each program:
+policies of other systems (kubelet, KEP-4603, systemd, systemd with
+RestartSteps, docker, pm2, nomad), and prints what each policy did with
+each program:
 
   --crash-after D    a program that runs D, then crashes, forever: its
                      restarts in the first 5 and 30 minutes, and when the
