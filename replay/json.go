@@ -39,12 +39,15 @@ type resultJSON struct {
 }
 
 type sourceJSON struct {
-	Name      string          `json:"name"`
-	Format    string          `json:"format"`
-	Lines     int             `json:"lines"`
-	Records   int             `json:"records"`
-	Malformed int             `json:"malformed"`
-	Errors    []lineErrorJSON `json:"errors,omitempty"`
+	Name      string `json:"name"`
+	Format    string `json:"format"`
+	Lines     int    `json:"lines"`
+	Records   int    `json:"records"`
+	Malformed int    `json:"malformed"`
+	// OtherLines counts the lines of another writer interleaved with the
+	// records (a program's stderr in crashloop's own log).
+	OtherLines int             `json:"other_lines,omitempty"`
+	Errors     []lineErrorJSON `json:"errors,omitempty"`
 }
 
 type lineErrorJSON struct {
@@ -83,6 +86,12 @@ type measuresJSON struct {
 	Delayed      int           `json:"delayed"`
 	FleetTrips   int           `json:"fleet_trips"`
 	FleetHeld    jsonDuration  `json:"fleet_held"`
+	// What the history cannot show: runs an operator stopped, restarts
+	// kubelet counted beyond the runs seen, records whose time is
+	// inferred.
+	Stops          int `json:"stops,omitempty"`
+	RestartsUnseen int `json:"restarts_unseen,omitempty"`
+	InferredTimes  int `json:"inferred_times,omitempty"`
 }
 
 type keyJSON struct {
@@ -99,6 +108,12 @@ type keyJSON struct {
 	ExtraDelay jsonDuration  `json:"extra_delay"`
 	Delayed    int           `json:"delayed"`
 	LastPark   *lastParkJSON `json:"last_park,omitempty"`
+	// What the history cannot show, as in measuresJSON; RestartsCounted is
+	// the restarts kubelet counted for the container.
+	Stops           int `json:"stops,omitempty"`
+	RestartsCounted int `json:"restarts_counted,omitempty"`
+	RestartsUnseen  int `json:"restarts_unseen,omitempty"`
+	InferredTimes   int `json:"inferred_times,omitempty"`
 }
 
 // lastParkJSON is the last park of a key in a replay: its reason code,
@@ -154,7 +169,8 @@ func decisionOf(l Logged) decisionJSON {
 func measuresOf(m Measures) measuresJSON {
 	j := measuresJSON{Keys: m.Keys, Runs: m.Runs, Failures: m.Failures, Restarts: m.Restarts, Allowed: m.Allowed, Spared: m.Spared,
 		Held: m.Held, Parks: m.Parks, NeedsHuman: m.NeedsHuman, ParkedKeys: m.ParkedKeys, FalseParks: m.FalseParks,
-		ExtraDelay: durationOf(m.ExtraDelay), Delayed: m.Delayed, FleetTrips: m.FleetTrips, FleetHeld: durationOf(m.FleetHeld)}
+		ExtraDelay: durationOf(m.ExtraDelay), Delayed: m.Delayed, FleetTrips: m.FleetTrips, FleetHeld: durationOf(m.FleetHeld),
+		Stops: m.Stops, RestartsUnseen: m.RestartsUnseen, InferredTimes: m.InferredTimes}
 	if m.ParkedKeys > 0 {
 		med, mx := durationOf(m.ToParkMedian), durationOf(m.ToParkMax)
 		j.ToParkMedian, j.ToParkMax = &med, &mx
@@ -167,7 +183,8 @@ func measuresOf(m Measures) measuresJSON {
 func (r Result) MarshalJSON() ([]byte, error) {
 	doc := resultJSON{Sources: []sourceJSON{}, Reports: []reportJSON{}}
 	for _, s := range r.Sources {
-		sj := sourceJSON{Name: s.Name, Format: s.Format.String(), Lines: s.Lines, Records: s.Records, Malformed: s.Malformed}
+		sj := sourceJSON{Name: s.Name, Format: s.Format.String(), Lines: s.Lines, Records: s.Records, Malformed: s.Malformed,
+			OtherLines: s.Other}
 		for _, e := range s.Errors {
 			sj.Errors = append(sj.Errors, lineErrorJSON{Line: e.Line, Error: e.Err.Error()})
 		}
@@ -178,7 +195,8 @@ func (r Result) MarshalJSON() ([]byte, error) {
 			Late: rep.Late, Totals: measuresOf(rep.Totals), Keys: []keyJSON{}}
 		for _, k := range rep.Keys {
 			kj := keyJSON{Key: k.Key, Runs: k.Runs, Failures: k.Failures, Restarts: k.Restarts, Allowed: k.Allowed, Spared: k.Spared,
-				Held: k.Held, Parks: k.Parks, NeedsHuman: k.NeedsHuman, FalseParks: k.FalseParks, ExtraDelay: durationOf(k.ExtraDelay), Delayed: k.Delayed}
+				Held: k.Held, Parks: k.Parks, NeedsHuman: k.NeedsHuman, FalseParks: k.FalseParks, ExtraDelay: durationOf(k.ExtraDelay), Delayed: k.Delayed,
+				Stops: k.Stops, RestartsCounted: k.RestartsCounted, RestartsUnseen: k.RestartsUnseen, InferredTimes: k.InferredTimes}
 			if k.Parks+k.NeedsHuman > 0 {
 				kj.LastPark = &lastParkJSON{Reason: k.Reason, Since: timeOf(k.ParkedAt), ToPark: durationOf(k.ToPark), StillParked: k.StillParked,
 					RecoveredAt: timeOf(k.RecoveredAt)}

@@ -247,8 +247,11 @@ func TestReplayOfItsOwnLogUnderItsDefaults(t *testing.T) {
 			OtherLines int `json:"other_lines"`
 		}
 		Reports []struct {
-			Totals struct{ Allowed, Held, Parks, FleetTrips int }
-			Log    struct{ Matched, Mismatched int }
+			Totals struct {
+				Allowed, Held, Parks int
+				FleetTrips           int `json:"fleet_trips"`
+			}
+			Log struct{ Matched, Mismatched int }
 		}
 	}
 	require.NoError(t, json.Unmarshal([]byte(rr.stdout), &got), rr.stdout)
