@@ -129,7 +129,7 @@ func TestJSONLogFormatIsEverywhere(t *testing.T) {
 	base := []string{"--log-format=json", "--state=" + state, "--key=j"}
 	var msgs []string
 	for _, args := range [][]string{
-		with(append(base, "--max-respawns=1", "--watchdog=1h", "--grace=50ms", "--", "sh", "-c", helper+" ignore=ABRT notify=STATUS=up notify=WATCHDOG=trigger && exec sleep 1000")...),
+		with(append(base, "--max-respawns=1", "--watchdog=1h", "--grace=10s", "--", "sh", "-c", helper+" ignore=ABRT notify=STATUS=up notify=WATCHDOG=trigger && exec sleep 1000")...),
 		with(append(base, "--", "true")...),                       // parked
 		with(append(base, "--key=k", "--", "no-such-program")...), // 127
 		with(append(base, "--window=-1s", "--", "true")...),       // rejected by the library

@@ -97,7 +97,11 @@ func faultRun(t *testing.T, bin string, seed uint64, d time.Duration) {
 		t.Fatal(err)
 	}
 	srv := redistest.Start(t, redistest.InNetns(), redistest.WithAOF(aof))
-	op := redisstore.New(srv.Client(redisstore.BoundedOptions(&redis.Options{}, time.Second)), redisstore.Options{Prefix: "faultrun"})
+	// The operator reads the parks the checker needs (before each kill of
+	// Redis, and at the end): it is the harness, not under test, so it
+	// waits as long as a loaded machine may need.
+	op := redisstore.New(srv.Client(redisstore.BoundedOptions(&redis.Options{}, 10*time.Second)),
+		redisstore.Options{Prefix: "faultrun", Timeout: 10 * time.Second})
 	rs := make([]*replica, replicas)
 	for i := range rs {
 		rs[i] = &replica{name: fmt.Sprintf("r%d", i+1), peer: srv.Netns().AddPeer(t, i+1), seed: seed*100 + uint64(i+1)}
