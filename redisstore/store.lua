@@ -1,170 +1,161 @@
 -- crashloop's Ledger on Redis: every method of a Store is one call of this
--- script, one atomic step, with the semantics of the library's MemoryLedger
--- (judge.go: rules.judge, park, rearm, proceed; fleet.go; ledger.go), which
--- the conformance suite (ledgertest) holds it to.
+-- script, one atomic step. The specification it is held to is the library's
+-- composed judgment as the in-memory reference ledger (MemoryLedger) runs
+-- it (judge.go: rules.judge, park, rearm, proceed; fleet.go; ledger.go):
+-- ledgertest's differential runs compare the two, in both time modes.
 --
--- Call: ARGV[1] names the operation; the rest of ARGV are its arguments as
--- name/value pairs (a name, then its value), read by name (see OPS and
--- decode; docs/redis.md lists them). KEYS are the deployment's keys the
--- operation touches, all under its hash tag {prefix}, so that the call is
--- legal on Redis Cluster. A rearm also writes the records of held keys,
--- which it finds in {prefix}:held: same tag, same slot.
+-- Call: ARGV[1] names the operation, ARGV[2] is the deployment's epoch as
+-- the Store knows it, and the operation's own arguments follow in order
+-- (ARGS; docs/redis.md, Messages). A Store's configuration is not sent with
+-- its calls: it is stored once under its digest, in {p}:cfg:DIGEST (see
+-- the configuration, below), the last of KEYS of the operations that judge.
+-- KEYS are the deployment's keys the operation touches, all under its hash
+-- tag {prefix}, so that the call is legal on Redis Cluster.
 --
--- Reply: name/value pairs as well, in a flat array (see verdict and
--- parkObject); store.go reads them by name and refuses a reply of another
--- shape.
+-- Reply: name/value pairs, in a flat array (see verdict and parkObject);
+-- store.go reads them by name and refuses a reply of another shape.
 --
 -- Keys of a deployment (see keyspace in script.go):
---   {p}:k:KEY      string  the record of KEY (see rdec)
---   {p}:fleet      string  the deployment's latest time, the fleet breaker
---                          and the hold counter (see fload)
---   {p}:parked     set     the keys that stand parked (Parked in one call)
---   {p}:held       zset    the keys held by the fleet breaker, scored by
---                          the order they were held in
---   {p}:m:REPLICA  set     the keys a replica counts as fleet members (see
---                          fleetKeys)
---   {p}:replicas   set     the replicas that have members
---   {p}:epoch      string  the deployment's epoch (see the state check)
---   {p}:seq        string  the last version given to a transition (see bump)
---   {p}:ver        hash    each key's version: its last transition's
---   {p}:claim:V    string  the store that claimed transition V, to
---                          announce it (a day)
---   {p}:events     sharded pub/sub channel: parks and resumes (see notice)
+--   {p}:k:KEY       string  the record of KEY (see rdec)
+--   {p}:fleet       string  the latest time, the fleet breaker (see fload)
+--   {p}:parked      set     the keys that stand parked
+--   {p}:held        zset    the keys held by the breaker, in their order
+--   {p}:m:REPLICA   set     the keys a replica counts as fleet members
+--   {p}:replicas    set     the replicas that have members
+--   {p}:cfg:DIGEST  string  a configuration (see the configuration)
+--   {p}:epoch       string  the deployment's epoch (see the state check)
+--   {p}:seq         string  the last version given to a transition (bump)
+--   {p}:ver         hash    each key's version: its last transition's
+--   {p}:claim:V     string  the store that claimed transition V (a day)
+--   {p}:events      sharded pub/sub channel: parks and resumes (notice)
 --
--- Numbers: Lua numbers are doubles, exact for integers below 2^53. Times are
--- integer microseconds since the Unix epoch, kept as decimal strings 16
--- characters wide (zero-padded; the years 1970 to 2286), read with tonumber
--- and never formatted with Lua's default 14 digits. Durations: windows and
--- gaps in whole microseconds rounded down, the cooldown rounded up (the
--- caller converts them; both give the in-memory answers for ages in whole
--- microseconds), and the cooldown in nanoseconds too, for the waits.
+-- Numbers: Lua numbers are doubles, exact for integers below 2^53. Times
+-- are integer microseconds since 1970, kept as 16 decimal digits (to the
+-- year 2286). Windows and gaps are whole microseconds rounded down, the
+-- cooldown rounded up (the caller converts them), and in nanoseconds too.
 --
 -- Time: the argument now is the time of the call in microseconds (16
--- digits), or '' for the server's clock (TIME: Redis 7 replicates scripts
--- by their effects, so a script may read it). The deployment keeps one
--- latest time, in {p}:fleet; a time earlier than it is read as it, so time
--- never runs backwards for a deployment (the library's rule for one
--- ledger). The rule is the same whichever clock the time comes from.
+-- digits), or '' for the server's clock (TIME). The deployment keeps one
+-- latest time, in {p}:fleet; an earlier time is read as it, whichever
+-- clock it comes from.
 --
--- Expiry: every key expires on its own, its TTL (milliseconds, computed by
--- the caller from the configuration) after its last write, except a parked
--- record while the park stands and, while the fleet breaker is tripped,
--- {p}:fleet and {p}:held (the re-arm must be seen to be announced, and to
--- release the held restarts in order). {p}:parked holds only parks, which
--- never expire, and vanishes when emptied.
+-- Expiry: every key expires its TTL (ms, from the configuration) after its
+-- last write, but a parked record, the epoch, {p}:seq, {p}:ver and the
+-- configurations; and, while the breaker is tripped, {p}:fleet and
+-- {p}:held (the re-arm must be seen, to release the held restarts).
 
 local op = ARGV[1]
 local K1 = KEYS[1]
 local tag = string.match(K1 or '', '^{[^}]*}:')
 local HOUR = 3600000000 -- the fleet's rolling hour, in microseconds
 local CLAIM_TTL = 86400 -- how long a claim is kept, in seconds: a day
+local ZERO = '0000000000000000' -- the time 0, 16 digits
 
--- The arguments of each operation, by name: 'n' a number, 'd' digits (an
--- integer kept as its text, for TTLs and nanoseconds), 's' a string, 't'
--- a time ('' for the server's clock, else 16 digits), 'l' a list (the name
--- given once per value, in order; absent is empty). Every other argument
--- is required.
-local CONFIG = {
-  budget_max = 'n', budget_window_us = 'n', chain_max = 'n', chain_gap_us = 'n', guard_max = 'n',
-  guard_window_us = 'n', hourly_cap = 'n', fleet_per_hour = 'n', cooldown_us = 'n', cooldown_ns = 'd',
-  fraction = 'n', min_failing = 'n', record_ttl_ms = 'd', fleet_ttl_ms = 'd'}
-local JUDGMENT = {
-  ending = 's', healthy = 'n', incarnation = 's', cause = 's', origin = 's', replica = 's'}
-local OPS = {
-  judge = {now = 't'}, proceed = {now = 't'},
-  fleet = {now = 't', fleet_ttl_ms = 'd', fleet_per_hour = 'n', cooldown_ns = 'd'}, fleet_read = {now = 't'},
-  lookup = {}, parked = {}, resume = {origin = 's', version = 'd'}, forget = {origin = 's', version = 'd'},
-  restore = {origin = 's', replica = 's', park = 'l'}, claim = {version = 'd', replica = 's'},
-  members = {replica = 's', ttl_ms = 'd', full = 'n', expect = 'n', add = 'l', remove = 'l'}}
-for name, kind in pairs(CONFIG) do
-  OPS.judge[name], OPS.proceed[name] = kind, kind
-end
-for name, kind in pairs(JUDGMENT) do
-  OPS.judge[name] = kind
-end
--- Every operation but epoch names the deployment's epoch its Store knows,
--- and a fresh one for a deployment that has none (see the state check).
-for _, spec in pairs(OPS) do
-  spec.epoch, spec.fresh = 's', 's'
-end
-OPS.epoch = {epoch = 's', fresh = 's', seen = 'd', floor = 'd'}
-
--- decode reads the arguments of spec from ARGV into a table by name, or
--- returns nil and what is wrong with them.
-local function decode(spec)
-  if #ARGV % 2 ~= 1 then
-    return nil, 'arguments are name/value pairs after the operation, got ' .. (#ARGV - 1) .. ' values'
+-- args: the arguments of operation op after the epoch, in order, each a
+-- name and a kind: 'n' a number, 'd' digits (an integer kept as its text),
+-- 's' a string, 't' a time ('' for the server's clock, else 16 digits);
+-- nil for an unknown operation. restore takes one park (see pdec) per
+-- record after them; members the keys added (nadd of them), then the keys
+-- removed.
+local function args(op)
+  if op == 'judge' then
+    return {'now', 't', 'ending', 's', 'healthy', 'n', 'incarnation', 's', 'cause', 's', 'origin', 's'}
+  elseif op == 'proceed' or op == 'fleet' or op == 'fleet_read' then
+    return {'now', 't'}
+  elseif op == 'lookup' or op == 'parked' then
+    return {}
+  elseif op == 'resume' or op == 'forget' then
+    return {'origin', 's', 'version', 'd'}
+  elseif op == 'claim' then
+    return {'version', 'd', 'replica', 's'}
+  elseif op == 'restore' then
+    return {'origin', 's', 'replica', 's'}
+  elseif op == 'members' then
+    return {'replica', 's', 'ttl_ms', 'd', 'full', 'n', 'expect', 'n', 'nadd', 'd'}
+  elseif op == 'epoch' then
+    return {'fresh', 's', 'seen', 'd', 'floor', 'd'}
+  elseif op == 'config' then
+    return {'config', 's'}
   end
-  local a = {}
-  for i = 2, #ARGV, 2 do
-    local name, v = ARGV[i], ARGV[i + 1]
-    local kind = spec[name]
-    if not kind then
-      return nil, 'unknown argument ' .. name
-    end
-    if kind == 'n' then
-      v = tonumber(v)
-    elseif kind == 'd' and not string.match(v, '^%d+$') then
-      v = nil
-    elseif kind == 't' and v ~= '' and not string.match(v, '^' .. string.rep('%d', 16) .. '$') then
-      v = nil
-    end
-    if v == nil then
-      return nil, 'argument ' .. name .. ': ' .. ARGV[i + 1] .. ' is not a ' ..
-        ({n = 'number', d = 'whole number', t = "time ('' or 16 digits)"})[kind]
-    end
-    if kind == 'l' then
-      a[name] = a[name] or {}
-      table.insert(a[name], v)
-    elseif a[name] ~= nil then
-      return nil, 'argument ' .. name .. ' given twice'
-    else
-      a[name] = v
-    end
-  end
-  for name, kind in pairs(spec) do
-    if kind == 'l' then
-      a[name] = a[name] or {}
-    elseif a[name] == nil then
-      return nil, 'missing argument ' .. name
-    end
-  end
-  return a
 end
 
-if not OPS[op] then
+local spec = args(op)
+if not spec then
   return redis.error_reply('crashloop: unknown operation ' .. tostring(op))
 end
-local A, bad = decode(OPS[op])
-if not A then
-  return redis.error_reply('crashloop: ' .. op .. ': ' .. bad)
+local A, n = {epoch = ARGV[2]}, #spec / 2
+if #ARGV < n + 2 or (#ARGV > n + 2 and op ~= 'restore' and op ~= 'members') then
+  return redis.error_reply('crashloop: ' .. op .. ': ' .. (#ARGV - 1) .. ' arguments, want ' .. (n + 1))
+end
+for i = 1, n do
+  local name, kind, v = spec[2 * i - 1], spec[2 * i], ARGV[i + 2]
+  if kind == 'n' then
+    v = tonumber(v)
+  elseif kind == 'd' and not string.match(v, '^%d+$') then
+    v = nil
+  elseif kind == 't' and v ~= '' and not string.match(v, '^%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d$') then
+    v = nil
+  end
+  if v == nil then
+    return redis.error_reply('crashloop: ' .. op .. ': argument ' .. name .. ': ' .. ARGV[i + 2] .. ' is not a ' ..
+      ({n = 'number', d = 'whole number', t = "time ('' or 16 digits)"})[kind])
+  end
+  A[name] = v
+end
+
+-- The configuration: what Open made of the Supervisor's, in one string,
+-- stored once under its digest ({p}:cfg:DIGEST, never expiring) by the
+-- operation config, and read by the operations that judge (judge,
+-- proceed, fleet) from the last of their KEYS: the format's version (1),
+-- then budget_max, budget_window_us, chain_max, chain_gap_us, guard_max,
+-- guard_window_us, hourly_cap, fleet_per_hour, cooldown_us, cooldown_ns,
+-- fraction, min_failing, record_ttl_ms and fleet_ttl_ms, comma-separated
+-- (0 for a guard that is off). readConfig reads configuration v into A, or
+-- returns false. Two configurations of one deployment live side by side.
+local function readConfig(v)
+  local bmax, bwin, cmax, cgap, gmax, gwin, hcap, rph, cdus, cdns, frac, minf, rttl, fttl = string.match(v,
+    '^1,(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),([^,]+),(%d+),(%d+),(%d+)$')
+  if not bmax or not tonumber(frac) then
+    return false
+  end
+  A.budget_max, A.budget_window_us, A.chain_max, A.chain_gap_us = tonumber(bmax), tonumber(bwin), tonumber(cmax),
+    tonumber(cgap)
+  A.guard_max, A.guard_window_us, A.hourly_cap = tonumber(gmax), tonumber(gwin), tonumber(hcap)
+  A.fleet_per_hour, A.cooldown_us, A.cooldown_ns, A.fraction = tonumber(rph), tonumber(cdus), cdns, tonumber(frac)
+  A.min_failing, A.record_ttl_ms, A.fleet_ttl_ms = tonumber(minf), rttl, fttl
+  return true
 end
 
 -- The state check. {p}:epoch names the deployment's state: written once,
--- by the first Store that finds none, and never expiring. A step whose
--- epoch is not the deployment's (a server that lost its state: a flush, a
--- restart without persistence, a failover that lost writes) does nothing
--- and fails with 'crashloop: state_lost EPOCH' (the current epoch, made
--- now if there is none): its Store adopts the epoch and its Supervisor
--- writes back the parks it knows. epoch returns the epoch, making it; and
--- when it is the caller's (epoch) but {p}:seq is below a version the
--- caller saw in it (seen: the server lost acknowledged writes, as a
--- failover to a replica that had not received them does), it moves the
--- deployment to a new epoch (see the move, below). seen and floor (the
--- highest version the caller saw in the epochs before) raise {p}:seq, so
--- that no version the caller saw is given again.
-local moving = false
+-- never expiring. A step whose epoch is not the deployment's (a server that
+-- lost its state: a flush, a restart without persistence, a failover that
+-- lost writes) changes nothing and fails with 'crashloop: state_lost EPOCH'
+-- (the current epoch; none when there is none): its Store adopts the epoch
+-- (making it with the operation epoch) and its Supervisor writes back the
+-- parks it knows. Then a step that judges and finds no configuration under
+-- its digest changes nothing and fails with 'crashloop: no_config': its
+-- Store writes the configuration and sends the step again. The operation
+-- epoch returns the epoch, making it (fresh) if there is none; when it is
+-- the caller's but {p}:seq is below a version the caller saw in it (seen:
+-- the server lost acknowledged writes, as a failover to a replica that had
+-- not received them does), it moves the deployment to a new epoch (see the
+-- move, below). seen and floor (the highest version the caller saw in the
+-- epochs before) raise {p}:seq, so that no version seen is given again.
+local moving, FLEET, RECORD = false, nil, nil
 do
-  local ek = tag .. 'epoch'
-  local cur = redis.call('GET', ek)
-  if not cur then
-    redis.call('SET', ek, A.fresh)
-    cur = A.fresh
-    if op ~= 'epoch' then
-      return redis.error_reply('crashloop: state_lost ' .. cur)
-    end
+  local judges = op == 'judge' or op == 'proceed' or op == 'fleet'
+  local cur, cfg
+  if judges then -- with the fleet string and the record, read ahead (fload, judge, proceed)
+    local got = redis.call('MGET', tag .. 'epoch', KEYS[#KEYS], tag .. 'fleet', K1)
+    cur, cfg, FLEET, RECORD = got[1], got[2], got[3], got[4]
+  else
+    cur = redis.call('GET', tag .. 'epoch')
   end
   if op == 'epoch' then
+    if not cur then
+      cur = A.fresh
+      redis.call('SET', tag .. 'epoch', cur)
+    end
     if cur ~= A.epoch then
       return {'epoch', cur}
     end
@@ -178,7 +169,20 @@ do
     end
     moving = true
   elseif cur ~= A.epoch then
-    return redis.error_reply('crashloop: state_lost ' .. cur)
+    return redis.error_reply('crashloop: state_lost ' .. (cur or ''))
+  elseif judges then
+    if not cfg then
+      return redis.error_reply('crashloop: no_config')
+    end
+    if not readConfig(cfg) then
+      return redis.error_reply('crashloop: ' .. op .. ': not a configuration of format 1: ' .. cfg)
+    end
+  elseif op == 'config' then
+    if not readConfig(A.config) then
+      return redis.error_reply('crashloop: config: not a configuration of format 1: ' .. A.config)
+    end
+    redis.call('SET', K1, A.config)
+    return {'written', 1}
   end
 end
 
@@ -359,8 +363,11 @@ end
 -- then holds,failing,total, the reason, a newline, and the restarts of the
 -- rolling hour (the window).
 local function fload()
-  local v = redis.call('GET', tag .. 'fleet')
-  local f = {t = 0, ts = string.format('%016d', 0), tripped = false, since = 0, sinces = string.format('%016d', 0),
+  local v = FLEET
+  if v == nil then
+    v = redis.call('GET', tag .. 'fleet')
+  end
+  local f = {t = 0, ts = ZERO, tripped = false, since = 0, sinces = ZERO,
     holds = 0, failing = 0, total = 0, rph = '0', cdns = '0', reason = '', w = ''}
   if v then
     local nl = string.find(v, '\n', 34, true)
@@ -432,6 +439,7 @@ local function rearm(f, t)
       end
     end
     redis.call('PEXPIRE', tag .. 'held', A.fleet_ttl_ms)
+    RECORD = nil -- the record read ahead may be one of them: read again
   end
   return change(f)
 end
@@ -467,14 +475,15 @@ end
 local function verdict(key, r, v)
   local out = {'now', now, 'new_park', v.newPark or 0, 'held', v.held or 0, 'attempt', v.attempt or 0,
     'restarts', r.n, 'wait_ns', v.wait or 0}
-  local function add(name, value)
-    if value then
-      out[#out + 1], out[#out + 2] = name, value
-    end
+  if r.p then
+    out[13], out[14] = 'park', parkObject(key, r.p)
   end
-  add('park', r.p and parkObject(key, r.p))
-  add('tripped', v.trip)
-  add('rearmed', v.re)
+  if v.trip then
+    out[#out + 1], out[#out + 2] = 'tripped', v.trip
+  end
+  if v.re then
+    out[#out + 1], out[#out + 2] = 'rearmed', v.re
+  end
   return out
 end
 
@@ -515,7 +524,7 @@ if op == 'judge' then
   end
   local f, t, re = begin()
   local healthy, inc = A.healthy == 1, A.incarnation
-  local r = rdec(redis.call('GET', K1))
+  local r = rdec(RECORD == nil and redis.call('GET', K1) or RECORD)
   local key = keyOf(K1)
   local v = {re = re}
   local wasHeld = r.held ~= 0
@@ -643,7 +652,10 @@ if op == 'proceed' then
   fsave(f, A.fleet_ttl_ms)
   local key = keyOf(K1)
   local v = {re = re}
-  local rv = redis.call('GET', K1)
+  local rv = RECORD
+  if rv == nil then
+    rv = redis.call('GET', K1)
+  end
   local r = rdec(rv)
   if not rv or r.p or r.held == 0 then
     return verdict(key, r, v)
@@ -749,15 +761,15 @@ if op == 'restore' then
   -- still the one named and the key is not parked: a write-back never
   -- re-parks a key resumed or parked since. Replies, for each park, whether
   -- it was written and the key as it stands.
-  if #A.park ~= #KEYS - 1 then
-    return redis.error_reply('crashloop: restore: ' .. #A.park .. ' parks for ' .. (#KEYS - 1) .. ' keys')
+  if #ARGV - 4 ~= #KEYS - 1 then
+    return redis.error_reply('crashloop: restore: ' .. (#ARGV - 4) .. ' parks for ' .. (#KEYS - 1) .. ' keys')
   end
   local out = {}
   for i = 2, #KEYS do
     local rk = KEYS[i]
     local key = keyOf(rk)
     local r = rdec(redis.call('GET', rk))
-    local p = pdec(A.park[i - 1])
+    local p = pdec(ARGV[i + 3])
     local written = 0
     if not r.p and version(key) == tonumber(p.version) then
       p.version = bump(key)
@@ -855,16 +867,19 @@ end
 -- and lists the replica in {p}:replicas (which lives as long as the
 -- longest-lived set); an empty one takes the replica off it. Replies
 -- whether it wrote, and the keys the set holds.
+local nadd = tonumber(A.nadd)
+if nadd > #ARGV - 7 then
+  return redis.error_reply('crashloop: members: ' .. nadd .. ' keys added of ' .. (#ARGV - 7))
+end
 local n = redis.call('SCARD', K1)
 if A.full == 1 then
   redis.call('DEL', K1)
 elseif n ~= A.expect then
   return {'applied', 0, 'count', n}
 end
-for _, change in ipairs({{'SADD', A.add}, {'SREM', A.remove}}) do
-  local list = change[2]
-  for i = 1, #list, 1000 do -- unpack has a limit
-    redis.call(change[1], K1, unpack(list, i, math.min(i + 999, #list)))
+for _, change in ipairs({{'SADD', 8, 7 + nadd}, {'SREM', 8 + nadd, #ARGV}}) do
+  for i = change[2], change[3], 1000 do -- unpack has a limit
+    redis.call(change[1], K1, unpack(ARGV, i, math.min(i + 999, change[3])))
   end
 end
 n = redis.call('SCARD', K1)
