@@ -2,7 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -86,7 +88,11 @@ func TestConfigurationStoredOnce(t *testing.T) {
 		return v
 	}
 	p := st.plan.Load()
-	require.Equal(t, "1,3,60000000,0,0,0,0,0,0,0,0,1,0,120000,120000", p.config)
+	var want []byte
+	for _, v := range []uint64{1, 3, 60_000_000, 0, 0, 0, 0, 0, 0, 0, 0, math.Float64bits(1), 0, 120_000, 120_000} {
+		want = binary.BigEndian.AppendUint64(want, v)
+	}
+	require.Equal(t, string(want), p.config, "the format's version, the budget, no other guard, a fraction of 1, the TTLs")
 
 	require.Equal(t, 1, judge().Attempt)
 	ops, args := sent.take()
@@ -111,12 +117,13 @@ func TestConfigurationStoredOnce(t *testing.T) {
 
 	// Everything lost: the loss is found and told first, then the
 	// configuration is written again on the new state.
-	old := st.epoch
+	old, fresh := st.epoch, st.freshEpoch()
 	require.NoError(t, rdb.FlushAll(ctx).Err())
 	_, err = st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart, Incarnation: "k#1", Now: time.Now()})
 	var sl *crashloop.StateLostError
 	require.ErrorAs(t, err, &sl)
 	require.NotEqual(t, old, sl.Epoch)
+	require.Equal(t, fresh, sl.Epoch, "the epoch the Store made, not the refused step")
 	require.Equal(t, sl.Epoch, st.epoch)
 	require.Equal(t, []string{"{" + st.o.Prefix + "}:claim:lost:" + sl.Epoch, st.keys.epoch()}, keysOf(t, rdb),
 		"the refused step wrote nothing; the Store made the epoch, and claimed the loss")

@@ -210,8 +210,8 @@ func TestScriptRefusesWrongArguments(t *testing.T) {
 		{[]any{"members", "e", "r", "-1", "0", "0", "0"}, "crashloop: members: argument ttl_ms: -1 is not a whole number"},
 		{[]any{"members", "e", "r", "1", "0", "0"}, "crashloop: members: 5 arguments, want 6"},
 		{[]any{"config", "e"}, "crashloop: config: 1 arguments, want 2"},
-		{[]any{"config", epoch, "1,2,3"}, "crashloop: config: not a configuration of format 1: 1,2,3"},
-		{[]any{"config", epoch, "2" + cfg.config[1:]}, "crashloop: config: not a configuration of format 1: 2" + cfg.config[1:]},
+		{[]any{"config", epoch, cfg.config[:119]}, "crashloop: config: not a configuration of format 1"},
+		{[]any{"config", epoch, cfg.config[:7] + "\x02" + cfg.config[8:]}, "crashloop: config: not a configuration of format 1"},
 		{[]any{"members", epoch, "r", "1", "0", "0", "2", "a"}, "crashloop: members: 2 keys added of 1"},
 		{[]any{"lookup", "another"}, "crashloop: state_lost " + epoch},
 	} {

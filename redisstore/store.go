@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha1"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -167,7 +168,7 @@ func randomSuffix(n int) string {
 // under its digest, which the steps that judge name as their last key.
 type plan struct {
 	cfg    crashloop.SupervisorConfig
-	config string // "1,budget_max,...": the format's version, then the values
+	config string // 15 big-endian numbers of 8 bytes: the format's version, then the values
 	key    string // {p}:cfg:DIGEST, where it is stored
 }
 
@@ -176,7 +177,7 @@ type plan struct {
 func newPlan(cfg crashloop.SupervisorConfig, ks keyspace) (*plan, error) {
 	span := cfg.Budget.Window
 	var cmax, cgap, gmax, gwin, rph, minf, cdus, cdns int64
-	frac := "1"
+	frac := 1.0
 	if c := cfg.Chain; c != nil {
 		cmax, cgap, span = int64(c.MaxChain), micros(c.ResetGap), max(span, c.ResetGap)
 	}
@@ -192,7 +193,7 @@ func newPlan(cfg crashloop.SupervisorConfig, ks keyspace) (*plan, error) {
 			return nil, fmt.Errorf("redisstore: fleet cooldown %v: must be below %v", c.Cooldown, time.Duration(maxExact))
 		}
 		rph, minf, cdus, cdns = int64(c.RestartsPerHour), int64(c.MinFailing), microsUp(c.Cooldown), int64(c.Cooldown)
-		frac = strconv.FormatFloat(c.FailingFraction, 'g', -1, 64)
+		frac = c.FailingFraction
 		// a held restart waits out the cooldown, then its turn in the
 		// release (at most one more cooldown)
 		span = max(span, 2*c.Cooldown)
@@ -203,24 +204,22 @@ func newPlan(cfg crashloop.SupervisorConfig, ks keyspace) (*plan, error) {
 			return nil, fmt.Errorf("redisstore: a window of %v: too long to keep", d)
 		}
 	}
-	vals := []int64{int64(cfg.Budget.MaxRespawns), micros(cfg.Budget.Window), cmax, cgap, gmax, gwin,
-		int64(cfg.HourlyCap), rph, cdus, cdns}
-	var b strings.Builder
-	b.WriteString(configFormat)
-	for _, v := range vals {
-		b.WriteString("," + strconv.FormatInt(v, 10))
+	b := binary.BigEndian.AppendUint64(nil, configFormat)
+	for _, v := range []int64{int64(cfg.Budget.MaxRespawns), micros(cfg.Budget.Window), cmax, cgap, gmax, gwin,
+		int64(cfg.HourlyCap), rph, cdus, cdns} {
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
-	for _, v := range []string{frac, strconv.FormatInt(minf, 10), strconv.FormatInt(ttlMillis(span+ttlGrace), 10),
-		strconv.FormatInt(ttlMillis(fspan+ttlGrace), 10)} {
-		b.WriteString("," + v)
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(frac))
+	for _, v := range []int64{minf, ttlMillis(span + ttlGrace), ttlMillis(fspan + ttlGrace)} {
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
-	sum := sha1.Sum([]byte(b.String()))
-	return &plan{cfg: cfg, config: b.String(), key: ks.config(hex.EncodeToString(sum[:8]))}, nil
+	sum := sha1.Sum(b)
+	return &plan{cfg: cfg, config: string(b), key: ks.config(hex.EncodeToString(sum[:8]))}, nil
 }
 
 // configFormat is the version of the configuration's format, its first
-// field: a script that reads another refuses it.
-const configFormat = "1"
+// number: a script that reads another refuses it.
+const configFormat = 1
 
 // Open binds the Store to the configuration of the Supervisor that uses
 // it, once. When notify is not nil it subscribes to the deployment's
