@@ -79,7 +79,8 @@ local function readConfig(v)
   format, A.budget_max, A.budget_window_us, A.chain_max, A.chain_gap_us, A.guard_max, A.guard_window_us,
     A.hourly_cap, A.fleet_per_hour, A.cooldown_us, A.cooldown_ns, A.fraction, A.min_failing, A.record_ttl_ms,
     A.fleet_ttl_ms = struct.unpack(CONFIG_FORMAT, v)
-  A.cooldown_ns = string.format('%d', A.cooldown_ns)
+  A.rph, A.cooldown_ns = A.fleet_per_hour == 0 and '0' or string.format('%d', A.fleet_per_hour),
+    A.cooldown_ns == 0 and '0' or string.format('%d', A.cooldown_ns) -- as the fleet string keeps them
   return format == 1
 end
 
@@ -97,8 +98,7 @@ end
 -- before) raise {p}:seq, so that no version seen is given again.
 local moving, FLEET, RECORD = false, nil, nil
 do
-  local judges = op == 'judge' or op == 'proceed' or op == 'fleet'
-  local cur, cfg
+  local judges, cur, cfg = op == 'judge' or op == 'proceed' or op == 'fleet'
   if judges then -- with the fleet string and the record, read ahead (fload, judge, proceed)
     local got = redis.call('MGET', tag .. 'epoch', KEYS[#KEYS], tag .. 'fleet', K1)
     cur, cfg, FLEET, RECORD = got[1], got[2], got[3], got[4]
@@ -227,8 +227,10 @@ local function renc(r)
   if r.c then c = r.c.last .. r.c.count .. ':' .. r.c.inc end
   if r.p then p = penc(r.p) end
   if r.rel then rel = r.rel.at .. r.rel.off end
-  return r.n .. ',' .. r.held .. ',' .. #r.b / 16 .. ',' .. #r.g / 16 .. ',' .. #r.h / 16 .. ',' .. #c .. ',' .. #p ..
-    ',' .. #rel .. ';' .. r.b .. r.g .. r.h .. c .. p .. rel
+  -- (a number written costs a sprintf, a '0' nothing: most fields are 0)
+  return r.n .. ',' .. (r.held == 0 and '0' or r.held) .. ',' .. #r.b / 16 .. ',' .. (r.g == '' and '0' or #r.g / 16) ..
+    ',' .. (r.h == '' and '0' or #r.h / 16) .. ',' .. (c == '' and '0' or #c) .. ',' .. (p == '' and '0' or #p) .. ',' ..
+    (rel == '' and '0' or #rel) .. ';' .. r.b .. r.g .. r.h .. c .. p .. rel
 end
 
 -- rsave writes record r to key: a park never expires, else ttl ms from now
@@ -348,7 +350,7 @@ local function begin()
   local t = at(f)
   local re = false
   if A.fleet_per_hour > 0 then re = rearm(f, t) end
-  f.rph, f.cdns = string.format('%d', A.fleet_per_hour), A.cooldown_ns
+  f.rph, f.cdns = A.rph, A.cooldown_ns
   return f, t, re
 end
 
@@ -534,7 +536,7 @@ if op == 'fleet' or op == 'fleet_read' then
   local f = fload()
   local t = at(f)
   if op == 'fleet' then
-    f.rph, f.cdns = string.format('%d', A.fleet_per_hour), A.cooldown_ns
+    f.rph, f.cdns = A.rph, A.cooldown_ns
     fsave(f, A.fleet_ttl_ms)
   end
   local tripped, w = f.tripped, f.w
