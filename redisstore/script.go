@@ -16,9 +16,9 @@ import (
 )
 
 // storeSource is every step of a Store: one Lua script whose first argument
-// names the operation and whose other arguments are name/value pairs (see
-// the file's header for the layout and the conventions, and docs/redis.md,
-// Messages).
+// names the operation, whose second is the deployment's epoch, and whose
+// others are the operation's own, in order (see the file's header for the
+// layout and the conventions, and docs/redis.md, Messages).
 //
 //go:embed store.lua
 var storeSource string

@@ -164,8 +164,8 @@ func randomSuffix(n int) string {
 }
 
 // plan is what Open makes of a Supervisor's configuration: the
-// configuration as the script keeps it (CONFIG in store.lua), stored once
-// under its digest, which the steps that judge name as their last key.
+// configuration as the script keeps it (readConfig in store.lua), stored
+// once under its digest, which the steps that judge name as their last key.
 type plan struct {
 	cfg    crashloop.SupervisorConfig
 	config string // 15 big-endian numbers of 8 bytes: the format's version, then the values
@@ -232,8 +232,9 @@ const configFormat = 1
 // server's configuration at once and every 10s (see Check): while a
 // misconfiguration stands, every step that writes fails with it. Open does
 // no I/O itself: an unreachable server does not keep a Supervisor from
-// starting.
-// It fails for an invalid Prefix, a second Open, a closed Store, and a
+// starting. The first step that judges stores the configuration on the
+// server, under its digest, and so does the next one after the server lost
+// it; no step sends it. It fails for an invalid Prefix, a second Open, a closed Store, and a
 // configuration the script cannot keep exactly (a fleet cooldown of 104
 // days or more, a window of 285 years or more).
 func (s *Store) Open(cfg crashloop.SupervisorConfig, notify func(crashloop.LedgerChange)) error {
