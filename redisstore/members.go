@@ -125,13 +125,13 @@ func (s *Store) writeMembers(ctx context.Context, always bool) error {
 // and remove change it if it holds expect keys. It returns the keys the
 // set holds after the step, and whether it wrote.
 func (s *Store) sendMembers(ctx context.Context, full bool, expect int, add, remove []string) (int, bool, error) {
-	args := make([]any, 0, 8+2*(len(add)+len(remove)))
-	args = append(args, "replica", s.o.Replica, "ttl_ms", ttlMillis(s.o.MemberTTL), "full", boolArg(full), "expect", max(expect, 0))
+	args := make([]any, 0, 5+len(add)+len(remove))
+	args = append(args, s.o.Replica, ttlMillis(s.o.MemberTTL), boolArg(full), max(expect, 0), len(add))
 	for _, key := range add {
-		args = append(args, "add", key)
+		args = append(args, key)
 	}
 	for _, key := range remove {
-		args = append(args, "remove", key)
+		args = append(args, key)
 	}
 	res, err := s.run(ctx, "members", []string{s.keys.member(s.o.Replica), s.keys.replicas()}, args...)
 	if err != nil {

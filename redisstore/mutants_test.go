@@ -38,10 +38,10 @@ var mutants = []struct{ name, old, new string }{
 	{"the budget parks one respawn late (>= for >)",
 		"if n >= A.budget_max then", "if n > A.budget_max then"},
 	{"the chain breaks a microsecond early (<= for <) when judged",
-		"<= A.chain_gap_us then\n          n = r.c.count", "< A.chain_gap_us then\n          n = r.c.count"},
+		"<= A.chain_gap_us then n = r.c.count end", "< A.chain_gap_us then n = r.c.count end"},
 	{"the chain ignores the incarnation when judged",
-		"if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= A.chain_gap_us then\n          n =",
-		"if r.c and t - tonumber(r.c.last) <= A.chain_gap_us then\n          n ="},
+		"if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= A.chain_gap_us then n =",
+		"if r.c and t - tonumber(r.c.last) <= A.chain_gap_us then n ="},
 	{"a planned restart does not end the chain",
 		"r.c = false -- a planned restart ends the chain", "r.c = r.c"},
 	{"the breaker re-arms a microsecond late (< for <=)",
@@ -59,21 +59,26 @@ var mutants = []struct{ name, old, new string }{
 	{"changes written over a member set that expired",
 		"elseif n ~= A.expect then", "elseif false then"},
 	{"a hold may wait 0 (at least 1ns dropped)",
-		"  if left < 1 then\n    left = 1", "  if left < 0 then\n    left = 1"},
+		"return math.max(1, tonumber(A.cooldown_ns)", "return math.max(0, tonumber(A.cooldown_ns)"},
 	{"a held restart waits on at its turn (> for >=)",
 		"if left > 0 then", "if left >= 0 then"},
 	{"the server clock's microseconds not zero-padded",
 		"nows = tm[1] .. string.sub('00000' .. tm[2], -6)", "nows = tm[1] .. tm[2]"},
 	{"a claim made again by its holder loses (SET NX alone)",
-		"  if holder == A.replica then\n", "  if false then\n"},
+		"if holder == A.replica then return", "if false then return"},
 	{"a write-back's claim holds its writer",
 		"redis.call('SET', tag .. 'claim:' .. p.version, '', 'EX', CLAIM_TTL)",
 		"redis.call('SET', tag .. 'claim:' .. p.version, A.replica, 'EX', CLAIM_TTL)"},
+	{"the record read ahead is judged after a re-arm rewrote it",
+		"RECORD = nil -- the record read ahead", "RECORD = RECORD -- the record read ahead"},
+	{"a step that finds no epoch makes one before it refuses (the rule before the configuration was stored)",
+		"return redis.error_reply('crashloop: state_lost ' .. (cur or ''))",
+		"if not cur then redis.call('SET', tag .. 'epoch', 'made') end return redis.error_reply('crashloop: state_lost ' .. (cur or ''))"},
 }
 
 // mutantTests are the tests each mutant runs against, in stages, the
 // quickest first: a mutant caught by one stage runs no other.
-var mutantTests = []string{"^(TestKeysAndExpiry|TestServerTime|TestMembersWrittenWhole)$", "^TestConformance$", "^TestConformanceServerTime$"}
+var mutantTests = []string{"^(TestKeysAndExpiry|TestServerTime|TestMembersWrittenWhole|TestConfigurationStoredOnce)$", "^TestConformance$", "^TestConformanceServerTime$"}
 
 // mutantEnv names the mutant a test process runs with (see TestMain).
 const mutantEnv = "REDISSTORE_MUTANT"

@@ -190,26 +190,36 @@ func TestScriptRefusesWrongArguments(t *testing.T) {
 	st := replicasOn(t, s, 1, Options{ClientTime: true})[0]
 	ctx := context.Background()
 	keys := []string{st.keys.record("k")}
+	_, err := st.Parked(ctx) // learns the deployment's epoch
+	require.NoError(t, err)
+	epoch := st.epoch
+	cfg, err := newPlan(ledgertest.Config(), st.keys)
+	require.NoError(t, err)
 	for _, tc := range []struct {
 		args []any
 		want string
 	}{
 		{nil, "crashloop: unknown operation nil"},
 		{[]any{"jugde"}, "crashloop: unknown operation jugde"},
-		{[]any{"lookup", "now"}, "crashloop: lookup: arguments are name/value pairs after the operation, got 1 values"},
-		{[]any{"lookup", "now", ""}, "crashloop: lookup: unknown argument now"},
-		{[]any{"resume", "origin", "a", "epoch", "", "fresh", "f"}, "crashloop: resume: missing argument version"},
-		{[]any{"resume", "origin", "a", "version", "-1"}, "crashloop: resume: argument version: -1 is not a whole number"},
-		{[]any{"resume", "origin", "a", "origin", "b"}, "crashloop: resume: argument origin given twice"},
-		{[]any{"fleet_read", "now", "123"}, "crashloop: fleet_read: argument now: 123 is not a time ('' or 16 digits)"},
-		{[]any{"members", "replica", "r", "ttl_ms", "-1", "full", "0", "expect", "0"}, "crashloop: members: argument ttl_ms: -1 is not a whole number"},
-		{[]any{"members", "replica", "r", "ttl_ms", "1", "full", "0", "epoch", "", "fresh", "f"}, "crashloop: members: missing argument expect"},
+		{[]any{"lookup"}, "crashloop: lookup: 0 arguments, want 1"},
+		{[]any{"lookup", "e", ""}, "crashloop: lookup: 2 arguments, want 1"},
+		{[]any{"resume", "e", "origin"}, "crashloop: resume: 2 arguments, want 3"},
+		{[]any{"resume", "e", "a", "-1"}, "crashloop: resume: argument version: -1 is not a whole number"},
+		{[]any{"judge", "e", "", "crash", "yes", "i", "", "o"}, "crashloop: judge: argument healthy: yes is not a number"},
+		{[]any{"fleet_read", "e", "123"}, "crashloop: fleet_read: argument now: 123 is not a time ('' or 16 digits)"},
+		{[]any{"members", "e", "r", "-1", "0", "0", "0"}, "crashloop: members: argument ttl_ms: -1 is not a whole number"},
+		{[]any{"members", "e", "r", "1", "0", "0"}, "crashloop: members: 5 arguments, want 6"},
+		{[]any{"config", "e"}, "crashloop: config: 1 arguments, want 2"},
+		{[]any{"config", epoch, cfg.config[:119]}, "crashloop: config: not a configuration of format 1"},
+		{[]any{"config", epoch, cfg.config[:7] + "\x02" + cfg.config[8:]}, "crashloop: config: not a configuration of format 1"},
+		{[]any{"members", epoch, "r", "1", "0", "0", "2", "a"}, "crashloop: members: 2 keys added of 1"},
+		{[]any{"lookup", "another"}, "crashloop: state_lost " + epoch},
 	} {
 		err := st.script.Run(ctx, st.rdb, keys, tc.args...).Err()
 		require.EqualError(t, err, tc.want, "%q", tc.args)
 	}
 	require.NoError(t, st.Open(ledgertest.Config(), nil))
-	_, err := st.Judge(ctx, crashloop.Judgment{Key: "k", Now: ledgertest.T0})
+	_, err = st.Judge(ctx, crashloop.Judgment{Key: "k", Now: ledgertest.T0})
 	require.EqualError(t, err, "redisstore: judge: Judgment.Ending Ending(0): not an ending of the library")
 	require.False(t, errors.Is(err, errBadReply))
 }

@@ -16,9 +16,9 @@ import (
 )
 
 // storeSource is every step of a Store: one Lua script whose first argument
-// names the operation and whose other arguments are name/value pairs (see
-// the file's header for the layout and the conventions, and docs/redis.md,
-// Messages).
+// names the operation, whose second is the deployment's epoch, and whose
+// others are the operation's own, in order (see the file's header for the
+// layout and the conventions, and docs/redis.md, Messages).
 //
 //go:embed store.lua
 var storeSource string
@@ -60,6 +60,7 @@ func (k keyspace) claim(version int64) string {
 }
 func (k keyspace) claimLost(epoch string) string { return k.tag + "claim:lost:" + epoch }
 func (k keyspace) epoch() string                 { return k.tag + "epoch" }
+func (k keyspace) config(digest string) string   { return k.tag + "cfg:" + digest }
 
 // maxMicros bounds the times the script keeps: 16 decimal digits of
 // microseconds since the Unix epoch, up to the year 2286.
@@ -540,12 +541,14 @@ func readRestored(v any, parks []*crashloop.ParkedError) ([]crashloop.Restored, 
 // opened: they judge by the Supervisor's configuration.
 var errNotOpen = errors.New("redisstore: Judge and Proceed need Open first (a Supervisor opens its ledger)")
 
-// run calls the script for op on keys with args (after op itself: name/value
-// pairs) and the deployment's epoch under the Store's timeout and returns
-// its reply, or ctx's error as soon as ctx ends (see eval). A nil reply,
-// which no step gives, is returned as nil for the readers to refuse. A step
-// that finds the server lost its state returns a
-// *crashloop.StateLostError.
+// run calls the script for op on keys with args (after op and the epoch:
+// the operation's own arguments, in order) and the deployment's epoch
+// under the Store's timeout and returns its reply, or ctx's error as soon
+// as ctx ends (see eval). A nil reply, which no step gives, is returned as
+// nil for the readers to refuse. A step that finds the server lost its
+// state returns a *crashloop.StateLostError. A step that finds no
+// configuration under its digest (the server lost it, or never had it)
+// writes it and is sent again, once.
 func (s *Store) run(ctx context.Context, op string, keys []string, args ...any) (any, error) {
 	if err := s.gate(ctx, op); err != nil {
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
@@ -554,10 +557,20 @@ func (s *Store) run(ctx context.Context, op string, keys []string, args ...any) 
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %s: %w", op, s.classify(err))
 	}
-	full := make([]any, 0, 5+len(args))
-	full = append(append(append(full, op), args...), "epoch", epoch, "fresh", s.freshEpoch())
+	full := make([]any, 0, 2+len(args))
+	full = append(append(full, op, epoch), args...)
 	res, err := s.eval(ctx, keys, full)
+	if isNoConfig(err) {
+		if err = s.writeConfig(ctx, epoch); err == nil {
+			res, err = s.eval(ctx, keys, full)
+		}
+	}
 	if cur, ok := stateLost(err); ok {
+		if cur == "" { // none: this Store makes it, or learns who did
+			if cur, err = s.readEpoch(ctx, "", 0, 0); err != nil {
+				return nil, fmt.Errorf("redisstore: %s: %w", op, s.classify(err))
+			}
+		}
 		err := s.lostState(ctx, epoch, cur)
 		s.membersLost() // written again, in the adopted epoch
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
@@ -573,8 +586,34 @@ func (s *Store) run(ctx context.Context, op string, keys []string, args ...any) 
 	return res, nil
 }
 
+// isNoConfig reports whether err is the refusal of a step that judges and
+// found no configuration under its digest.
+func isNoConfig(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && re.Error() == "crashloop: no_config"
+}
+
+// writeConfig stores the configuration of the Open Store under its digest,
+// in the deployment's epoch as the Store knows it.
+func (s *Store) writeConfig(ctx context.Context, epoch string) error {
+	p := s.plan.Load()
+	res, err := s.eval(ctx, []string{p.key}, []any{"config", epoch, p.config})
+	if err != nil {
+		return err
+	}
+	o, err := readObject(res, "written")
+	if err != nil {
+		return badReply("config", err)
+	}
+	f := fields{o: o}
+	if !f.flag("written") || f.err != nil {
+		return badReply("config", firstErr(f.err, errors.New("not written")))
+	}
+	return nil
+}
+
 // stateLost reads the deployment's new epoch from the error of a step that
-// found its server lost its state.
+// found its server lost its state ("" when the server has none).
 func stateLost(err error) (string, bool) {
 	var re redis.Error
 	if !errors.As(err, &re) {
@@ -641,8 +680,7 @@ func (s *Store) freshEpoch() string {
 // the state check in store.lua). seen and floor (the highest version seen
 // in the epochs before) raise {p}:seq.
 func (s *Store) readEpoch(ctx context.Context, known string, seen, floor int64) (string, error) {
-	res, err := s.eval(ctx, []string{s.keys.epoch()}, []any{"epoch", "epoch", known, "fresh", s.freshEpoch(),
-		"seen", seen, "floor", floor})
+	res, err := s.eval(ctx, []string{s.keys.epoch()}, []any{"epoch", known, s.freshEpoch(), seen, floor})
 	if err != nil {
 		return "", fmt.Errorf("epoch: %w", err)
 	}

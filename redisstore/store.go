@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha1"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -161,22 +163,21 @@ func randomSuffix(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// plan is what Open makes of a Supervisor's configuration: the arguments
-// every judge and proceed step passes, name/value pairs (CONFIG in
-// store.lua).
+// plan is what Open makes of a Supervisor's configuration: the
+// configuration as the script keeps it (readConfig in store.lua), stored
+// once under its digest, which the steps that judge name as their last key.
 type plan struct {
-	cfg       crashloop.SupervisorConfig
-	args      []any
-	fttl      int64 // the fleet string's TTL, ms
-	rph, cdns int64 // the fleet's limit and cooldown (ns), 0 without one
+	cfg    crashloop.SupervisorConfig
+	config string // 15 big-endian numbers of 8 bytes: the format's version, then the values
+	key    string // {p}:cfg:DIGEST, where it is stored
 }
 
-// newPlan turns cfg into the script's arguments, or an error for a
+// newPlan turns cfg into the script's configuration, or an error for a
 // configuration the script cannot keep exactly.
-func newPlan(cfg crashloop.SupervisorConfig) (*plan, error) {
+func newPlan(cfg crashloop.SupervisorConfig, ks keyspace) (*plan, error) {
 	span := cfg.Budget.Window
 	var cmax, cgap, gmax, gwin, rph, minf, cdus, cdns int64
-	frac := "1"
+	frac := 1.0
 	if c := cfg.Chain; c != nil {
 		cmax, cgap, span = int64(c.MaxChain), micros(c.ResetGap), max(span, c.ResetGap)
 	}
@@ -192,7 +193,7 @@ func newPlan(cfg crashloop.SupervisorConfig) (*plan, error) {
 			return nil, fmt.Errorf("redisstore: fleet cooldown %v: must be below %v", c.Cooldown, time.Duration(maxExact))
 		}
 		rph, minf, cdus, cdns = int64(c.RestartsPerHour), int64(c.MinFailing), microsUp(c.Cooldown), int64(c.Cooldown)
-		frac = strconv.FormatFloat(c.FailingFraction, 'g', -1, 64)
+		frac = c.FailingFraction
 		// a held restart waits out the cooldown, then its turn in the
 		// release (at most one more cooldown)
 		span = max(span, 2*c.Cooldown)
@@ -203,14 +204,22 @@ func newPlan(cfg crashloop.SupervisorConfig) (*plan, error) {
 			return nil, fmt.Errorf("redisstore: a window of %v: too long to keep", d)
 		}
 	}
-	p := &plan{cfg: cfg, fttl: ttlMillis(fspan + ttlGrace), rph: rph, cdns: cdns}
-	p.args = []any{"budget_max", cfg.Budget.MaxRespawns, "budget_window_us", micros(cfg.Budget.Window),
-		"chain_max", cmax, "chain_gap_us", cgap, "guard_max", gmax, "guard_window_us", gwin,
-		"hourly_cap", cfg.HourlyCap, "fleet_per_hour", rph, "cooldown_us", cdus, "cooldown_ns", cdns,
-		"fraction", frac, "min_failing", minf, "record_ttl_ms", ttlMillis(span + ttlGrace),
-		"fleet_ttl_ms", p.fttl}
-	return p, nil
+	b := binary.BigEndian.AppendUint64(nil, configFormat)
+	for _, v := range []int64{int64(cfg.Budget.MaxRespawns), micros(cfg.Budget.Window), cmax, cgap, gmax, gwin,
+		int64(cfg.HourlyCap), rph, cdus, cdns} {
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(frac))
+	for _, v := range []int64{minf, ttlMillis(span + ttlGrace), ttlMillis(fspan + ttlGrace)} {
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	sum := sha1.Sum(b)
+	return &plan{cfg: cfg, config: string(b), key: ks.config(hex.EncodeToString(sum[:8]))}, nil
 }
+
+// configFormat is the version of the configuration's format, its first
+// number: a script that reads another refuses it.
+const configFormat = 1
 
 // Open binds the Store to the configuration of the Supervisor that uses
 // it, once. When notify is not nil it subscribes to the deployment's
@@ -223,15 +232,16 @@ func newPlan(cfg crashloop.SupervisorConfig) (*plan, error) {
 // server's configuration at once and every 10s (see Check): while a
 // misconfiguration stands, every step that writes fails with it. Open does
 // no I/O itself: an unreachable server does not keep a Supervisor from
-// starting.
-// It fails for an invalid Prefix, a second Open, a closed Store, and a
+// starting. The first step that judges stores the configuration on the
+// server, under its digest, and so does the next one after the server lost
+// it; no step sends it. It fails for an invalid Prefix, a second Open, a closed Store, and a
 // configuration the script cannot keep exactly (a fleet cooldown of 104
 // days or more, a window of 285 years or more).
 func (s *Store) Open(cfg crashloop.SupervisorConfig, notify func(crashloop.LedgerChange)) error {
 	if s.err != nil {
 		return s.err
 	}
-	p, err := newPlan(cfg)
+	p, err := newPlan(cfg, s.keys)
 	if err != nil {
 		return err
 	}
@@ -324,12 +334,8 @@ func (s *Store) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verd
 	if err := s.membersFirst(ctx); err != nil {
 		return crashloop.Verdict{}, err
 	}
-	args := make([]any, 0, 2+len(p.args)+12)
-	args = append(args, "now", at)
-	args = append(args, p.args...)
-	args = append(args, "ending", j.Ending.String(), "healthy", boolArg(j.Healthy), "incarnation", j.Incarnation,
-		"cause", encodeCause(j.Cause, j.Cause != ""), "origin", s.origin, "replica", s.o.Replica)
-	res, err := s.run(ctx, "judge", []string{s.keys.record(j.Key), s.keys.fleet(), s.keys.parked(), s.keys.held()}, args...)
+	res, err := s.run(ctx, "judge", []string{s.keys.record(j.Key), s.keys.fleet(), s.keys.parked(), s.keys.held(), p.key},
+		at, j.Ending.String(), boolArg(j.Healthy), j.Incarnation, encodeCause(j.Cause, j.Cause != ""), s.origin)
 	if err != nil {
 		return crashloop.Verdict{}, err
 	}
@@ -355,10 +361,7 @@ func (s *Store) Proceed(ctx context.Context, key string, now time.Time) (crashlo
 	if err != nil {
 		return crashloop.Verdict{}, fmt.Errorf("redisstore: proceed: %w", err)
 	}
-	args := make([]any, 0, 2+len(p.args))
-	args = append(args, "now", at)
-	args = append(args, p.args...)
-	res, err := s.run(ctx, "proceed", []string{s.keys.record(key), s.keys.fleet(), s.keys.held()}, args...)
+	res, err := s.run(ctx, "proceed", []string{s.keys.record(key), s.keys.fleet(), s.keys.held(), p.key}, at)
 	if err != nil {
 		return crashloop.Verdict{}, err
 	}
@@ -411,8 +414,7 @@ func (s *Store) clear(ctx context.Context, op, key string, version int64) (crash
 	if version < 0 {
 		return crashloop.LedgerChange{}, nil, fmt.Errorf("redisstore: %s: version %d", op, version)
 	}
-	res, err := s.run(ctx, op, []string{s.keys.record(key), s.keys.parked(), s.keys.held()}, "origin", s.origin,
-		"version", version)
+	res, err := s.run(ctx, op, []string{s.keys.record(key), s.keys.parked(), s.keys.held()}, s.origin, version)
 	if err != nil {
 		return crashloop.LedgerChange{}, nil, err
 	}
@@ -446,11 +448,11 @@ func (s *Store) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]
 	}
 	keys := make([]string, 0, 1+len(parks))
 	keys = append(keys, s.keys.parked())
-	args := make([]any, 0, 2+2*len(parks))
-	args = append(args, "origin", s.origin, "replica", s.claimant())
+	args := make([]any, 0, 2+len(parks))
+	args = append(args, s.origin, s.claimant())
 	for _, pe := range parks {
 		keys = append(keys, s.keys.record(pe.Key))
-		args = append(args, "park", encodePark(pe))
+		args = append(args, encodePark(pe))
 	}
 	res, err := s.run(ctx, "restore", keys, args...)
 	if err != nil {
@@ -484,7 +486,7 @@ func (s *Store) Claim(ctx context.Context, version int64) (bool, error) {
 // Replica name is another Store, and must not win again what its former
 // self won (and announced).
 func (s *Store) claim(ctx context.Context, key string, version int64) (bool, error) {
-	res, err := s.run(ctx, "claim", []string{key}, "version", version, "replica", s.claimant())
+	res, err := s.run(ctx, "claim", []string{key}, version, s.claimant())
 	if err != nil {
 		return false, err
 	}
@@ -543,11 +545,11 @@ func (s *Store) Fleet(ctx context.Context, now time.Time) (crashloop.FleetStatus
 		return crashloop.FleetStatus{}, err
 	}
 	p := s.plan.Load()
-	op, args := "fleet_read", []any{"now", at}
+	op, keys := "fleet_read", []string{s.keys.fleet()}
 	if p != nil {
-		op, args = "fleet", []any{"now", at, "fleet_ttl_ms", p.fttl, "fleet_per_hour", p.rph, "cooldown_ns", p.cdns}
+		op, keys = "fleet", append(keys, p.key)
 	}
-	res, err := s.run(ctx, op, []string{s.keys.fleet()}, args...)
+	res, err := s.run(ctx, op, keys, at)
 	if err != nil {
 		return crashloop.FleetStatus{}, err
 	}

@@ -1,184 +1,136 @@
 -- crashloop's Ledger on Redis: every method of a Store is one call of this
--- script, one atomic step, with the semantics of the library's MemoryLedger
--- (judge.go: rules.judge, park, rearm, proceed; fleet.go; ledger.go), which
--- the conformance suite (ledgertest) holds it to.
+-- script, one atomic step. Its specification is the library's composed
+-- judgment as the in-memory reference ledger (MemoryLedger) runs it
+-- (judge.go: rules.judge, park, rearm, proceed; fleet.go; ledger.go):
+-- ledgertest's differential runs hold the two equal, in both time modes.
 --
--- Call: ARGV[1] names the operation; the rest of ARGV are its arguments as
--- name/value pairs (a name, then its value), read by name (see OPS and
--- decode; docs/redis.md lists them). KEYS are the deployment's keys the
--- operation touches, all under its hash tag {prefix}, so that the call is
--- legal on Redis Cluster. A rearm also writes the records of held keys,
--- which it finds in {prefix}:held: same tag, same slot.
+-- Call: ARGV[1] names the operation, ARGV[2] is the deployment's epoch as the
+-- Store knows it, and the operation's own arguments follow in order (args).
+-- KEYS are under the deployment's hash tag {p}, so that a call is legal on
+-- Redis Cluster. Reply: name/value pairs in a flat array, which store.go
+-- reads by name, refusing a reply of another shape. docs/redis.md lists the
+-- keys, the operations and their replies.
 --
--- Reply: name/value pairs as well, in a flat array (see verdict and
--- parkObject); store.go reads them by name and refuses a reply of another
--- shape.
---
--- Keys of a deployment (see keyspace in script.go):
---   {p}:k:KEY      string  the record of KEY (see rdec)
---   {p}:fleet      string  the deployment's latest time, the fleet breaker
---                          and the hold counter (see fload)
---   {p}:parked     set     the keys that stand parked (Parked in one call)
---   {p}:held       zset    the keys held by the fleet breaker, scored by
---                          the order they were held in
---   {p}:m:REPLICA  set     the keys a replica counts as fleet members (see
---                          fleetKeys)
---   {p}:replicas   set     the replicas that have members
---   {p}:epoch      string  the deployment's epoch (see the state check)
---   {p}:seq        string  the last version given to a transition (see bump)
---   {p}:ver        hash    each key's version: its last transition's
---   {p}:claim:V    string  the store that claimed transition V, to
---                          announce it (a day)
---   {p}:events     sharded pub/sub channel: parks and resumes (see notice)
---
--- Numbers: Lua numbers are doubles, exact for integers below 2^53. Times are
--- integer microseconds since the Unix epoch, kept as decimal strings 16
--- characters wide (zero-padded; the years 1970 to 2286), read with tonumber
--- and never formatted with Lua's default 14 digits. Durations: windows and
--- gaps in whole microseconds rounded down, the cooldown rounded up (the
--- caller converts them; both give the in-memory answers for ages in whole
--- microseconds), and the cooldown in nanoseconds too, for the waits.
---
--- Time: the argument now is the time of the call in microseconds (16
--- digits), or '' for the server's clock (TIME: Redis 7 replicates scripts
--- by their effects, so a script may read it). The deployment keeps one
--- latest time, in {p}:fleet; a time earlier than it is read as it, so time
--- never runs backwards for a deployment (the library's rule for one
--- ledger). The rule is the same whichever clock the time comes from.
---
--- Expiry: every key expires on its own, its TTL (milliseconds, computed by
--- the caller from the configuration) after its last write, except a parked
--- record while the park stands and, while the fleet breaker is tripped,
--- {p}:fleet and {p}:held (the re-arm must be seen to be announced, and to
--- release the held restarts in order). {p}:parked holds only parks, which
--- never expire, and vanishes when emptied.
+-- Numbers: doubles, exact below 2^53. Times: integer microseconds since 1970
+-- in 16 digits; now is '' for the server's clock (TIME). The deployment keeps
+-- one latest time, in {p}:fleet: an earlier time is read as it. Windows and
+-- gaps are whole microseconds rounded down, the cooldown rounded up (and in
+-- nanoseconds too). Every key expires its TTL after its last write, but a
+-- parked record, the epoch, {p}:seq, {p}:ver, the configurations, and while
+-- the breaker is tripped {p}:fleet and {p}:held.
 
-local op = ARGV[1]
-local K1 = KEYS[1]
+local op, K1 = ARGV[1], KEYS[1]
 local tag = string.match(K1 or '', '^{[^}]*}:')
 local HOUR = 3600000000 -- the fleet's rolling hour, in microseconds
 local CLAIM_TTL = 86400 -- how long a claim is kept, in seconds: a day
+local ZERO = '0000000000000000' -- the time 0, 16 digits
 
--- The arguments of each operation, by name: 'n' a number, 'd' digits (an
--- integer kept as its text, for TTLs and nanoseconds), 's' a string, 't'
--- a time ('' for the server's clock, else 16 digits), 'l' a list (the name
--- given once per value, in order; absent is empty). Every other argument
--- is required.
-local CONFIG = {
-  budget_max = 'n', budget_window_us = 'n', chain_max = 'n', chain_gap_us = 'n', guard_max = 'n',
-  guard_window_us = 'n', hourly_cap = 'n', fleet_per_hour = 'n', cooldown_us = 'n', cooldown_ns = 'd',
-  fraction = 'n', min_failing = 'n', record_ttl_ms = 'd', fleet_ttl_ms = 'd'}
-local JUDGMENT = {
-  ending = 's', healthy = 'n', incarnation = 's', cause = 's', origin = 's', replica = 's'}
-local OPS = {
-  judge = {now = 't'}, proceed = {now = 't'},
-  fleet = {now = 't', fleet_ttl_ms = 'd', fleet_per_hour = 'n', cooldown_ns = 'd'}, fleet_read = {now = 't'},
-  lookup = {}, parked = {}, resume = {origin = 's', version = 'd'}, forget = {origin = 's', version = 'd'},
-  restore = {origin = 's', replica = 's', park = 'l'}, claim = {version = 'd', replica = 's'},
-  members = {replica = 's', ttl_ms = 'd', full = 'n', expect = 'n', add = 'l', remove = 'l'}}
-for name, kind in pairs(CONFIG) do
-  OPS.judge[name], OPS.proceed[name] = kind, kind
-end
-for name, kind in pairs(JUDGMENT) do
-  OPS.judge[name] = kind
-end
--- Every operation but epoch names the deployment's epoch its Store knows,
--- and a fresh one for a deployment that has none (see the state check).
-for _, spec in pairs(OPS) do
-  spec.epoch, spec.fresh = 's', 's'
-end
-OPS.epoch = {epoch = 's', fresh = 's', seen = 'd', floor = 'd'}
-
--- decode reads the arguments of spec from ARGV into a table by name, or
--- returns nil and what is wrong with them.
-local function decode(spec)
-  if #ARGV % 2 ~= 1 then
-    return nil, 'arguments are name/value pairs after the operation, got ' .. (#ARGV - 1) .. ' values'
+-- args is the arguments of op after the epoch, in order, each a name and
+-- a kind: 'n' a number, 'd' digits (kept as text), 's' a string, 't' a time
+-- ('' or 16 digits). restore takes a park (pdec) per record after them;
+-- members the nadd keys added, then the keys removed.
+local function args(op)
+  if op == 'judge' then
+    return {'now', 't', 'ending', 's', 'healthy', 'n', 'incarnation', 's', 'cause', 's', 'origin', 's'}
+  elseif op == 'proceed' or op == 'fleet' or op == 'fleet_read' then return {'now', 't'}
+  elseif op == 'lookup' or op == 'parked' then return {}
+  elseif op == 'resume' or op == 'forget' then return {'origin', 's', 'version', 'd'}
+  elseif op == 'claim' then return {'version', 'd', 'replica', 's'}
+  elseif op == 'restore' then return {'origin', 's', 'replica', 's'}
+  elseif op == 'members' then return {'replica', 's', 'ttl_ms', 'd', 'full', 'n', 'expect', 'n', 'nadd', 'd'}
+  elseif op == 'epoch' then return {'fresh', 's', 'seen', 'd', 'floor', 'd'}
+  elseif op == 'config' then return {'config', 's'}
   end
-  local a = {}
-  for i = 2, #ARGV, 2 do
-    local name, v = ARGV[i], ARGV[i + 1]
-    local kind = spec[name]
-    if not kind then
-      return nil, 'unknown argument ' .. name
-    end
-    if kind == 'n' then
-      v = tonumber(v)
-    elseif kind == 'd' and not string.match(v, '^%d+$') then
-      v = nil
-    elseif kind == 't' and v ~= '' and not string.match(v, '^' .. string.rep('%d', 16) .. '$') then
-      v = nil
-    end
-    if v == nil then
-      return nil, 'argument ' .. name .. ': ' .. ARGV[i + 1] .. ' is not a ' ..
-        ({n = 'number', d = 'whole number', t = "time ('' or 16 digits)"})[kind]
-    end
-    if kind == 'l' then
-      a[name] = a[name] or {}
-      table.insert(a[name], v)
-    elseif a[name] ~= nil then
-      return nil, 'argument ' .. name .. ' given twice'
-    else
-      a[name] = v
-    end
-  end
-  for name, kind in pairs(spec) do
-    if kind == 'l' then
-      a[name] = a[name] or {}
-    elseif a[name] == nil then
-      return nil, 'missing argument ' .. name
-    end
-  end
-  return a
 end
 
-if not OPS[op] then
-  return redis.error_reply('crashloop: unknown operation ' .. tostring(op))
+local spec = args(op)
+if not spec then return redis.error_reply('crashloop: unknown operation ' .. tostring(op)) end
+local A, n = {epoch = ARGV[2]}, #spec / 2
+if #ARGV < n + 2 or (#ARGV > n + 2 and op ~= 'restore' and op ~= 'members') then
+  return redis.error_reply('crashloop: ' .. op .. ': ' .. (#ARGV - 1) .. ' arguments, want ' .. (n + 1))
 end
-local A, bad = decode(OPS[op])
-if not A then
-  return redis.error_reply('crashloop: ' .. op .. ': ' .. bad)
+for i = 1, n do
+  local name, kind, v = spec[2 * i - 1], spec[2 * i], ARGV[i + 2]
+  if kind == 'n' then
+    v = tonumber(v)
+  elseif kind == 'd' and not string.match(v, '^%d+$') then
+    v = nil
+  elseif kind == 't' and v ~= '' and not string.match(v, '^%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d$') then
+    v = nil
+  end
+  if v == nil then
+    return redis.error_reply('crashloop: ' .. op .. ': argument ' .. name .. ': ' .. ARGV[i + 2] .. ' is not a ' ..
+      ({n = 'number', d = 'whole number', t = "time ('' or 16 digits)"})[kind])
+  end
+  A[name] = v
 end
 
--- The state check. {p}:epoch names the deployment's state: written once,
--- by the first Store that finds none, and never expiring. A step whose
--- epoch is not the deployment's (a server that lost its state: a flush, a
--- restart without persistence, a failover that lost writes) does nothing
--- and fails with 'crashloop: state_lost EPOCH' (the current epoch, made
--- now if there is none): its Store adopts the epoch and its Supervisor
--- writes back the parks it knows. epoch returns the epoch, making it; and
--- when it is the caller's (epoch) but {p}:seq is below a version the
--- caller saw in it (seen: the server lost acknowledged writes, as a
--- failover to a replica that had not received them does), it moves the
--- deployment to a new epoch (see the move, below). seen and floor (the
--- highest version the caller saw in the epochs before) raise {p}:seq, so
--- that no version the caller saw is given again.
-local moving = false
+-- The configuration: what Open made of the Supervisor's, stored once under
+-- its digest in {p}:cfg:DIGEST (operation config), the last of KEYS of the
+-- operations that judge: 15 big-endian 8-byte numbers, one unpack a step:
+-- the format (1), budget_max, budget_window_us, chain_max, chain_gap_us,
+-- guard_max, guard_window_us, hourly_cap, fleet_per_hour, cooldown_us,
+-- cooldown_ns, fraction (a double), min_failing, record_ttl_ms, fleet_ttl_ms
+-- (0: a guard that is off). readConfig reads v into A, or returns false.
+local CONFIG_FORMAT = '>i8i8i8i8i8i8i8i8i8i8i8di8i8i8'
+local function readConfig(v)
+  if #v ~= 120 then return false end
+  local format
+  format, A.budget_max, A.budget_window_us, A.chain_max, A.chain_gap_us, A.guard_max, A.guard_window_us,
+    A.hourly_cap, A.fleet_per_hour, A.cooldown_us, A.cooldown_ns, A.fraction, A.min_failing, A.record_ttl_ms,
+    A.fleet_ttl_ms = struct.unpack(CONFIG_FORMAT, v)
+  A.rph, A.cooldown_ns = A.fleet_per_hour == 0 and '0' or string.format('%d', A.fleet_per_hour),
+    A.cooldown_ns == 0 and '0' or string.format('%d', A.cooldown_ns) -- as the fleet string keeps them
+  return format == 1
+end
+
+-- The state check. {p}:epoch names the deployment's state. A step whose
+-- epoch is not the deployment's (the server lost its state) changes nothing
+-- and fails with 'crashloop: state_lost EPOCH' (none if there is none): its
+-- Store adopts the epoch (making it by the operation epoch) and its
+-- Supervisor writes back the parks it knows. Then a step that judges and
+-- finds no configuration changes nothing and fails with 'crashloop:
+-- no_config': its Store writes it and sends the step again. The operation
+-- epoch returns the epoch (making it, fresh, if there is none); when it is
+-- the caller's but {p}:seq is below seen (a version the caller saw: the
+-- server lost acknowledged writes), it moves the deployment to a new epoch
+-- (the move, below). seen and floor (the highest version seen in the epochs
+-- before) raise {p}:seq, so that no version seen is given again.
+local moving, FLEET, RECORD = false, nil, nil
 do
-  local ek = tag .. 'epoch'
-  local cur = redis.call('GET', ek)
-  if not cur then
-    redis.call('SET', ek, A.fresh)
-    cur = A.fresh
-    if op ~= 'epoch' then
-      return redis.error_reply('crashloop: state_lost ' .. cur)
-    end
+  local judges, cur, cfg = op == 'judge' or op == 'proceed' or op == 'fleet'
+  if judges then -- with the fleet string and the record, read ahead (fload, judge, proceed)
+    local got = redis.call('MGET', tag .. 'epoch', KEYS[#KEYS], tag .. 'fleet', K1)
+    cur, cfg, FLEET, RECORD = got[1], got[2], got[3], got[4]
+  else
+    cur = redis.call('GET', tag .. 'epoch')
   end
   if op == 'epoch' then
-    if cur ~= A.epoch then
-      return {'epoch', cur}
+    if not cur then
+      cur = A.fresh
+      redis.call('SET', tag .. 'epoch', cur)
     end
+    if cur ~= A.epoch then return {'epoch', cur} end
     local seq = tonumber(redis.call('GET', tag .. 'seq') or '0')
     if seq < tonumber(A.floor) then
       seq = tonumber(A.floor)
       redis.call('SET', tag .. 'seq', A.floor)
     end
-    if seq >= tonumber(A.seen) then
-      return {'epoch', cur}
-    end
+    if seq >= tonumber(A.seen) then return {'epoch', cur} end
     moving = true
   elseif cur ~= A.epoch then
-    return redis.error_reply('crashloop: state_lost ' .. cur)
+    return redis.error_reply('crashloop: state_lost ' .. (cur or ''))
+  elseif judges then
+    if not cfg then return redis.error_reply('crashloop: no_config') end
+    if not readConfig(cfg) then
+      return redis.error_reply('crashloop: ' .. op .. ': not a configuration of format 1')
+    end
+  elseif op == 'config' then
+    if not readConfig(A.config) then
+      return redis.error_reply('crashloop: config: not a configuration of format 1')
+    end
+    redis.call('SET', K1, A.config)
+    return {'written', 1}
   end
 end
 
@@ -191,40 +143,31 @@ elseif A.now then
   now, nows = tonumber(A.now), A.now
 end
 
--- prune returns window w (times packed 16 characters each, oldest first)
--- without the times older than span at t: a time counts while its age is at
--- most span.
+-- prune returns window w (times of 16 digits, oldest first) without those
+-- older than span at t: a time counts while its age is at most span.
 local function prune(w, t, span)
   local i, n = 1, #w
   while i <= n and t - tonumber(string.sub(w, i, i + 15)) > span do
     i = i + 16
   end
-  if i > 1 then
-    return string.sub(w, i)
-  end
-  return w
+  return i > 1 and string.sub(w, i) or w
 end
 
 -- push returns window w with ts added, keeping the newest limit times.
 local function push(w, ts, limit)
   w = w .. ts
-  if #w > limit * 16 then
-    w = string.sub(w, #w - limit * 16 + 1)
-  end
+  if #w > limit * 16 then w = string.sub(w, #w - limit * 16 + 1) end
   return w
 end
 
--- field writes s so that it can be read back from a longer string: its
--- length, a colon, and s.
+-- field writes s to be read back from a longer string: length, ':', s.
 local function field(s)
   return #s .. ':' .. s
 end
 
--- A park (pdec, penc) is a string: since (16 characters), attempts, a
--- comma, its version (the transition that made it; in restore's arguments,
--- the version the parking replica knew), a comma, the reason as a field,
--- and the cause: '' for none, else 'e' and its text. Records, notices and
--- restore's arguments write it so.
+-- A park (pdec, penc): since (16 digits), attempts, ',', its version (in
+-- restore's arguments, the one the parking replica knew), ',', the reason as
+-- a field, and the cause ('' none, else 'e' and its text).
 local function pdec(p)
   local comma = string.find(p, ',', 17, true)
   local comma2 = string.find(p, ',', comma + 1, true)
@@ -234,15 +177,12 @@ local function pdec(p)
     version = string.sub(p, comma + 1, comma2 - 1), reason = string.sub(p, colon + 1, colon + rl),
     cause = string.sub(p, colon + rl + 1)}
 end
-
 local function penc(p)
   return p.since .. p.attempts .. ',' .. p.version .. ',' .. field(p.reason) .. p.cause
 end
 
--- Versions: {p}:seq counts the transitions of the deployment's keys (a
--- park, a resume, a forget, a write-back), and {p}:ver holds each key's
--- version, the number of its last transition (absent: 0, none). Neither
--- expires: a record that expires never lets an old version match again.
+-- Versions: {p}:seq counts the transitions (park, resume, forget,
+-- write-back), {p}:ver holds each key's last (absent: 0). Neither expires.
 -- bump gives key the next version and returns it, as a string.
 local function bump(key)
   local v = redis.call('INCR', tag .. 'seq')
@@ -255,63 +195,46 @@ local function version(key)
   return tonumber(redis.call('HGET', tag .. 'ver', key) or '0')
 end
 
--- A record (rdec, renc) is a string: a header
---   restarts,held,nb,ng,nh,lc,lp,lr;
--- then the budget's window (nb times), the per-key guard's (ng), the hourly
--- cap's (nh), the chain (lc bytes: the time of its newest rescue, 16
--- characters, then its length, a colon and the incarnation; absent while
--- the chain is empty), the park (lp bytes, see pdec) and the release of a
--- held restart (lr bytes: the time of the re-arm, 16 characters, then the
--- restart's offset from it in nanoseconds). held is the order the key was
--- held in by the fleet breaker, 0 when it is not held.
+-- A record (rdec, renc): 'restarts,held,nb,ng,nh,lc,lp,lr;', then the
+-- budget's window (nb times), the guard's (ng), the hourly cap's (nh), the
+-- chain (lc bytes: its newest rescue's time, its length, ':', the
+-- incarnation), the park (lp bytes) and the release of a held restart (lr
+-- bytes: the re-arm's time, then the offset in ns). held: the order the key
+-- was held in by the breaker, 0 when it is not held.
 local function rdec(v)
   local r = {n = 0, held = 0, b = '', g = '', h = '', c = false, p = false, rel = false}
-  if not v then
-    return r
-  end
+  if not v then return r end
   local n, held, nb, ng, nh, lc, lp, lr, i =
     string.match(v, '^(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+);()')
   r.n, r.held = tonumber(n), tonumber(held)
   nb, ng, nh, lc, lp, lr = nb * 16, ng * 16, nh * 16, tonumber(lc), tonumber(lp), tonumber(lr)
-  r.b = string.sub(v, i, i + nb - 1)
-  i = i + nb
-  r.g = string.sub(v, i, i + ng - 1)
-  i = i + ng
-  r.h = string.sub(v, i, i + nh - 1)
-  i = i + nh
+  r.b, r.g, r.h = string.sub(v, i, i + nb - 1), string.sub(v, i + nb, i + nb + ng - 1),
+    string.sub(v, i + nb + ng, i + nb + ng + nh - 1)
+  i = i + nb + ng + nh
   if lc > 0 then
     local c = string.sub(v, i, i + lc - 1)
     local colon = string.find(c, ':', 17, true)
     r.c = {last = string.sub(c, 1, 16), count = tonumber(string.sub(c, 17, colon - 1)), inc = string.sub(c, colon + 1)}
     i = i + lc
   end
-  if lp > 0 then
-    r.p = pdec(string.sub(v, i, i + lp - 1))
-    i = i + lp
-  end
-  if lr > 0 then
-    r.rel = {at = string.sub(v, i, i + 15), off = string.sub(v, i + 16, i + lr - 1)}
-  end
+  if lp > 0 then r.p = pdec(string.sub(v, i, i + lp - 1)) end
+  i = i + lp
+  if lr > 0 then r.rel = {at = string.sub(v, i, i + 15), off = string.sub(v, i + 16, i + lr - 1)} end
   return r
 end
-
 local function renc(r)
   local c, p, rel = '', '', ''
-  if r.c then
-    c = r.c.last .. r.c.count .. ':' .. r.c.inc
-  end
-  if r.p then
-    p = penc(r.p)
-  end
-  if r.rel then
-    rel = r.rel.at .. r.rel.off
-  end
-  return table.concat({r.n, ',', string.format('%d', r.held), ',', #r.b / 16, ',', #r.g / 16, ',', #r.h / 16, ',',
-    #c, ',', #p, ',', #rel, ';', r.b, r.g, r.h, c, p, rel})
+  if r.c then c = r.c.last .. r.c.count .. ':' .. r.c.inc end
+  if r.p then p = penc(r.p) end
+  if r.rel then rel = r.rel.at .. r.rel.off end
+  -- (a number written costs a sprintf, a '0' nothing: most fields are 0)
+  return r.n .. ',' .. (r.held == 0 and '0' or r.held) .. ',' .. #r.b / 16 .. ',' .. (r.g == '' and '0' or #r.g / 16) ..
+    ',' .. (r.h == '' and '0' or #r.h / 16) .. ',' .. (c == '' and '0' or #c) .. ',' .. (p == '' and '0' or #p) .. ',' ..
+    (rel == '' and '0' or #rel) .. ';' .. r.b .. r.g .. r.h .. c .. p .. rel
 end
 
--- rsave writes record r to key: a parked record never expires, another one
--- ttl ms from now (keep: with the expiry it has).
+-- rsave writes record r to key: a park never expires, else ttl ms from now
+-- (keep: the expiry it has).
 local function rsave(key, r, ttl)
   if r.p then
     redis.call('SET', key, renc(r))
@@ -333,15 +256,10 @@ local function parkObject(key, p)
     'cause', p.cause, 'version', tonumber(p.version)}
 end
 
--- notice publishes a park (p) or a resume or forget (p false, at version
--- v) of key on the deployment's channel, with the epoch it is made in and
--- the origin of the change: 'P' or 'R', the epoch, the origin and the key
--- as fields, then for a park the park
--- (see pdec, with its version), else the version ('F' instead of 'R' for
--- the forget of a parked key). It is sharded pub/sub
--- (SPUBLISH): the channel hashes to the slot of the keys, so on Redis
--- Cluster it stays on the node that holds them. Only the step that makes a
--- change announces it: each is published once.
+-- notice publishes (SPUBLISH: on the node of the slot) a park (p) or a
+-- resume or forget (kind 'F') at version v of key, once, by the step that
+-- makes it: 'P', 'R' or 'F', the epoch, the origin and the key as fields,
+-- then the park or the version.
 local function notice(origin, key, p, v, kind)
   local msg
   if p then
@@ -352,36 +270,28 @@ local function notice(origin, key, p, v, kind)
   redis.call('SPUBLISH', tag .. 'events', msg)
 end
 
--- The fleet string (fload, fsave): the latest time (16 characters), the
--- breaker's state ('1' tripped, else '0'), the time of the trip or of its
--- latest extension (16), then rph,cooldown-ns, (the configuration last
--- written, which a reader that has none, an operator's status, reads),
--- then holds,failing,total, the reason, a newline, and the restarts of the
--- rolling hour (the window).
+-- The fleet string (fload, fsave): the latest time (16 digits), '1' if the
+-- breaker is tripped (else '0'), the trip's or its latest extension's time,
+-- 'rph,cooldown_ns,' last written (an operator's status reads them),
+-- 'holds,failing,total,', the reason, '\n', and the rolling hour's restarts.
 local function fload()
-  local v = redis.call('GET', tag .. 'fleet')
-  local f = {t = 0, ts = string.format('%016d', 0), tripped = false, since = 0, sinces = string.format('%016d', 0),
-    holds = 0, failing = 0, total = 0, rph = '0', cdns = '0', reason = '', w = ''}
-  if v then
-    local nl = string.find(v, '\n', 34, true)
-    local rph, cdns, holds, failing, total, reason =
-      string.match(string.sub(v, 34, nl - 1), '^(%d+),(%d+),(%d+),(%d+),(%d+),(.*)$')
-    f.ts, f.tripped, f.sinces = string.sub(v, 1, 16), string.sub(v, 17, 17) == '1', string.sub(v, 18, 33)
-    f.t, f.since = tonumber(f.ts), tonumber(f.sinces)
-    f.holds, f.failing, f.total = tonumber(holds), tonumber(failing), tonumber(total)
-    f.rph, f.cdns, f.reason, f.w = rph, cdns, reason, string.sub(v, nl + 1)
+  local v = FLEET
+  if v == nil then v = redis.call('GET', tag .. 'fleet') end
+  if not v then
+    return {t = 0, ts = ZERO, tripped = false, since = 0, sinces = ZERO, holds = '0', failing = '0', total = '0',
+      rph = '0', cdns = '0', reason = '', w = ''}
   end
-  return f
+  local ts, flag, sinces, rph, cdns, holds, failing, total, reason, w = string.match(v,
+    '^(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d)(.)(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d)(%d+),(%d+),(%d+),(%d+),(%d+),([^\n]*)\n(.*)$')
+  return {t = tonumber(ts), ts = ts, tripped = flag == '1', since = tonumber(sinces), sinces = sinces,
+    holds = holds, failing = failing, total = total, rph = rph, cdns = cdns,
+    reason = reason, w = w}
 end
 
--- fsave writes the fleet string: it never expires while tripped, else ttl
--- ms from now.
+-- fsave writes the fleet string: no expiry while tripped, else ttl ms.
 local function fsave(f, ttl)
-  local flag = '0'
-  if f.tripped then
-    flag = '1'
-  end
-  local v = f.ts .. flag .. f.sinces .. f.rph .. ',' .. f.cdns .. ',' .. string.format('%d', f.holds) .. ',' ..
+  local flag = f.tripped and '1' or '0'
+  local v = f.ts .. flag .. f.sinces .. f.rph .. ',' .. f.cdns .. ',' .. f.holds .. ',' ..
     f.failing .. ',' .. f.total .. ',' .. f.reason .. '\n' .. f.w
   if f.tripped then
     redis.call('SET', tag .. 'fleet', v)
@@ -390,31 +300,22 @@ local function fsave(f, ttl)
   end
 end
 
--- at raises the deployment's latest time to now and returns the time the
--- step uses: now, or the latest time if that is later.
+-- at raises the latest time to now and returns the step's: the later.
 local function at(f)
-  if now > f.t then
-    f.t, f.ts = now, nows
-  end
+  if now > f.t then f.t, f.ts = now, nows end
   return f.t
 end
 
--- change is the FleetChange of the breaker as it stands, as a reply gives
--- it.
+-- change is the breaker's FleetChange as a reply gives it.
 local function change(f)
-  return {'reason', f.reason, 'restarts', #f.w / 16, 'failing', f.failing, 'total', f.total}
+  return {'reason', f.reason, 'restarts', #f.w / 16, 'failing', tonumber(f.failing), 'total', tonumber(f.total)}
 end
 
--- rearm re-arms the tripped breaker whose cooldown has ended at t (an age
--- of exactly the cooldown re-arms), clearing the hour, and schedules the
--- release of the restarts it held: in the order they were held, spread
--- evenly over one cooldown from t (rules.rearm). It returns the re-arm's
--- change, or false. The record of a held key that has expired meanwhile
--- leaves the held set.
+-- rearm re-arms the tripped breaker whose cooldown ended at t, clearing the
+-- hour, and releases the held restarts in order, spread evenly over one
+-- cooldown (rules.rearm). It returns the change, or false.
 local function rearm(f, t)
-  if not f.tripped or t - f.since < A.cooldown_us then
-    return false
-  end
+  if not f.tripped or t - f.since < A.cooldown_us then return false end
   f.tripped, f.w = false, ''
   local held = redis.call('ZRANGE', tag .. 'held', 0, -1)
   local n = #held
@@ -432,58 +333,44 @@ local function rearm(f, t)
       end
     end
     redis.call('PEXPIRE', tag .. 'held', A.fleet_ttl_ms)
+    RECORD = nil -- the record read ahead may be one of them: read again
   end
   return change(f)
 end
 
--- untilRearm returns, in nanoseconds, how long after t the tripped breaker
--- re-arms: at least 1, so that a hold always waits.
+-- untilRearm is the wait (ns, at least 1) from t until the breaker re-arms.
 local function untilRearm(f, t)
-  local left = tonumber(A.cooldown_ns) - (t - f.since) * 1000
-  if left < 1 then
-    left = 1
-  end
-  return left
+  return math.max(1, tonumber(A.cooldown_ns) - (t - f.since) * 1000)
 end
 
--- begin starts a judge or proceed step: the fleet string, the time the
--- step uses, and the re-arm it made (or false). The configuration the step
--- judges by is written with the breaker.
+-- begin starts a judge or proceed step: the fleet string (with the
+-- configuration), the step's time, and the re-arm it made (or false).
 local function begin()
   local f = fload()
   local t = at(f)
   local re = false
-  if A.fleet_per_hour > 0 then
-    re = rearm(f, t)
-  end
-  f.rph, f.cdns = string.format('%d', A.fleet_per_hour), A.cooldown_ns
+  if A.fleet_per_hour > 0 then re = rearm(f, t) end
+  f.rph, f.cdns = A.rph, A.cooldown_ns
   return f, t, re
 end
 
--- verdict is the reply of a judge or proceed step on key: the time of the
--- call, whether it parked the key, whether the restart is held, the
--- attempt, the key's restarts, the wait in nanoseconds, then, when there
--- is one, the key's park, the trip and the re-arm.
+-- verdict is the reply of a judge or proceed step on key.
 local function verdict(key, r, v)
   local out = {'now', now, 'new_park', v.newPark or 0, 'held', v.held or 0, 'attempt', v.attempt or 0,
     'restarts', r.n, 'wait_ns', v.wait or 0}
-  local function add(name, value)
-    if value then
-      out[#out + 1], out[#out + 2] = name, value
-    end
+  if r.p then out[13], out[14] = 'park', parkObject(key, r.p) end
+  if v.trip then
+    out[#out + 1], out[#out + 2] = 'tripped', v.trip
   end
-  add('park', r.p and parkObject(key, r.p))
-  add('tripped', v.trip)
-  add('rearmed', v.re)
+  if v.re then
+    out[#out + 1], out[#out + 2] = 'rearmed', v.re
+  end
   return out
 end
 
--- fleetKeys counts the keys of the deployment for the fleet's failing
--- fraction: the live keys (those in the member set of some live replica,
--- {p}:m:REPLICA, each once however many replicas count it) and the failing
--- ones (live keys that stand parked, for any reason), both without skip.
--- With prune it drops from {p}:replicas the replicas whose members expired.
--- It reads every live replica's members: O(members), for parks and status.
+-- fleetKeys counts the live keys (in some live replica's members, once
+-- each) and the failing ones (live and parked), both without skip; prune
+-- drops the replicas whose members expired. O(members): parks and status.
 local function fleetKeys(skip, prune)
   local live, total, failing = {}, 0, 0
   for _, name in ipairs(redis.call('SMEMBERS', tag .. 'replicas')) do
@@ -495,9 +382,7 @@ local function fleetKeys(skip, prune)
       if key ~= skip and not live[key] then
         live[key] = true
         total = total + 1
-        if redis.call('SISMEMBER', tag .. 'parked', key) == 1 then
-          failing = failing + 1
-        end
+        if redis.call('SISMEMBER', tag .. 'parked', key) == 1 then failing = failing + 1 end
       end
     end
   end
@@ -505,9 +390,7 @@ local function fleetKeys(skip, prune)
 end
 
 if op == 'judge' then
-  -- KEYS: record, fleet, parked, held. The judgment: ending (clean,
-  -- permanent, failed_start, crash, planned), healthy (1/0), incarnation,
-  -- cause ('' none, else 'e' and its text), origin, replica.
+  -- KEYS: record, fleet, parked, held, configuration.
   local ending = A.ending
   if ending ~= 'clean' and ending ~= 'permanent' and ending ~= 'failed_start' and ending ~= 'crash' and
     ending ~= 'planned' then
@@ -515,7 +398,7 @@ if op == 'judge' then
   end
   local f, t, re = begin()
   local healthy, inc = A.healthy == 1, A.incarnation
-  local r = rdec(redis.call('GET', K1))
+  local r = rdec(RECORD == nil and redis.call('GET', K1) or RECORD)
   local key = keyOf(K1)
   local v = {re = re}
   local wasHeld = r.held ~= 0
@@ -533,35 +416,24 @@ if op == 'judge' then
       elseif ending == 'failed_start' then
         r.b = prune(r.b, t, A.budget_window_us)
         n = #r.b / 16
-        if n >= A.budget_max then
-          reason = 'respawn_budget_exhausted'
-        end
+        if n >= A.budget_max then reason = 'respawn_budget_exhausted' end
       elseif ending == 'crash' and A.chain_max > 0 then
         n = 0
-        if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= A.chain_gap_us then
-          n = r.c.count
-        end
-        if n >= A.chain_max then
-          reason = 'needs_human'
-        end
+        if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= A.chain_gap_us then n = r.c.count end
+        if n >= A.chain_max then reason = 'needs_human' end
       end
       if not reason and A.guard_max > 0 then
         r.g = prune(r.g, t, A.guard_window_us)
         n = #r.g / 16
-        if n >= A.guard_max then
-          reason = 'restart_loop_guard'
-        end
+        if n >= A.guard_max then reason = 'restart_loop_guard' end
       end
       if not reason and A.hourly_cap > 0 then
         r.h = prune(r.h, t, HOUR)
         n = #r.h / 16
-        if n >= A.hourly_cap then
-          reason = 'hourly_restart_cap'
-        end
+        if n >= A.hourly_cap then reason = 'hourly_restart_cap' end
       end
       if reason then
-        -- The park: no restart is recorded; the fleet judges its failing
-        -- fraction over the deployment's keys and the parked key.
+        -- the park: no restart recorded; the fleet judges its fraction
         r.p = {since = nows, attempts = string.format('%d', n), reason = reason, cause = A.cause, version = bump(key)}
         r.held, r.rel = 0, false
         v.newPark = 1
@@ -588,9 +460,7 @@ if op == 'judge' then
           v.attempt = #r.b / 16
         elseif (ending == 'crash' or ending == 'planned') and A.chain_max > 0 then
           local cn = 0
-          if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= A.chain_gap_us then
-            cn = r.c.count
-          end
+          if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= A.chain_gap_us then cn = r.c.count end
           if cn < A.chain_max then -- a full chain records nothing
             if ending == 'crash' then
               r.c = {last = f.ts, count = cn + 1, inc = inc}
@@ -599,12 +469,8 @@ if op == 'judge' then
             end
           end
         end
-        if A.guard_max > 0 then
-          r.g = push(r.g, f.ts, A.guard_max)
-        end
-        if A.hourly_cap > 0 then
-          r.h = push(r.h, f.ts, A.hourly_cap)
-        end
+        if A.guard_max > 0 then r.g = push(r.g, f.ts, A.guard_max) end
+        if A.hourly_cap > 0 then r.h = push(r.h, f.ts, A.hourly_cap) end
         r.n = r.n + 1
         local rph = A.fleet_per_hour
         if rph > 0 then
@@ -637,17 +503,14 @@ if op == 'judge' then
 end
 
 if op == 'proceed' then
-  -- KEYS: record, fleet, held. Asks whether the held restart of the key may
-  -- go (rules.proceed).
+  -- KEYS: record, fleet, held, configuration (rules.proceed).
   local f, t, re = begin()
   fsave(f, A.fleet_ttl_ms)
   local key = keyOf(K1)
   local v = {re = re}
-  local rv = redis.call('GET', K1)
+  local rv = RECORD == nil and redis.call('GET', K1) or RECORD
   local r = rdec(rv)
-  if not rv or r.p or r.held == 0 then
-    return verdict(key, r, v)
-  end
+  if not rv or r.p or r.held == 0 then return verdict(key, r, v) end
   if A.fleet_per_hour > 0 and f.tripped then
     v.held, v.wait = 1, untilRearm(f, t)
     return verdict(key, r, v)
@@ -667,64 +530,47 @@ if op == 'proceed' then
 end
 
 if op == 'fleet' or op == 'fleet_read' then
-  -- KEYS: fleet. 'fleet' (a Store that was opened) raises the latest time,
-  -- as the library's ledger does, and writes the configuration (its TTL,
-  -- its fleet_per_hour and cooldown_ns); 'fleet_read' only reads. Returns
-  -- the breaker at t as it would be after a re-arm (which it does not
-  -- make): tripped (1/0), since, the failing and live keys (fleetKeys),
-  -- restarts in the hour, fleet_per_hour and cooldown_ns as last written,
-  -- and the time.
+  -- KEYS: fleet (and the configuration for 'fleet', an opened Store's, which
+  -- raises the latest time and writes its limit; 'fleet_read' only reads).
+  -- The breaker at t as a re-arm (not made) would leave it.
   local f = fload()
   local t = at(f)
   if op == 'fleet' then
-    f.rph, f.cdns = string.format('%d', A.fleet_per_hour), A.cooldown_ns
+    f.rph, f.cdns = A.rph, A.cooldown_ns
     fsave(f, A.fleet_ttl_ms)
   end
   local tripped, w = f.tripped, f.w
-  if tripped and (t - f.since) * 1000 >= tonumber(f.cdns) then
-    tripped, w = false, ''
-  end
-  local flag = 0
-  if tripped then
-    flag = 1
-  end
-  -- the keys now (a park notes them in the fleet string only when it
-  -- judges them)
+  if tripped and (t - f.since) * 1000 >= tonumber(f.cdns) then tripped, w = false, '' end
+  local flag = tripped and 1 or 0
   local total, failing = fleetKeys('', false)
   return {'tripped', flag, 'since', f.since, 'failing', failing, 'total', total, 'hour', #prune(w, t, HOUR) / 16,
     'per_hour', tonumber(f.rph), 'cooldown_ns', tonumber(f.cdns), 'now', now}
 end
 
--- stands is key, whose record is r, as it stands: its version and, when
--- it is parked, its park.
-local function stands(key, r)
-  local out = {'version', version(key)}
+-- stands is key (record r) as it stands, after flag and its value if any:
+-- its version and park.
+local function stands(key, r, flag, value)
+  local out = {flag, value, 'version', version(key)}
+  if not flag then out = {'version', out[4]} end
   if r.p then
-    out[3], out[4] = 'park', parkObject(key, r.p)
+    out[#out + 1], out[#out + 2] = 'park', parkObject(key, r.p)
   end
   return out
 end
 
 if op == 'lookup' then
-  -- KEYS: record. Returns the key as it stands.
+  -- KEYS: record.
   return stands(keyOf(K1), rdec(redis.call('GET', K1)))
 end
 
 if op == 'resume' or op == 'forget' then
-  -- KEYS: record, parked, held. version: the park the resume clears (its
-  -- version), the version of the key the forget drops. A step that names
-  -- another version changes nothing and replies applied 0 with the key as
-  -- it stands. Else it drops everything the guards counted for the key,
-  -- gives the key the next version, and replies applied 1, that version
-  -- and the park it cleared, if any.
+  -- KEYS: record, parked, held. Applied only at the version named (the
+  -- park's for a resume, the key's for a forget), else the key as it stands.
   local key = keyOf(K1)
   local r = rdec(redis.call('GET', K1))
   local named = tonumber(A.version)
   if (op == 'resume' and (not r.p or tonumber(r.p.version) ~= named)) or (op == 'forget' and version(key) ~= named) then
-    local out = stands(key, r)
-    table.insert(out, 1, 0)
-    table.insert(out, 1, 'applied')
-    return out
+    return stands(key, r, 'applied', 0)
   end
   redis.call('DEL', K1)
   redis.call('ZREM', KEYS[3], key)
@@ -732,39 +578,28 @@ if op == 'resume' or op == 'forget' then
   local out = {'applied', 1, 'version', tonumber(v)}
   if r.p then
     redis.call('SREM', KEYS[2], key)
-    local kind = 'R'
-    if op == 'forget' then
-      kind = 'F'
-    end
-    notice(A.origin, key, false, v, kind)
+    notice(A.origin, key, false, v, op == 'forget' and 'F' or 'R')
     out[5], out[6] = 'park', parkObject(key, r.p)
   end
   return out
 end
 
 if op == 'restore' then
-  -- KEYS: parked, then the record of each park; park: one park a record
-  -- (see pdec, its version the one its replica knew), in the same order.
-  -- A park is written, with the next version, only if its key's version is
-  -- still the one named and the key is not parked: a write-back never
-  -- re-parks a key resumed or parked since. Replies, for each park, whether
-  -- it was written and the key as it stands.
-  if #A.park ~= #KEYS - 1 then
-    return redis.error_reply('crashloop: restore: ' .. #A.park .. ' parks for ' .. (#KEYS - 1) .. ' keys')
+  -- KEYS: parked, then the record of each park. A park is written (with the
+  -- next version) only over a key not parked still at the version named.
+  if #ARGV - 4 ~= #KEYS - 1 then
+    return redis.error_reply('crashloop: restore: ' .. (#ARGV - 4) .. ' parks for ' .. (#KEYS - 1) .. ' keys')
   end
   local out = {}
   for i = 2, #KEYS do
     local rk = KEYS[i]
     local key = keyOf(rk)
     local r = rdec(redis.call('GET', rk))
-    local p = pdec(A.park[i - 1])
+    local p = pdec(ARGV[i + 3])
     local written = 0
     if not r.p and version(key) == tonumber(p.version) then
       p.version = bump(key)
-      -- its writer announced it when it parked the key alone: claimed
-      -- with a value no claimer sends (claim refuses ''), so that every
-      -- claim of it loses, its writer's included (a writer whose reply was
-      -- lost learns the park from its notice, and claims it)
+      -- announced by its writer: claimed by '', which no claimer sends
       redis.call('SET', tag .. 'claim:' .. p.version, '', 'EX', CLAIM_TTL)
       r.p = p
       rsave(rk, r, 'keep')
@@ -772,23 +607,16 @@ if op == 'restore' then
       notice(A.origin, key, r.p)
       written = 1
     end
-    local o = stands(key, r)
-    table.insert(o, 1, written)
-    table.insert(o, 1, 'written')
-    out[#out + 1] = o
+    out[#out + 1] = stands(key, r, 'written', written)
   end
   return out
 end
 
 if moving then
-  -- The move (see the state check): the server lost versions the caller
-  -- saw. The deployment gets a new epoch ('failover-' and the caller's
-  -- fresh one), so every replica finds the loss and writes back the parks
-  -- it knows; {p}:seq is raised above every version the caller saw; the
-  -- versions of the keys are dropped, so that a write-back (which names
-  -- version 0) is written over any key not parked, and each park that
-  -- stands takes a new version, claimed by nobody (it was announced when
-  -- it was made) and published under the new epoch.
+  -- The move: the server lost versions the caller saw. A new epoch, so that
+  -- every replica writes back its parks; {p}:seq above every version seen;
+  -- the keys' versions dropped (a write-back names 0); each park standing
+  -- takes a new version, claimed by nobody, published in the new epoch.
   A.epoch = 'failover-' .. A.fresh
   redis.call('SET', tag .. 'epoch', A.epoch)
   redis.call('SET', tag .. 'seq', string.format('%d', math.max(tonumber(A.seen), tonumber(A.floor))))
@@ -810,16 +638,11 @@ if moving then
 end
 
 if op == 'claim' then
-  -- KEYS: the claim of the version. The first replica to claim a
-  -- transition announces it: replies won 1 to it, 0 to every other. A
-  -- replica that claims again what it holds wins again: a claim whose
-  -- reply was lost is tried again, and must not lose to itself.
-  if A.replica == '' then
-    return redis.error_reply('crashloop: claim: an empty replica')
-  end
+  -- KEYS: the claim. The first to claim a transition wins it, and wins again
+  -- (a claim whose reply was lost is sent again); every other loses.
+  if A.replica == '' then return redis.error_reply('crashloop: claim: an empty replica') end
   if tonumber(A.version) > tonumber(redis.call('GET', tag .. 'seq') or '0') then
-    -- a version the server never gave (it lost the writes that gave it,
-    -- whose claim went with them): nobody wins it
+    -- a version the server never gave (lost with its claim): nobody wins
     return {'won', 0}
   end
   local holder = redis.call('GET', K1)
@@ -827,14 +650,12 @@ if op == 'claim' then
     redis.call('SET', K1, A.replica, 'EX', CLAIM_TTL)
     holder = A.replica
   end
-  if holder == A.replica then
-    return {'won', 1}
-  end
+  if holder == A.replica then return {'won', 1} end
   return {'won', 0}
 end
 
 if op == 'parked' then
-  -- KEYS: parked. Returns the parks, one object each.
+  -- KEYS: parked.
   local out = {}
   for _, key in ipairs(redis.call('SMEMBERS', K1)) do
     local r = rdec(redis.call('GET', tag .. 'k:' .. key))
@@ -847,24 +668,23 @@ if op == 'parked' then
   return out
 end
 
--- op == 'members'. KEYS: this replica's member set, replicas. Writes the
--- keys this replica counts as fleet members: with full, the set is add;
--- else add and remove change it, if it still holds expect keys (else it
--- expired, or the server lost it: nothing is written, and the Store writes
--- it whole). A set that holds keys expires ttl_ms after its last write,
--- and lists the replica in {p}:replicas (which lives as long as the
--- longest-lived set); an empty one takes the replica off it. Replies
--- whether it wrote, and the keys the set holds.
+-- op == 'members'. KEYS: the replica's members, replicas. With full the set
+-- becomes the keys added; else they and the removed change it if it holds
+-- expect keys (else the Store writes it whole). It expires ttl_ms after its
+-- last write; {p}:replicas lists the replicas whose set holds keys.
+local nadd = tonumber(A.nadd)
+if nadd > #ARGV - 7 then
+  return redis.error_reply('crashloop: members: ' .. nadd .. ' keys added of ' .. (#ARGV - 7))
+end
 local n = redis.call('SCARD', K1)
 if A.full == 1 then
   redis.call('DEL', K1)
 elseif n ~= A.expect then
   return {'applied', 0, 'count', n}
 end
-for _, change in ipairs({{'SADD', A.add}, {'SREM', A.remove}}) do
-  local list = change[2]
-  for i = 1, #list, 1000 do -- unpack has a limit
-    redis.call(change[1], K1, unpack(list, i, math.min(i + 999, #list)))
+for _, change in ipairs({{'SADD', 8, 7 + nadd}, {'SREM', 8 + nadd, #ARGV}}) do
+  for i = change[2], change[3], 1000 do -- unpack has a limit
+    redis.call(change[1], K1, unpack(ARGV, i, math.min(i + 999, change[3])))
   end
 end
 n = redis.call('SCARD', K1)

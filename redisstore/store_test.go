@@ -219,8 +219,11 @@ func TestKeysAndExpiry(t *testing.T) {
 	st.Member("a", true) // written before the judge step
 	_, err := st.Judge(ctx, j)
 	require.NoError(t, err)
-	require.Equal(t, []string{"{deploy}:epoch", "{deploy}:fleet", "{deploy}:k:a", "{deploy}:m:replica-0", "{deploy}:replicas"}, keys())
+	conf := st.plan.Load().key
+	require.Regexp(t, `^\{deploy\}:cfg:[0-9a-f]{16}$`, conf)
+	require.Equal(t, []string{conf, "{deploy}:epoch", "{deploy}:fleet", "{deploy}:k:a", "{deploy}:m:replica-0", "{deploy}:replicas"}, keys())
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:epoch"), "the epoch never expires")
+	require.Equal(t, time.Duration(-1), pttl(t, rdb, conf), "nor does a configuration")
 	within("{deploy}:k:a", time.Hour+ttlGrace)
 	within("{deploy}:fleet", time.Hour+cfg.Fleet.Cooldown+ttlGrace)
 	within("{deploy}:m:replica-0", 30*time.Second)
@@ -231,7 +234,7 @@ func TestKeysAndExpiry(t *testing.T) {
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:parked"))
 	_, _, err = st.Resume(ctx, "a", 1, ledgertest.T0)
 	require.NoError(t, err)
-	require.Equal(t, []string{"{deploy}:epoch", "{deploy}:fleet", "{deploy}:m:replica-0", "{deploy}:replicas", "{deploy}:seq", "{deploy}:ver"},
+	require.Equal(t, []string{conf, "{deploy}:epoch", "{deploy}:fleet", "{deploy}:m:replica-0", "{deploy}:replicas", "{deploy}:seq", "{deploy}:ver"},
 		keys(), "a resume drops the record, and keeps the key's version")
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:seq"), "versions never expire")
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:ver"))
