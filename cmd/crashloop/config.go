@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -97,10 +98,50 @@ func (s *settings) readConfig(cfg *crashloop.SupervisorConfig) error {
 		}
 		return usagef("%s: %v", s.config, err)
 	}
+	if data, err = s.takeTailConfig(data); err != nil {
+		return err
+	}
 	if err := cfg.UnmarshalJSON(data); err != nil {
 		return s.explain(err)
 	}
 	return nil
+}
+
+// tailConfig is the "stderr_tail" object of --config: the bounds of the
+// stderr tail, as --stderr-tail-lines and --stderr-tail-bytes set them.
+type tailConfig struct {
+	Lines *int `json:"lines"`
+	Bytes *int `json:"bytes"`
+}
+
+// takeTailConfig applies the "stderr_tail" object of the --config
+// document data, where no flag sets the bound, and returns the document
+// without it, for the library, whose configuration has no such setting.
+func (s *settings) takeTailConfig(data []byte) ([]byte, error) {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(data, &doc) != nil || doc["stderr_tail"] == nil {
+		return data, nil // the library names what is wrong with a document that is no object
+	}
+	var tc tailConfig
+	dec := json.NewDecoder(bytes.NewReader(doc["stderr_tail"]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&tc); err != nil {
+		return nil, usagef("%s: stderr_tail: %v (want {\"lines\": N, \"bytes\": N})", s.config, err)
+	}
+	switch {
+	case tc.Lines != nil && *tc.Lines < 0:
+		return nil, usagef("%s: stderr_tail.lines: must be >= 0 (0: off) (got %d)", s.config, *tc.Lines)
+	case tc.Bytes != nil && (*tc.Bytes < 0 || *tc.Bytes > maxTailBytes):
+		return nil, usagef("%s: stderr_tail.bytes: must be from 0 (off) to %d (got %d)", s.config, maxTailBytes, *tc.Bytes)
+	}
+	if tc.Lines != nil && !s.isSet("stderr-tail-lines") {
+		s.tailLines = *tc.Lines
+	}
+	if tc.Bytes != nil && !s.isSet("stderr-tail-bytes") {
+		s.tailBytes = *tc.Bytes
+	}
+	delete(doc, "stderr_tail")
+	return json.Marshal(doc)
 }
 
 // position returns the line and column (counted in characters, from 1) of

@@ -46,11 +46,13 @@ type settings struct {
 	configDoc          any // the JSON document of --config, once read
 
 	// The program.
-	key      string
-	chdir    string
-	env      envFlag
-	grace    time.Duration
-	watchdog time.Duration
+	key       string
+	chdir     string
+	env       envFlag
+	grace     time.Duration
+	watchdog  time.Duration
+	tailLines int // --stderr-tail-lines
+	tailBytes int // --stderr-tail-bytes
 
 	// crashloop.
 	state       string
@@ -86,6 +88,8 @@ func newSettings() *settings {
 	fs.StringVar(&s.chdir, "chdir", "", "run the program in `DIR`")
 	fs.Var(&s.env, "env", "set `KEY=VALUE` in the program's environment (repeatable)")
 	fs.DurationVar(&s.grace, "grace", 10*time.Second, "how long a stopping program may take before SIGKILL")
+	fs.IntVar(&s.tailLines, "stderr-tail-lines", defaultTailLines, "keep the last `N` lines the program wrote on stderr for its park (stderr still passes through); 0: off, the program gets crashloop's stderr itself")
+	fs.IntVar(&s.tailBytes, "stderr-tail-bytes", defaultTailBytes, "keep at most `N` bytes of the stderr tail (at most 1048576); 0: off")
 	fs.DurationVar(&s.watchdog, "watchdog", 0, "stop the program (SIGABRT, then SIGKILL) when it sends no WATCHDOG=1 for this long, and count a failure; 0: off")
 	fs.StringVar(&s.state, "state", "", "keep parked marks in `FILE`, across crashloop restarts and reboots; one crashloop per --key")
 	fs.StringVar(&s.redis.url, "redis", "", "share the guards' state with every crashloop of the same --key through Redis at `URL` (redis://, rediss://, unix:///path, a cluster node, or Sentinel with ?master_name=NAME; password from the URL or $REDIS_PASSWORD)")
@@ -107,7 +111,7 @@ var helpSections = []struct {
 }{
 	{"When to give up", []string{"max-respawns", "window", "initial-backoff", "max-backoff", "backoff", "jitter", "healthy-after",
 		"chain-max", "chain-gap", "guard", "hourly-cap", "restart", "permanent-exit-codes", "config"}},
-	{"The program", []string{"key", "chdir", "env", "grace", "watchdog"}},
+	{"The program", []string{"key", "chdir", "env", "grace", "watchdog", "stderr-tail-lines", "stderr-tail-bytes"}},
 	{"crashloop", []string{"state", "redis", "redis-prefix", "redis-timeout", "redis-ca", "redis-cert", "redis-key", "log-format", "metrics-addr", "on-park", "admin-token-file", "version"}},
 }
 
@@ -297,6 +301,10 @@ func (s *settings) check() error {
 		return badValue("restart", s.restart, "is not on-failure or always")
 	case s.grace < 0:
 		return usagef("--grace: must be >= 0")
+	case s.tailLines < 0:
+		return usagef("--stderr-tail-lines: must be >= 0 (0: off)")
+	case s.tailBytes < 0 || s.tailBytes > maxTailBytes:
+		return usagef("--stderr-tail-bytes: must be from 0 (off) to %d", maxTailBytes)
 	case s.watchdog < 0 || (s.watchdog > 0 && s.watchdog < time.Millisecond):
 		return usagef("--watchdog: must be 0 (off) or at least 1ms")
 	case s.logFormat != "text" && s.logFormat != "json":

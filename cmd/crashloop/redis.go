@@ -219,7 +219,7 @@ func statusRedis(c redisConfig, asJSON bool, stdout io.Writer) error {
 	} else {
 		rows := make(map[string]row, len(parks))
 		for key, p := range parksOf(parks) {
-			rows[key] = row{p.Reason, p.Since, p.Attempts, p.LastError}
+			rows[key] = row{p.Reason, p.Since, p.Attempts, p.LastError, p.Exit}
 		}
 		if err := printRows(stdout, "ATTEMPTS", rows); err != nil {
 			return err
@@ -251,6 +251,7 @@ type redisPark struct {
 	Since     time.Time `json:"since"`
 	Attempts  int       `json:"attempts"`
 	LastError string    `json:"last_error,omitempty"`
+	errtext.Exit
 }
 
 // parksOf returns the parks of the shared state by key.
@@ -261,6 +262,7 @@ func parksOf(parks []*crashloop.ParkedError) map[string]redisPark {
 		if pe.LastError != nil {
 			p.LastError = pe.LastError.Error()
 		}
+		p.Exit, _ = errtext.ExitOf(pe.LastError)
 		out[pe.Key] = p
 	}
 	return out

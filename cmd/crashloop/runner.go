@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // runner runs the program for the Supervisor: its run method is the fn of
@@ -39,11 +40,12 @@ type runner struct {
 	stopSig syscall.Signal // the first INT or TERM received; 0 if none
 	failed  error          // the program could not be executed: supervision ends with this
 	starts  int
-	ended   bool   // a run has ended
-	last    string // how the last run ended, e.g. "exited with status 1"
-	status  int    // the last run's exit status (128+N for signal N)
-	signal  string // the name of the signal that killed the last run, such as "KILL"; "" if it exited
-	stopped bool   // the last run ended after stopSig was received
+	ended   bool         // a run has ended
+	last    string       // how the last run ended, e.g. "exited with status 1"
+	status  int          // the last run's exit status (128+N for signal N)
+	signal  string       // the name of the signal that killed the last run, such as "KILL"; "" if it exited
+	exit    errtext.Exit // how the last run ended, with its stderr tail
+	stopped bool         // the last run ended after stopSig was received
 }
 
 // run is one run of the program.
@@ -84,8 +86,18 @@ func (r *runner) run(ctx context.Context) error {
 		r.log.Warn(err.Error(), "key", r.key)
 	}
 	r.launch.end(cur.group)
-	return r.finish(ws, cause)
+	return r.finish(ws, cause, cur.group.stderrTail())
 }
+
+// runFailure is a run's failure: its text, such as "sh exited with status
+// 3", and how the program ended (errtext.Exiter), which its park keeps.
+type runFailure struct {
+	msg  string
+	exit errtext.Exit
+}
+
+func (f *runFailure) Error() string             { return f.msg }
+func (f *runFailure) ProgramExit() errtext.Exit { return f.exit }
 
 // begin starts a run, unless crashloop is stopping. A program that cannot
 // be executed ends supervision.
@@ -116,22 +128,26 @@ func (r *runner) begin(ctx context.Context) (*run, error) {
 
 // finish records how a run ended and returns its outcome for the
 // Supervisor: nil for exit status 0, a crashloop.Permanent error for a
-// --permanent-exit-codes status, an error naming the program and its end
-// otherwise (and always when the watchdog stopped it).
-func (r *runner) finish(ws syscall.WaitStatus, cause string) error {
+// --permanent-exit-codes status, a *runFailure naming the program and its
+// end otherwise (and always when the watchdog stopped it), with its exit
+// status or signal and tail, the last lines of its stderr.
+func (r *runner) finish(ws syscall.WaitStatus, cause, tail string) error {
 	code, how := exitStatus(ws)
 	if cause != "" {
 		how = "stopped by the watchdog (" + cause + "), " + how
 	}
+	exit := errtext.Exit{StderrTail: tail}
+	if ws.Signaled() {
+		exit.Signal = signalName(ws.Signal())
+	} else {
+		exit.ExitCode = &code
+	}
 	r.mu.Lock()
 	r.cur = nil
 	r.ended, r.last, r.status, r.stopped = true, how, code, r.stopSig != 0
-	r.signal = ""
-	if ws.Signaled() {
-		r.signal = signalName(ws.Signal())
-	}
+	r.signal, r.exit = exit.Signal, exit
 	r.mu.Unlock()
-	err := fmt.Errorf("%s %s", r.argv[0], how)
+	err := &runFailure{msg: r.argv[0] + " " + how, exit: exit}
 	switch {
 	case cause != "":
 		return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // stateVersion is the version of the state file's format.
@@ -25,14 +26,15 @@ type stateFile struct {
 	Marks   map[string]mark `json:"marks"`
 }
 
-// mark is why a program is parked.
+// mark is why a program is parked: with how its last run ended (its
+// exit_code or signal, and its stderr_tail), when known.
 type mark struct {
-	Reason     string    `json:"reason"`
-	LastError  string    `json:"last_error,omitempty"`
-	Starts     int       `json:"starts"`
-	ExitStatus *int      `json:"exit_status,omitempty"`
-	Since      time.Time `json:"since"`
-	Command    []string  `json:"command,omitempty"`
+	Reason    string `json:"reason"`
+	LastError string `json:"last_error,omitempty"`
+	Starts    int    `json:"starts"`
+	errtext.Exit
+	Since   time.Time `json:"since"`
+	Command []string  `json:"command,omitempty"`
 }
 
 // stateStore reads and changes a state file. Every write is atomic

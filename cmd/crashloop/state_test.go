@@ -46,8 +46,8 @@ func TestStateFileKeepsAParkAcrossRestarts(t *testing.T) {
 	require.Contains(t, st.Marks, "web")
 	assert.Equal(t, "respawn_budget_exhausted", st.Marks["web"].Reason)
 	assert.Equal(t, 4, st.Marks["web"].Starts)
-	require.NotNil(t, st.Marks["web"].ExitStatus)
-	assert.Equal(t, 1, *st.Marks["web"].ExitStatus)
+	require.NotNil(t, st.Marks["web"].ExitCode)
+	assert.Equal(t, 1, *st.Marks["web"].ExitCode)
 
 	// resume clears the mark; the next crashloop starts it with a full budget.
 	r = runCL(t, "resume", "--state", state, "web")
@@ -92,9 +92,9 @@ func TestStatus(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Empty(t, r.stderr)
 	assert.Equal(t, fmt.Sprintf(
-		"KEY  REASON                    SINCE%s  STARTS  LAST ERROR\n"+
-			"api  respawn_budget_exhausted  %s  1       %s exited with status 3\n"+
-			"web  respawn_budget_exhausted  %s  1       %s exited with status 3\n",
+		"KEY  REASON                    SINCE%s  STARTS  EXIT  LAST ERROR\n"+
+			"api  respawn_budget_exhausted  %s  1       3     %s exited with status 3\n"+
+			"web  respawn_budget_exhausted  %s  1       3     %s exited with status 3\n",
 		pad("SINCE", markSince(t, state, "api")), markSince(t, state, "api"), helper, markSince(t, state, "web"), helper), r.stdout)
 	assert.Equal(t, before, listing(t, dir), "status created no file")
 

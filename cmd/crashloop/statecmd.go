@@ -10,10 +10,12 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/crashloopguard/crashloop/internal/errtext"
 	"github.com/crashloopguard/crashloop/redisstore"
 )
 
@@ -97,7 +99,7 @@ func statusCmd(args []string, stdout io.Writer) error {
 	}
 	rows := make(map[string]row, len(st.Marks))
 	for key, m := range st.Marks {
-		rows[key] = row{m.Reason, m.Since, m.Starts, m.LastError}
+		rows[key] = row{m.Reason, m.Since, m.Starts, m.LastError, m.Exit}
 	}
 	return printRows(stdout, "STARTS", rows)
 }
@@ -115,18 +117,44 @@ type row struct {
 	since  time.Time
 	count  int
 	last   string
+	exit   errtext.Exit
 }
 
-// printRows prints parks as a table sorted by key; counted names the
-// count's column.
+// printRows prints parks as a table sorted by key, counted naming the
+// count's column and EXIT the last exit status or signal ("-" if unknown),
+// then the stderr tail of each park that has one, indented.
 func printRows(w io.Writer, counted string, rows map[string]row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "KEY\tREASON\tSINCE\t%s\tLAST ERROR\n", counted)
-	for _, key := range slices.Sorted(maps.Keys(rows)) {
+	fmt.Fprintf(tw, "KEY\tREASON\tSINCE\t%s\tEXIT\tLAST ERROR\n", counted)
+	keys := slices.Sorted(maps.Keys(rows))
+	for _, key := range keys {
 		r := rows[key]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", key, r.reason, r.since.Format(time.RFC3339), r.count, r.last)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", key, r.reason, r.since.Format(time.RFC3339), r.count, exitColumn(r.exit), r.last)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, key := range keys {
+		if tail := rows[key].exit.StderrTail; tail != "" {
+			fmt.Fprintf(w, "\n%s, the last lines on stderr:\n", key)
+			for _, line := range strings.Split(strings.TrimSuffix(tail, "\n"), "\n") {
+				fmt.Fprintf(w, "  | %s\n", line)
+			}
+		}
+	}
+	return nil
+}
+
+// exitColumn is how a program ended in status's table: its exit status,
+// the signal that killed it, such as "SIGKILL", or "-" if unknown.
+func exitColumn(x errtext.Exit) string {
+	switch {
+	case x.Signal != "":
+		return "SIG" + x.Signal
+	case x.ExitCode != nil:
+		return strconv.Itoa(*x.ExitCode)
+	}
+	return "-"
 }
 
 // resumeCmd is "crashloop resume".

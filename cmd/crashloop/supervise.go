@@ -73,7 +73,8 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 			if pe.LastError != nil {
 				last = pe.LastError.Error()
 			}
-			return refuse(out, key, mark{Reason: pe.Reason, Since: pe.Since, LastError: last}, resumeRedisCommand(s.redis, key))
+			x, _ := errtext.ExitOf(pe.LastError)
+			return refuse(out, key, mark{Reason: pe.Reason, Since: pe.Since, LastError: last, Exit: x}, resumeRedisCommand(s.redis, key))
 		}
 	}
 
@@ -143,7 +144,8 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 		return 0, err
 	}
 	defer keeper.close()
-	r.launch = &launcher{reaper: reaper, keeper: keeper, self: self, log: log, key: key, sigs: sigs, term: foregroundTerminal()}
+	r.launch = &launcher{reaper: reaper, keeper: keeper, self: self, log: log, key: key, sigs: sigs, term: foregroundTerminal(),
+		tailLines: s.tailLines, tailBytes: s.tailBytes}
 	r.env = s.programEnv(notifySocket)
 	ep.r = r
 	if wait {
@@ -170,6 +172,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 				if pe.LastError != nil {
 					m.LastError = pe.LastError.Error()
 				}
+				m.Exit, _ = errtext.ExitOf(pe.LastError)
 				announceRefusal(out, key, m)
 			} else {
 				if store != nil {
@@ -206,8 +209,9 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 // announceRefusal says that key is parked (m), for refuse, and when
 // crashloop waits for a resume instead of exiting.
 func announceRefusal(out *output, key string, m mark) {
-	out.print(slog.LevelError, fmt.Sprintf("%s is parked since %s (%s): %s", key, m.Since.Format(time.RFC3339), m.Reason, m.LastError),
-		"key", key, "reason", m.Reason, "since", m.Since, "last_error", m.LastError)
+	attrs := append([]any{"key", key, "reason", m.Reason, "since", m.Since, "last_error", m.LastError}, exitAttrs(m.Exit)...)
+	out.print(slog.LevelError, fmt.Sprintf("%s is parked since %s (%s): %s%s", key, m.Since.Format(time.RFC3339), m.Reason, m.LastError, lastWords(m.StderrTail)),
+		attrs...)
 }
 
 // resumeHint says how to resume key: the command for --redis or --state,
@@ -271,25 +275,28 @@ func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger
 // returns exit status 86.
 func gaveUp(r *runner, pe *crashloop.ParkedError, state *stateStore, shared *redisConfig, out *output, argv []string) (int, error) {
 	r.mu.Lock()
-	starts, last, status, ended := r.starts, r.last, r.status, r.ended
+	starts, last, exit, ended := r.starts, r.last, r.exit, r.ended
 	r.mu.Unlock()
 	if !ended && pe.LastError != nil {
 		last = pe.LastError.Error()
 	}
-	out.print(slog.LevelError, fmt.Sprintf("giving up on %s: %s after %s; last exit: %s", r.key, pe.Reason, errtext.Plural(starts, "start"), last),
-		"key", r.key, "reason", pe.Reason, "starts", starts, "last_exit", last)
+	if x, ok := errtext.ExitOf(pe.LastError); ok { // the park's own, when another replica's run made it
+		exit = x
+	} else if !ended {
+		exit = errtext.Exit{}
+	}
+	attrs := append([]any{"key", r.key, "reason", pe.Reason, "starts", starts, "last_exit", last}, exitAttrs(exit)...)
+	out.print(slog.LevelError, fmt.Sprintf("giving up on %s: %s after %s; last exit: %s%s", r.key, pe.Reason, errtext.Plural(starts, "start"), last, lastWords(exit.StderrTail)),
+		attrs...)
 	if shared != nil {
 		out.print(slog.LevelInfo, fmt.Sprintf("parked on Redis for every replica; once the cause is fixed, run: %s", resumeRedisCommand(*shared, r.key)), "key", r.key)
 	}
 	if state == nil {
 		return exitParked, nil
 	}
-	m := mark{Reason: pe.Reason, Starts: starts, Since: pe.Since, Command: argv}
+	m := mark{Reason: pe.Reason, Starts: starts, Exit: exit, Since: pe.Since, Command: argv}
 	if pe.LastError != nil {
 		m.LastError = pe.LastError.Error()
-	}
-	if ended {
-		m.ExitStatus = &status
 	}
 	err := state.update(func(st *stateFile) (bool, error) {
 		st.Marks[r.key] = m
