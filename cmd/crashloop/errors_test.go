@@ -83,6 +83,7 @@ func TestBadInputIsOneLineAndExit2(t *testing.T) {
 		{"bad chdir", []string{"--chdir=" + missing, "--", "true"}, "--chdir " + missing + ": not a folder"},
 		{"bad grace", []string{"--grace=-1s", "--", "true"}, "--grace: must be >= 0"},
 		{"bad watchdog", []string{"--watchdog=1us", "--", "true"}, "--watchdog: must be 0 (off) or at least 1ms"},
+		{"bad hook timeout", []string{"--hook-timeout=0s", "--", "true"}, "--hook-timeout: must be > 0"},
 		{"bad tail lines", []string{"--stderr-tail-lines=-1", "--", "true"}, "--stderr-tail-lines: must be >= 0 (0: off)"},
 		{"bad tail bytes", []string{"--stderr-tail-bytes=1048577", "--", "true"}, "--stderr-tail-bytes: must be from 0 (off) to 1048576"},
 		{"config tail lines", []string{"--config=" + tailLines, "--", "true"}, tailLines + ": stderr_tail.lines: must be >= 0 (0: off) (got -1)"},

@@ -60,6 +60,9 @@ type settings struct {
 	logFormat   string
 	metricsAddr string
 	onPark      string // exit or wait
+	onParkExec  string
+	onTripExec  string
+	hookTimeout time.Duration
 	adminToken  string // --admin-token-file
 	version     bool
 }
@@ -99,6 +102,9 @@ func newSettings() *settings {
 	fs.StringVar(&s.logFormat, "log-format", "text", "log lines on stderr in `FORMAT`: text or json")
 	fs.StringVar(&s.metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus), /status, /healthz and /readyz, read-only, on `ADDR` such as 127.0.0.1:9464; off by default")
 	fs.StringVar(&s.onPark, "on-park", "exit", "on a park, `ACTION`: exit (status 86), or wait with the program stopped, serving --metrics-addr, until a resume starts it again")
+	fs.StringVar(&s.onParkExec, "on-park-exec", "", "run sh -c `CMD` once per park (by the one replica that announces it), with CRASHLOOP_KEY, CRASHLOOP_REASON, CRASHLOOP_EXIT_CODE, CRASHLOOP_SIGNAL, CRASHLOOP_LAST_ERROR, CRASHLOOP_STDERR_TAIL, CRASHLOOP_ATTEMPTS and CRASHLOOP_SINCE in its environment")
+	fs.StringVar(&s.onTripExec, "on-trip-exec", "", "run sh -c `CMD` once per trip of the fleet breaker, as --on-park-exec, with CRASHLOOP_FAILING and CRASHLOOP_TOTAL too")
+	fs.DurationVar(&s.hookTimeout, "hook-timeout", 30*time.Second, "stop an --on-park-exec or --on-trip-exec command that runs longer (TERM to its process group, KILL a second later)")
 	fs.StringVar(&s.adminToken, "admin-token-file", "", "with --on-park wait: serve POST /resume on --metrics-addr to a bearer token read from `FILE`")
 	fs.BoolVar(&s.version, "version", false, "print crashloop's version and exit")
 	return s
@@ -112,7 +118,7 @@ var helpSections = []struct {
 	{"When to give up", []string{"max-respawns", "window", "initial-backoff", "max-backoff", "backoff", "jitter", "healthy-after",
 		"chain-max", "chain-gap", "guard", "hourly-cap", "restart", "permanent-exit-codes", "config"}},
 	{"The program", []string{"key", "chdir", "env", "grace", "watchdog", "stderr-tail-lines", "stderr-tail-bytes"}},
-	{"crashloop", []string{"state", "redis", "redis-prefix", "redis-timeout", "redis-ca", "redis-cert", "redis-key", "log-format", "metrics-addr", "on-park", "admin-token-file", "version"}},
+	{"crashloop", []string{"state", "redis", "redis-prefix", "redis-timeout", "redis-ca", "redis-cert", "redis-key", "log-format", "metrics-addr", "on-park", "on-park-exec", "on-trip-exec", "hook-timeout", "admin-token-file", "version"}},
 }
 
 const helpIntro = `crashloop runs a program and restarts it when it fails, with a backoff
@@ -311,6 +317,8 @@ func (s *settings) check() error {
 		return badValue("log-format", s.logFormat, "is not text or json")
 	case s.redis.timeout <= 0:
 		return usagef("--redis-timeout: must be > 0")
+	case s.hookTimeout <= 0:
+		return usagef("--hook-timeout: must be > 0")
 	case s.onPark != "exit" && s.onPark != "wait":
 		return badValue("on-park", s.onPark, "is not exit or wait")
 	case s.adminToken != "" && s.onPark != "wait":

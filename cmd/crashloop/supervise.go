@@ -55,7 +55,9 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 		defer store.Close()
 		s.redis.check(store, out)
 	}
-	sup, err := newSupervisor(s, cfg, log, &events, store)
+	h := &hooks{park: s.onParkExec, trip: s.onTripExec, timeout: s.hookTimeout, log: log}
+	defer h.wait() // the hook of the park that ends crashloop runs to its end
+	sup, err := newSupervisor(s, cfg, log, &events, store, h)
 	if err != nil {
 		return 0, err
 	}
@@ -252,10 +254,10 @@ func refuse(out *output, key string, m mark, resume string) (int, error) {
 // newSupervisor builds the Supervisor from the configuration. Every
 // subsystem that watches or shares the Supervisor's state adds its
 // crashloop.Option here: an event handler to the list, or a store. events
-// counts the events for --metrics-addr; store, with --redis, is the ledger
-// the replicas share.
-func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger, events *promcrashloop.Events, store *redisstore.Store) (*crashloop.Supervisor, error) {
-	handlers := []crashloop.EventHandler{crashloop.LogEvents(log)}
+// counts the events for --metrics-addr; hooks runs --on-park-exec and
+// --on-trip-exec; store, with --redis, is the ledger the replicas share.
+func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger, events *promcrashloop.Events, store *redisstore.Store, hooks *hooks) (*crashloop.Supervisor, error) {
+	handlers := []crashloop.EventHandler{crashloop.LogEvents(log), hooks}
 	if s.metricsAddr != "" {
 		handlers = append(handlers, events)
 	}
