@@ -53,6 +53,7 @@ type settings struct {
 	watchdog  time.Duration
 	tailLines int // --stderr-tail-lines
 	tailBytes int // --stderr-tail-bytes
+	health    healthConfig
 
 	// crashloop.
 	state       string
@@ -91,6 +92,11 @@ func newSettings() *settings {
 	fs.StringVar(&s.chdir, "chdir", "", "run the program in `DIR`")
 	fs.Var(&s.env, "env", "set `KEY=VALUE` in the program's environment (repeatable)")
 	fs.DurationVar(&s.grace, "grace", 10*time.Second, "how long a stopping program may take before SIGKILL")
+	fs.StringVar(&s.health.cmd, "health-cmd", "", "check the program's health with sh -c `CMD` (exit status 0: healthy), as Docker's HEALTHCHECK does; --health-retries failures in a row stop it (SIGTERM, SIGKILL after --grace) and count a failure; a passing check makes the run healthy, as READY=1 does")
+	fs.DurationVar(&s.health.interval, "health-interval", 30*time.Second, "the time between two health checks, the first one after the start")
+	fs.DurationVar(&s.health.timeout, "health-timeout", 30*time.Second, "a health check that runs longer fails")
+	fs.IntVar(&s.health.retries, "health-retries", 3, "health checks that fail in a row to make the program unhealthy")
+	fs.DurationVar(&s.health.startPeriod, "health-start-period", 0, "failed health checks this soon after the start do not count, until one passes")
 	fs.IntVar(&s.tailLines, "stderr-tail-lines", defaultTailLines, "keep the last `N` lines the program wrote on stderr for its park (stderr still passes through); 0: off, the program gets crashloop's stderr itself")
 	fs.IntVar(&s.tailBytes, "stderr-tail-bytes", defaultTailBytes, "keep at most `N` bytes of the stderr tail (at most 1048576); 0: off")
 	fs.DurationVar(&s.watchdog, "watchdog", 0, "stop the program (SIGABRT, then SIGKILL) when it sends no WATCHDOG=1 for this long, and count a failure; 0: off")
@@ -117,7 +123,8 @@ var helpSections = []struct {
 }{
 	{"When to give up", []string{"max-respawns", "window", "initial-backoff", "max-backoff", "backoff", "jitter", "healthy-after",
 		"chain-max", "chain-gap", "guard", "hourly-cap", "restart", "permanent-exit-codes", "config"}},
-	{"The program", []string{"key", "chdir", "env", "grace", "watchdog", "stderr-tail-lines", "stderr-tail-bytes"}},
+	{"The program", []string{"key", "chdir", "env", "grace", "watchdog", "health-cmd", "health-interval", "health-timeout", "health-retries",
+		"health-start-period", "stderr-tail-lines", "stderr-tail-bytes"}},
 	{"crashloop", []string{"state", "redis", "redis-prefix", "redis-timeout", "redis-ca", "redis-cert", "redis-key", "log-format", "metrics-addr", "on-park", "on-park-exec", "on-trip-exec", "hook-timeout", "admin-token-file", "version"}},
 }
 
@@ -307,6 +314,14 @@ func (s *settings) check() error {
 		return badValue("restart", s.restart, "is not on-failure or always")
 	case s.grace < 0:
 		return usagef("--grace: must be >= 0")
+	case s.health.interval < time.Millisecond:
+		return usagef("--health-interval: must be at least 1ms")
+	case s.health.timeout < time.Millisecond:
+		return usagef("--health-timeout: must be at least 1ms")
+	case s.health.retries < 1:
+		return usagef("--health-retries: must be >= 1")
+	case s.health.startPeriod < 0:
+		return usagef("--health-start-period: must be >= 0")
 	case s.tailLines < 0:
 		return usagef("--stderr-tail-lines: must be >= 0 (0: off)")
 	case s.tailBytes < 0 || s.tailBytes > maxTailBytes:

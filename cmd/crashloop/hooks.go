@@ -5,11 +5,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"syscall"
@@ -37,6 +35,7 @@ type hooks struct {
 	park, trip string // "": none
 	timeout    time.Duration
 	log        *slog.Logger
+	reaper     *reaper
 	running    sync.WaitGroup
 }
 
@@ -62,35 +61,24 @@ func (h *hooks) wait() { h.running.Wait() }
 func (h *hooks) run(flag, cmd string, ev crashloop.Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
 	defer cancel()
-	c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd)
-	c.Env = append(os.Environ(), hookEnv(ev)...)
 	out := &cappedBuffer{max: maxHookOutput}
-	c.Stdout, c.Stderr = out, out
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its group is stopped whole
-	c.Cancel = func() error {
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
-		time.AfterFunc(time.Second, func() { _ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL) })
-		return nil
-	}
-	c.WaitDelay = 2 * time.Second // then its pipes are closed, whoever holds them
 	start := time.Now()
-	err := c.Run()
+	ws, ended, err := shellRun(ctx, h.reaper, cmd, append(os.Environ(), hookEnv(ev)...), "", out, syscall.SIGTERM)
 	took := time.Since(start).Round(time.Millisecond)
 	attrs := []any{"key", ev.Key, "event", ev.Kind.String(), "took", took.String()}
 	if text := out.String(); text != "" {
 		attrs = append(attrs, "output", text)
 	}
-	var ee *exec.ExitError
+	code, how := exitStatus(ws)
 	switch {
-	case ctx.Err() != nil:
-		h.log.Warn(fmt.Sprintf("%s did not finish within --hook-timeout %s; stopped it", flag, h.timeout), attrs...)
-	case err == nil:
-		h.log.Info(flag+" exited with status 0", attrs...)
-	case errors.As(err, &ee):
-		_, how := exitStatus(ee.Sys().(syscall.WaitStatus))
-		h.log.Warn(flag+" "+how, append(attrs, "exit_code", ee.ExitCode())...)
-	default:
+	case err != nil:
 		h.log.Error(flag+" could not run: "+err.Error(), attrs...)
+	case ended:
+		h.log.Warn(fmt.Sprintf("%s did not finish within --hook-timeout %s; stopped it", flag, h.timeout), attrs...)
+	case code == 0:
+		h.log.Info(flag+" exited with status 0", attrs...)
+	default:
+		h.log.Warn(flag+" "+how, append(attrs, "exit_code", code)...)
 	}
 }
 

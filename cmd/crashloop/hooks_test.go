@@ -95,6 +95,8 @@ func TestOnParkExecNeverBlocksAResume(t *testing.T) {
 	require.Eventually(t, func() bool { return exists(hookRan) }, patience, tick, "the hook")
 	require.Eventually(t, func() bool { return postResume(t, addr, "s3cret") == 200 }, patience, tick, "the resume")
 	require.EventuallyWithT(t, func(ct *assert.CollectT) { assert.Len(ct, lines(ct, rec), 2) }, patience, tick, "the start after the resume, the hook still running")
+	require.Eventually(t, func() bool { return strings.Count(c.stderr.String(), `"msg":"giving up on w`) == 2 }, patience, tick, "the second park")
+	assert.NotContains(t, c.stderr.String(), "--on-park-exec", "the first hook still runs")
 	touch(t, hookRan+".gate") // the hooks of both parks end
 	c.signal(t, 15)
 	assert.Equal(t, 0, c.wait(t), "stopped while parked")

@@ -55,7 +55,9 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 		defer store.Close()
 		s.redis.check(store, out)
 	}
-	h := &hooks{park: s.onParkExec, trip: s.onTripExec, timeout: s.hookTimeout, log: log}
+	reaper := newReaper() // before the hooks, which it reaps too
+	defer reaper.close()
+	h := &hooks{park: s.onParkExec, trip: s.onTripExec, timeout: s.hookTimeout, log: log, reaper: reaper}
 	defer h.wait() // the hook of the park that ends crashloop runs to its end
 	sup, err := newSupervisor(s, cfg, log, &events, store, h)
 	if err != nil {
@@ -122,8 +124,6 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	r := &runner{key: key, argv: argv, dir: s.chdir, grace: s.grace, watchdog: s.watchdog, healthy: cfg.HealthyAfter, permanent: permanent, log: log, cancel: cancel}
 	sigs := readSigState() // before crashloop changes it
 	defer handleSignals(r)()
-	reaper := newReaper()
-	defer reaper.close()
 	if err := becomeSubreaper(); err != nil {
 		log.Warn("crashloop cannot be the subreaper of the program's processes: "+err.Error(), "key", key)
 	}
@@ -149,6 +149,12 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	r.launch = &launcher{reaper: reaper, keeper: keeper, self: self, log: log, key: key, sigs: sigs, term: foregroundTerminal(),
 		tailLines: s.tailLines, tailBytes: s.tailBytes}
 	r.env = s.programEnv(notifySocket)
+	if s.health.cmd != "" {
+		hc := s.health
+		hc.reaper = reaper
+		hc.env, hc.dir = withoutEnv(withoutEnv(withoutEnv(r.env, "NOTIFY_SOCKET"), "WATCHDOG_USEC"), "WATCHDOG_PID"), s.chdir
+		r.health = &hc
+	}
 	ep.r = r
 	if wait {
 		ep.waiter = &parkWaiter{key: key, sup: sup, state: state, store: store, redis: s.redis, log: log}

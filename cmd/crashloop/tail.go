@@ -171,10 +171,19 @@ func exitAttrs(x errtext.Exit) []any {
 // lastWords returns "; last on stderr: LINE" with the last line of tail
 // that is not blank, for a message; "" when there is none.
 func lastWords(tail string) string {
-	lines := strings.Split(strings.TrimRight(tail, "\n"), "\n")
+	if line := lastLine(tail); line != "" {
+		return "; last on stderr: " + line
+	}
+	return ""
+}
+
+// lastLine returns the last line of text that is not blank, trimmed; ""
+// if there is none.
+func lastLine(text string) string {
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if line := strings.TrimSpace(lines[i]); line != "" {
-			return "; last on stderr: " + line
+			return line
 		}
 	}
 	return ""
