@@ -129,7 +129,7 @@ func TestHealthStartPeriod(t *testing.T) {
 	}, patience, tick, "healthy")
 	require.NoError(t, os.Remove(up))
 	require.EventuallyWithT(t, func(ct *assert.CollectT) { assert.Len(ct, lines(ct, rec), 2) }, patience, tick,
-		"a failure after a passing check counts, in the start period too: a restart")
+		"a failure after a passing check counts, in the start period too: a restart; stderr:\n%s", c.stderr)
 	c.signal(t, syscall.SIGTERM)
 	c.wait(t)
 	assert.Contains(t, c.stderr.String(), `"msg":"health check: 1 failed health check in a row: the health check exited with status 1; stopping the program's process group with SIGTERM"`)

@@ -61,8 +61,9 @@ type run struct {
 	// not (runner.mu).
 	unhealthy string
 
-	// Only notified writes these, under runner.mu (readyNow and statusText
-	// read them); the notifier calls it for one datagram at a time.
+	// notified writes these, and markReady ready, under runner.mu
+	// (readyNow and statusText read them); the notifier calls notified for
+	// one datagram at a time.
 	ready  bool
 	status string
 }
