@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/crashloopguard/crashloop/redisstore/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -137,19 +139,27 @@ func TestHealthStartPeriod(t *testing.T) {
 
 // TestRestartResetClearsTheWindow: RESTART_RESET=1 on the notify socket
 // clears the respawn window: with --max-respawns 1, the second failed
-// start parks, unless it reset the window, and then the third does.
+// start parks, unless it reset the window, and then the third does; alone,
+// and on a real redis-server, where the window is the replicas'.
 func TestRestartResetClearsTheWindow(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		reset  string
-		starts int
-	}{{"", 2}, {"notify=RESTART_RESET=1", 3}} {
-		dir := t.TempDir()
-		rec := recordFile(t, dir)
-		script := helper + " record=" + rec + "; [ $(wc -l < " + rec + ") -eq 2 ] && " + helper + " " + tc.reset + "; exit 1"
-		r := runCL(t, with("--key=reset", "--max-respawns=1", "--", "sh", "-c", script)...)
-		require.Equal(t, exitParked, r.code, r.stderr)
-		assert.Len(t, lines(t, rec), tc.starts, tc.reset)
-		assert.Equal(t, tc.reset != "", strings.Contains(r.stderr, "the program reset its restarts (RESTART_RESET=1): the respawn window and the chain are cleared"))
+	srv := redistest.Start(t)
+	for _, shared := range []bool{false, true} {
+		for _, tc := range []struct {
+			reset  string
+			starts int
+		}{{"", 2}, {"notify=RESTART_RESET=1", 3}} {
+			dir := t.TempDir()
+			rec := recordFile(t, dir)
+			script := helper + " record=" + rec + "; [ $(wc -l < " + rec + ") -eq 2 ] && " + helper + " " + tc.reset + "; exit 1"
+			args := []string{"--key=reset" + strconv.Itoa(tc.starts), "--max-respawns=1"}
+			if shared {
+				args = append(args, "--redis="+srv.URL())
+			}
+			r := runCL(t, with(append(args, "--", "sh", "-c", script)...)...)
+			require.Equal(t, exitParked, r.code, r.stderr)
+			assert.Len(t, lines(t, rec), tc.starts, "%s, redis %v", tc.reset, shared)
+			assert.Equal(t, tc.reset != "", strings.Contains(r.stderr, "the program reset its restarts (RESTART_RESET=1): the respawn window and the chain are cleared"))
+		}
 	}
 }

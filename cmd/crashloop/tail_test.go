@@ -117,7 +117,8 @@ func TestParkKeepsTheSignal(t *testing.T) {
 // crashloop's memory flat: its peak resident set grows by less than 16
 // MiB over a program that writes a line, and the tail is the last lines.
 func TestStderrTailOfAGigabyte(t *testing.T) {
-	t.Parallel()
+	// Not parallel: a gigabyte through a pipe keeps a core busy for
+	// seconds (more under -race), which would starve the timed tests.
 	maxRSS := func(script string) (int64, string) {
 		dir := t.TempDir()
 		state := filepath.Join(dir, "state.json")
