@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,5 +164,33 @@ func TestStderrTailFromTheConfigFile(t *testing.T) {
 		st, err := newStateStore(state).load(false)
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, st.Marks["k"].StderrTail, "%v", tc.flags)
+	}
+}
+
+// TestStatusEndpointShowsWhy: /status shows a key's last exit and stderr
+// tail: of a park crashloop made while it waits (--on-park wait), and of a
+// park it read from the state file at its start.
+func TestStatusEndpointShowsWhy(t *testing.T) {
+	t.Parallel()
+	state := filepath.Join(t.TempDir(), "state.json")
+	args := with("--log-format=json", "--metrics-addr=127.0.0.1:0", "--on-park=wait", "--state="+state, "--key=web", "--max-respawns=0",
+		"--", "sh", "-c", `echo "fatal: missing setting db_url" >&2; exit 3`)
+	for _, when := range []string{"parked by this crashloop", "read from the state file"} {
+		c := startCL(t, args...)
+		addr := metricsAddr(t, c)
+		waitingOn(t, c)
+		var st struct {
+			Keys map[string]map[string]any `json:"keys"`
+		}
+		_, doc := get(t, http.MethodGet, "http://"+addr+"/status")
+		require.NoError(t, json.Unmarshal([]byte(doc), &st), doc)
+		k := st.Keys["web"]
+		assert.Equal(t, "parked", k["state"], when)
+		assert.Equal(t, "sh exited with status 3", k["last_error"], when)
+		assert.Equal(t, float64(3), k["exit_code"], when)
+		assert.Equal(t, "fatal: missing setting db_url\n", k["stderr_tail"], when)
+		assert.NotContains(t, k, "signal", when)
+		c.signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, c.wait(t), c.stderr.String())
 	}
 }
