@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // RunResult is how one run of a key ended, as Decide judges it. It is a
@@ -24,6 +26,11 @@ type RunResult struct {
 	// Incarnation is what ran under the key; "" keeps the key's current
 	// incarnation (the first one is "KEY#1").
 	Incarnation string
+	// Reset reports that the run asked for a fresh start of the key (see
+	// ResetRestarts): the budget's window and the chain are cleared before
+	// the run is judged; with Incarnation "" the key gets its next default
+	// incarnation. It does not make the run healthy.
+	Reset bool
 }
 
 // Action is what the loop that runs a key does next. Its zero value is not
@@ -127,6 +134,9 @@ var errCleanExitEarly = errors.New("crashloop: exited cleanly before it was heal
 // must be held.
 func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Time) (Judgment, error) {
 	inc := res.Incarnation
+	if inc == "" && res.Reset {
+		inc = incarnationOf(key, r.runs+1) // a new incarnation ends the chain
+	}
 	if inc == "" {
 		inc = r.incarnation
 	}
@@ -135,10 +145,12 @@ func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Tim
 	}
 	healthy := res.Ready || (s.cfg.HealthyAfter > 0 && !res.Started.IsZero() && now.Sub(res.Started) >= s.cfg.HealthyAfter)
 	ending, cause := s.classify(res.Err, healthy)
-	j := Judgment{Key: key, Ending: ending, Healthy: healthy, Incarnation: inc, Now: now,
+	// a reset clears the respawn window as a healthy run does, without
+	// making the failure a crash
+	j := Judgment{Key: key, Ending: ending, Healthy: healthy || res.Reset, Incarnation: inc, Now: now,
 		Members: s.members - b2i(member(r.state)), Failing: s.failing - b2i(failing(r.state))}
 	if cause != nil {
-		j.Cause = cause.Error()
+		j.Cause = errtext.Text(cause) // with how the program ended, when the failure tells
 	}
 	return j, cause
 }

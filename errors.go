@@ -119,6 +119,11 @@ const (
 	// (WATCHDOG=trigger). It is the reason of the command's own log line,
 	// not of an Event.
 	ReasonWatchdog = "watchdog"
+	// ReasonUnhealthy: the crashloop command stopped a run whose health
+	// check (--health-cmd) failed too many times in a row, as Docker's
+	// HEALTHCHECK marks a container unhealthy. It is the reason of the
+	// command's own log line, not of an Event.
+	ReasonUnhealthy = "unhealthy"
 	// ReasonFleetRestartRate: the fleet breaker tripped on RestartsPerHour
 	// restarts in the rolling hour (Event.Attempts). Announced by
 	// EventFleetTripped, and by the EventFleetRearmed that ends that trip.

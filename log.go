@@ -92,6 +92,13 @@ func logEvent(l *slog.Logger, ev Event) {
 	add(ev.Total != 0, slog.Int("failing", ev.Failing))
 	add(ev.Total != 0, slog.Int("total", ev.Total))
 	add(ev.LastError != nil, slog.Any("last_error", ev.LastError))
+	if x, ok := errtext.ExitOf(ev.LastError); ok { // how the program ended, when the failure tells
+		if x.ExitCode != nil {
+			attrs = append(attrs, slog.Int("exit_code", *x.ExitCode))
+		}
+		add(x.Signal != "", slog.String("signal", x.Signal))
+		add(x.StderrTail != "", slog.String("stderr_tail", x.StderrTail))
+	}
 	r := slog.NewRecord(ev.Time, level, msg, 0) // stamped with the event's (injected) time
 	r.AddAttrs(attrs...)
 	_ = l.Handler().Handle(context.Background(), r)

@@ -67,6 +67,7 @@ type runState struct {
 	s     *Supervisor
 	key   string
 	ready atomic.Bool
+	reset atomic.Bool // ResetRestarts was called
 	done  atomic.Bool // the run has ended: a late Ready changes nothing
 }
 
@@ -83,6 +84,25 @@ func Ready(ctx context.Context) {
 		return
 	}
 	if rs, ok := ctx.Value(runStateKey{}).(*runState); ok && !rs.done.Load() && rs.ready.CompareAndSwap(false, true) {
+		rs.s.settle(rs.key)
+	}
+}
+
+// ResetRestarts tells the Supervisor running fn that its key starts
+// afresh, as sd_notify's RESTART_RESET=1 does for systemd: when the run
+// ends, its key's respawn window and chain of rescues are cleared before
+// the end is judged (on a shared Ledger too), and the key gets its next
+// incarnation ("KEY#N"). The window this Supervisor keeps is cleared at
+// once. It does not make the run healthy: see Ready. Call it with the
+// context fn received, from fn or from any goroutine while the run lasts
+// (it is safe for concurrent use); with any other context, or after that
+// run has ended, it does nothing.
+func ResetRestarts(ctx context.Context) {
+	if ctx == nil {
+		return
+	}
+	if rs, ok := ctx.Value(runStateKey{}).(*runState); ok && !rs.done.Load() {
+		rs.reset.Store(true)
 		rs.s.settle(rs.key)
 	}
 }
@@ -107,7 +127,7 @@ func (s *Supervisor) runOnce(ctx context.Context, key string, fn func(context.Co
 	if ctx.Err() != nil {
 		return Decision{}, ctx.Err()
 	}
-	return s.DecideAt(ctx, key, RunResult{Err: err, Started: start, Ready: rs.ready.Load()}, s.o.clock.Now()), nil
+	return s.DecideAt(ctx, key, RunResult{Err: err, Started: start, Ready: rs.ready.Load(), Reset: rs.reset.Load()}, s.o.clock.Now()), nil
 }
 
 // started marks a run of key as started and returns when.

@@ -217,7 +217,7 @@ func errorText(err error) *string {
 	if err == nil {
 		return nil
 	}
-	s := err.Error()
+	s := errtext.Text(err)
 	return &s
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop/internal/ctxdone"
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // KeyState is what a Supervisor is doing with a key. It marshals to JSON as
@@ -53,6 +54,15 @@ type KeyStatus struct {
 	// ParkedSince is when the key was parked (ParkedError.Since), the zero
 	// time (omitted from JSON) when it is not parked.
 	ParkedSince time.Time `json:"parked_since,omitzero"`
+	// ExitCode, Signal and StderrTail tell how the program of the key's
+	// last failure ended, when that failure tells (a run's error that
+	// carries it, such as the crashloop command's): its exit status (nil,
+	// omitted, when a signal killed it or it is unknown), the signal's name
+	// such as "KILL", and the last lines it wrote on stderr. Empty
+	// otherwise.
+	ExitCode   *int   `json:"exit_code,omitempty"`
+	Signal     string `json:"signal,omitempty"`
+	StderrTail string `json:"stderr_tail,omitempty"`
 }
 
 // Status is shorthand for StatusAt(ctx, clock.Now()).
@@ -130,6 +140,9 @@ func (s *Supervisor) StatusAt(ctx context.Context, now time.Time) Status {
 	for key, err := range errs { // Error is the application's code: no lock held
 		ks := st.Keys[key]
 		ks.LastError = err.Error()
+		if x, ok := errtext.ExitOf(err); ok {
+			ks.ExitCode, ks.Signal, ks.StderrTail = x.ExitCode, x.Signal, x.StderrTail
+		}
 		st.Keys[key] = ks
 	}
 	return st

@@ -19,7 +19,7 @@ func TestDeployNamesExported(t *testing.T) {
 	s := serve(t)
 	_, body := s.do(t, http.MethodGet, "/metrics")
 	// The crashloop command's own series, which its tests check it exports.
-	exported := map[string]bool{"crashloop_last_exit_code": true}
+	exported := map[string]bool{"crashloop_last_exit_code": true, "crashloop_health_status": true, "crashloop_health_failing_streak": true}
 	for name := range parse(t, strings.NewReader(body)) {
 		exported[metricName.FindString(name)] = true
 	}

@@ -230,7 +230,7 @@ func decodePark(key, s string) (*crashloop.ParkedError, bool) {
 func encodePark(pe *crashloop.ParkedError) string {
 	var cause string
 	if pe.LastError != nil {
-		cause = encodeCause(pe.LastError.Error(), true)
+		cause = encodeCause(errtext.Text(pe.LastError), true)
 	}
 	since := min(max(pe.Since.UnixMicro(), 0), maxMicros-1)
 	return micros16(since) + strconv.Itoa(pe.Attempts) + "," + strconv.FormatInt(max(pe.Version, 0), 10) + "," +

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // endpoints adds crashloop's own endpoints to the library's read-only
@@ -51,7 +52,7 @@ func (e *endpoints) status(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	st := e.sup.Status(req.Context())
-	doc := liveDoc{Keys: []liveKeyDoc{}, ProgramStatus: e.r.statusText()}
+	doc := liveDoc{Keys: []liveKeyDoc{}, ProgramStatus: e.r.statusText(), Health: e.r.healthNow()}
 	if st.Fleet != nil {
 		doc.Fleet = fleetOf(*st.Fleet)
 	}
@@ -59,13 +60,17 @@ func (e *endpoints) status(w http.ResponseWriter, req *http.Request) {
 	for _, key := range slices.Sorted(maps.Keys(st.Keys)) {
 		ks := st.Keys[key]
 		k := liveKeyDoc{Key: key, State: string(ks.State), Since: jsonTime(ks.Since), TotalRestarts: ks.TotalRestarts,
-			LocalRestarts: ks.LocalRestarts, CanRestart: ks.CanRestart, Incarnation: ks.Incarnation, LastError: ks.LastError}
+			LocalRestarts: ks.LocalRestarts, CanRestart: ks.CanRestart, Incarnation: ks.Incarnation, LastError: ks.LastError,
+			ExitCode: ks.ExitCode, Signal: ks.Signal, StderrTail: ks.StderrTail}
 		if ks.Reason != "" {
 			p := parkDoc{Key: key, Reason: ks.Reason, Since: jsonTime(ks.ParkedSince), LastError: ks.LastError}
-			if park != nil && park.Key == key && park.Reason == ks.Reason {
+			switch {
+			case park != nil && park.Key == key && park.Reason == ks.Reason:
 				p = *park
-			} else { // parked a moment ago: crashloop has not taken the park in yet
-				p.ExitCode, p.Signal = e.r.lastExit()
+			case ks.ExitCode != nil || ks.Signal != "": // parked a moment ago: crashloop has not taken the park in yet
+				p.setExit(errtext.Exit{ExitCode: ks.ExitCode, Signal: ks.Signal, StderrTail: ks.StderrTail})
+			default:
+				p.setExit(e.r.lastExit())
 			}
 			k.Park = &p
 		}

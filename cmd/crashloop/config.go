@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -128,6 +131,9 @@ func (s *settings) readConfig(cfg *crashloop.SupervisorConfig) error {
 			}
 		}
 	}
+	if data, err = s.takeTailConfig(data); err != nil {
+		return err
+	}
 	if err := cfg.UnmarshalJSON(data); err != nil {
 		return s.explain(err)
 	}
@@ -180,6 +186,54 @@ func duplicateKey(data []byte) string {
 		return ""
 	}
 	return walk("")
+}
+
+// takeTailConfig applies the "stderr_tail" object of the --config
+// document data ({"lines": N, "bytes": N}, both optional), field by field
+// where no flag sets the bound, and returns the document without it, for
+// the library, whose configuration has no such setting. A value a flag
+// overrides is checked all the same.
+func (s *settings) takeTailConfig(data []byte) ([]byte, error) {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(data, &doc) != nil || doc["stderr_tail"] == nil {
+		return data, nil // the library names what is wrong with a document that is no object
+	}
+	var tail map[string]json.RawMessage
+	if err := json.Unmarshal(doc["stderr_tail"], &tail); err != nil || tail == nil {
+		return nil, usagef(`%s: stderr_tail: must be an object such as {"lines": 20, "bytes": 4096}%s`, s.config, shortValue(string(doc["stderr_tail"])))
+	}
+	for _, k := range slices.Sorted(maps.Keys(tail)) {
+		if k != "lines" && k != "bytes" {
+			return nil, usagef("%s: stderr_tail.%s: unknown setting (stderr_tail has lines and bytes)", s.config, k)
+		}
+	}
+	fields := []struct {
+		name, flag string
+		max        int
+		p          *int
+	}{{"lines", "stderr-tail-lines", math.MaxInt, &s.tailLines}, {"bytes", "stderr-tail-bytes", maxTailBytes, &s.tailBytes}}
+	for _, f := range fields {
+		raw, ok := tail[f.name]
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(string(raw))
+		switch {
+		case err != nil || !decimal.Match(raw):
+			return nil, usagef("%s: stderr_tail.%s: must be a whole number%s", s.config, f.name, shortValue(string(raw)))
+		case n < 0 || n > f.max:
+			rule := "must be >= 0 (0: off)"
+			if f.max != math.MaxInt {
+				rule = fmt.Sprintf("must be from 0 (off) to %d", f.max)
+			}
+			return nil, usagef("%s: stderr_tail.%s: %s (got %d)", s.config, f.name, rule, n)
+		}
+		if !s.isSet(f.flag) {
+			*f.p = n
+		}
+	}
+	delete(doc, "stderr_tail")
+	return json.Marshal(doc)
 }
 
 // position returns the line and column (counted in characters, from 1) of

@@ -33,6 +33,11 @@ func TestEdgesOfTheValues(t *testing.T) {
 	huge := file("huge.json", `{"budget": {"max_respawns": 99999999999999999999}}`)
 	typed := file("typed.json", `{"version": 1, "marks": {"web": {"reason": 7}}}`)
 	notObject := file("array-state.json", `[]`)
+	tailFraction := file("tail-fraction.json", `{"stderr_tail": {"lines": 1.5}}`)
+	tailString := file("tail-string.json", `{"stderr_tail": {"bytes": "4k"}}`)
+	tailNumber := file("tail-number.json", `{"stderr_tail": 20}`)
+	tailDup := file("tail-dup.json", `{"stderr_tail": {"lines": 1, "lines": 2}}`)
+	tailNegative := file("tail-negative.json", `{"stderr_tail": {"lines": -1, "bytes": 100}}`)
 	const keyHint = " (leave --key out for a key derived from the command line)"
 	cases := []struct {
 		name string
@@ -62,6 +67,22 @@ func TestEdgesOfTheValues(t *testing.T) {
 		{"duplicate key", []string{"--config", dup, "--", "true"}, dup + ": budget.window: appears twice (the second would silently win)"},
 		{"duplicate top key", []string{"--config", dupTop, "--", "true"}, dupTop + ": hourly_cap: appears twice (the second would silently win)"},
 		{"huge number in the file", []string{"--config", huge, "--", "true"}, huge + ": budget.max_respawns: 99999999999999999999 is out of range"},
+		{"octal tail lines", []string{"--stderr-tail-lines=010", "--", "true"}, `--stderr-tail-lines: "010" is not a whole number such as 3 (decimal digits, no leading zero)`},
+		{"hex tail bytes", []string{"--stderr-tail-bytes=0x100", "--", "true"}, `--stderr-tail-bytes: "0x100" is not a whole number such as 3 (decimal digits, no leading zero)`},
+		{"empty tail bytes", []string{"--stderr-tail-bytes=", "--", "true"}, "--stderr-tail-bytes: must not be empty"},
+		{"octal health retries", []string{"--health-retries=03", "--", "true"}, `--health-retries: "03" is not a whole number such as 3 (decimal digits, no leading zero)`},
+		{"unitless health interval", []string{"--health-interval=5", "--", "true"}, `--health-interval: "5" is not a duration such as 60s or 500ms`},
+		{"padded health timeout", []string{"--health-timeout= 1s", "--", "true"}, `--health-timeout: " 1s" has white space around it`},
+		{"empty health start period", []string{"--health-start-period=", "--", "true"}, "--health-start-period: must not be empty"},
+		{"huge hook timeout", []string{"--hook-timeout=99999999999h", "--", "true"}, `--hook-timeout: "99999999999h" is out of range (at most 2562047h)`},
+		{"empty health command", []string{"--health-cmd=", "--", "true"}, "--health-cmd: must not be empty"},
+		{"empty park hook", []string{"--on-park-exec", "", "--", "true"}, "--on-park-exec: must not be empty"},
+		{"blank trip hook", []string{"--on-trip-exec=  ", "--", "true"}, `--on-trip-exec: "  " is blank`},
+		{"fraction in the file's tail", []string{"--config", tailFraction, "--", "true"}, tailFraction + ": stderr_tail.lines: must be a whole number (got 1.5)"},
+		{"string in the file's tail", []string{"--config", tailString, "--", "true"}, tailString + `: stderr_tail.bytes: must be a whole number (got "4k")`},
+		{"file's tail no object", []string{"--config", tailNumber, "--", "true"}, tailNumber + `: stderr_tail: must be an object such as {"lines": 20, "bytes": 4096} (got 20)`},
+		{"duplicate key in the file's tail", []string{"--config", tailDup, "--", "true"}, tailDup + ": stderr_tail.lines: appears twice (the second would silently win)"},
+		{"file's tail checked under a flag", []string{"--stderr-tail-lines=3", "--config", tailNegative, "--", "true"}, tailNegative + ": stderr_tail.lines: must be >= 0 (0: off) (got -1)"},
 		{"state field of the wrong type", []string{"status", "--state", typed}, "state file " + typed + " is malformed: marks.web.reason: must be a string, not a number"},
 		{"state not an object", []string{"status", "--state", notObject}, "state file " + notObject + " is malformed: must be a JSON object, not an array"},
 		{"status, empty state", []string{"status", "--state="}, "--state: must not be empty"},

@@ -35,6 +35,9 @@ func TestBadInputIsOneLineAndExit2(t *testing.T) {
 	backwards := file("backwards.json", `{"budget": {"initial_backoff": "2s", "max_backoff": "1s"}}`)
 	fleet := file("fleet.json", `{"fleet": {"cooldown": "-1s"}}`)
 	badState := file("state.json", "{not json")
+	tailLines := file("tail-lines.json", `{"stderr_tail": {"lines": -1}}`)
+	tailBytes := file("tail-bytes.json", `{"stderr_tail": {"bytes": 1048577}}`)
+	tailKey := file("tail-key.json", `{"stderr_tail": {"line": 3}}`)
 	missing := filepath.Join(dir, "nope.json")
 
 	cases := []struct {
@@ -80,6 +83,16 @@ func TestBadInputIsOneLineAndExit2(t *testing.T) {
 		{"bad chdir", []string{"--chdir=" + missing, "--", "true"}, "--chdir " + missing + ": not a folder"},
 		{"bad grace", []string{"--grace=-1s", "--", "true"}, "--grace: must be >= 0"},
 		{"bad watchdog", []string{"--watchdog=1us", "--", "true"}, "--watchdog: must be 0 (off) or at least 1ms"},
+		{"bad health interval", []string{"--health-interval=0s", "--", "true"}, "--health-interval: must be at least 1ms"},
+		{"bad health timeout", []string{"--health-timeout=1us", "--", "true"}, "--health-timeout: must be at least 1ms"},
+		{"bad health retries", []string{"--health-retries=0", "--", "true"}, "--health-retries: must be >= 1"},
+		{"bad health start period", []string{"--health-start-period=-1s", "--", "true"}, "--health-start-period: must be >= 0"},
+		{"bad hook timeout", []string{"--hook-timeout=0s", "--", "true"}, "--hook-timeout: must be > 0"},
+		{"bad tail lines", []string{"--stderr-tail-lines=-1", "--", "true"}, "--stderr-tail-lines: must be >= 0 (0: off)"},
+		{"bad tail bytes", []string{"--stderr-tail-bytes=1048577", "--", "true"}, "--stderr-tail-bytes: must be from 0 (off) to 1048576"},
+		{"config tail lines", []string{"--config=" + tailLines, "--", "true"}, tailLines + ": stderr_tail.lines: must be >= 0 (0: off) (got -1)"},
+		{"config tail bytes", []string{"--config=" + tailBytes, "--", "true"}, tailBytes + ": stderr_tail.bytes: must be from 0 (off) to 1048576 (got 1048577)"},
+		{"config tail key", []string{"--config=" + tailKey, "--", "true"}, tailKey + ": stderr_tail.line: unknown setting (stderr_tail has lines and bytes)"},
 		{"config syntax", []string{"--config=" + trailing, "--", "true"}, trailing + ":1:31: invalid character '}' looking for beginning of object key string"},
 		{"config syntax, line 3", []string{"--config=" + multiline, "--", "true"}, multiline + ":3:17: invalid character 's' after object key:value pair"},
 		{"config truncated", []string{"--config=" + truncated, "--", "true"}, truncated + ":2:1: unexpected end of JSON input"},

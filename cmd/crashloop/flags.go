@@ -47,11 +47,14 @@ type settings struct {
 	configDoc          any // the JSON document of --config, once read
 
 	// The program.
-	key      string
-	chdir    string
-	env      envFlag
-	grace    time.Duration
-	watchdog time.Duration
+	key       string
+	chdir     string
+	env       envFlag
+	grace     time.Duration
+	watchdog  time.Duration
+	tailLines int // --stderr-tail-lines
+	tailBytes int // --stderr-tail-bytes
+	health    healthConfig
 
 	// crashloop.
 	state       string
@@ -59,6 +62,9 @@ type settings struct {
 	logFormat   string
 	metricsAddr string
 	onPark      string // exit or wait
+	onParkExec  string
+	onTripExec  string
+	hookTimeout time.Duration
 	adminToken  string // --admin-token-file
 	version     bool
 }
@@ -86,6 +92,13 @@ func newSettings() *settings {
 	fs.String(&s.chdir, "chdir", "", "run the program in `DIR`")
 	fs.Var(&s.env, "env", "set `KEY=VALUE` in the program's environment (repeatable)", repeatable|padded)
 	fs.Duration(&s.grace, "grace", 10*time.Second, "how long a stopping program may take before SIGKILL")
+	fs.String(&s.health.cmd, "health-cmd", "", "check the program's health with sh -c `CMD` (exit status 0: healthy), as Docker's HEALTHCHECK does; --health-retries failures in a row stop it (SIGTERM, SIGKILL after --grace) and count a failure; a passing check makes the run healthy, as READY=1 does")
+	fs.Duration(&s.health.interval, "health-interval", 30*time.Second, "the time between two health checks, the first one after the start")
+	fs.Duration(&s.health.timeout, "health-timeout", 30*time.Second, "a health check that runs longer fails")
+	fs.Int(&s.health.retries, "health-retries", 3, "health checks that fail in a row to make the program unhealthy")
+	fs.Duration(&s.health.startPeriod, "health-start-period", 0, "failed health checks this soon after the start do not count, until one passes")
+	fs.Int(&s.tailLines, "stderr-tail-lines", defaultTailLines, "keep the last `N` lines the program wrote on stderr for its park (stderr still passes through); 0: off, the program gets crashloop's stderr itself")
+	fs.Int(&s.tailBytes, "stderr-tail-bytes", defaultTailBytes, "keep at most `N` bytes of the stderr tail (at most 1048576); 0: off")
 	fs.Duration(&s.watchdog, "watchdog", 0, "stop the program (SIGABRT, then SIGKILL) when it sends no WATCHDOG=1 for this long, and count a failure; 0: off")
 	fs.String(&s.state, "state", "", "keep parked marks in `FILE`, across crashloop restarts and reboots; one crashloop per --key")
 	fs.String(&s.redis.url, "redis", "", "share the guards' state with every crashloop of the same --key through Redis at `URL` (redis://, rediss://, unix:///path, a cluster node, or Sentinel with ?master_name=NAME; password from the URL or $REDIS_PASSWORD)")
@@ -95,6 +108,9 @@ func newSettings() *settings {
 	fs.String(&s.logFormat, "log-format", "text", "log lines on stderr in `FORMAT`: text or json")
 	fs.String(&s.metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus), /status (JSON), /healthz and /readyz (200 while the program runs healthy, 503 otherwise), read-only, on `ADDR` such as 127.0.0.1:9464; off by default (crashloop help endpoints)")
 	fs.String(&s.onPark, "on-park", "exit", "on a park, `ACTION`: exit (status 86), or wait with the program stopped, serving --metrics-addr, until a resume starts it again; wait needs --state, --redis or --admin-token-file, the ways to resume it")
+	fs.String(&s.onParkExec, "on-park-exec", "", "run sh -c `CMD` once per park (by the one replica that announces it), with CRASHLOOP_KEY, CRASHLOOP_REASON, CRASHLOOP_EXIT_CODE, CRASHLOOP_SIGNAL, CRASHLOOP_LAST_ERROR, CRASHLOOP_STDERR_TAIL, CRASHLOOP_ATTEMPTS and CRASHLOOP_SINCE in its environment")
+	fs.String(&s.onTripExec, "on-trip-exec", "", "run sh -c `CMD` once per trip of the fleet breaker, as --on-park-exec, with CRASHLOOP_FAILING and CRASHLOOP_TOTAL too")
+	fs.Duration(&s.hookTimeout, "hook-timeout", 30*time.Second, "stop an --on-park-exec or --on-trip-exec command that runs longer (TERM to its process group, KILL a second later)")
 	fs.String(&s.adminToken, "admin-token-file", "", "with --on-park wait and --metrics-addr: serve POST /resume to requests with the header \"Authorization: Bearer TOKEN\", TOKEN read from `FILE` (at most 4 KiB)")
 	fs.Bool(&s.version, "version", false, "print crashloop's version and exit")
 	fs.hint("key", "leave --key out for a key derived from the command line")
@@ -108,8 +124,9 @@ var helpSections = []struct {
 }{
 	{"When to give up", []string{"max-respawns", "window", "initial-backoff", "max-backoff", "backoff", "jitter", "healthy-after",
 		"chain-max", "chain-gap", "guard", "hourly-cap", "restart", "permanent-exit-codes", "config"}},
-	{"The program", []string{"key", "chdir", "env", "grace", "watchdog"}},
-	{"crashloop", []string{"state", "redis", "redis-prefix", "redis-timeout", "redis-ca", "redis-cert", "redis-key", "log-format", "metrics-addr", "on-park", "admin-token-file", "version"}},
+	{"The program", []string{"key", "chdir", "env", "grace", "watchdog", "health-cmd", "health-interval", "health-timeout", "health-retries",
+		"health-start-period", "stderr-tail-lines", "stderr-tail-bytes"}},
+	{"crashloop", []string{"state", "redis", "redis-prefix", "redis-timeout", "redis-ca", "redis-cert", "redis-key", "log-format", "metrics-addr", "on-park", "on-park-exec", "on-trip-exec", "hook-timeout", "admin-token-file", "version"}},
 }
 
 const helpIntro = `crashloop runs a program and restarts it when it fails, with a backoff
@@ -293,12 +310,26 @@ func (s *settings) check() error {
 		return badValue("restart", s.restart, "is not on-failure or always")
 	case s.grace < 0:
 		return usagef("--grace: must be >= 0")
+	case s.health.interval < time.Millisecond:
+		return usagef("--health-interval: must be at least 1ms")
+	case s.health.timeout < time.Millisecond:
+		return usagef("--health-timeout: must be at least 1ms")
+	case s.health.retries < 1:
+		return usagef("--health-retries: must be >= 1")
+	case s.health.startPeriod < 0:
+		return usagef("--health-start-period: must be >= 0")
+	case s.tailLines < 0:
+		return usagef("--stderr-tail-lines: must be >= 0 (0: off)")
+	case s.tailBytes < 0 || s.tailBytes > maxTailBytes:
+		return usagef("--stderr-tail-bytes: must be from 0 (off) to %d", maxTailBytes)
 	case s.watchdog < 0 || (s.watchdog > 0 && s.watchdog < time.Millisecond):
 		return usagef("--watchdog: must be 0 (off) or at least 1ms")
 	case s.logFormat != "text" && s.logFormat != "json":
 		return badValue("log-format", s.logFormat, "is not text or json")
 	case s.redis.timeout <= 0:
 		return usagef("--redis-timeout: must be > 0")
+	case s.hookTimeout <= 0:
+		return usagef("--hook-timeout: must be > 0")
 	case s.onPark != "exit" && s.onPark != "wait":
 		return badValue("on-park", s.onPark, "is not exit or wait")
 	case s.adminToken != "" && s.onPark != "wait":

@@ -6,11 +6,13 @@ package main
 const endpointsHelp = `--metrics-addr ADDR serves, on ADDR only:
 
   GET /metrics   the Prometheus series (docs/monitoring.md lists them)
-  GET /status    the live status as JSON (crashloop help json)
+  GET /status    the live status as JSON (crashloop help json), with
+                 --health-cmd the health of the run under way
   GET /healthz   200 "ok" while crashloop runs; a park does not change it,
                  so that a liveness probe never undoes a park
   GET /readyz    200 "ready" while the program runs and is healthy (it sent
-                 READY=1, or has run for --healthy-after); 503 "parked"
+                 READY=1, a --health-cmd check passed, or it has run for
+                 --healthy-after); 503 "parked"
                  while --on-park wait holds it parked; 503 "not ready"
                  while it starts, waits out a backoff or is stopped
   POST /resume   with --on-park wait and --admin-token-file FILE only: the

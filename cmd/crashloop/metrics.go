@@ -48,7 +48,7 @@ func unwrapOp(err error) error {
 // (/readyz, /resume) in front of them.
 func serveMetrics(ln net.Listener, sup *crashloop.Supervisor, events *promcrashloop.Events, r *runner, log *slog.Logger, ep *endpoints) *metricsServer {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(promcrashloop.NewCollector(sup), events, lastExit{r})
+	reg.MustRegister(promcrashloop.NewCollector(sup), events, lastExit{r}, healthGauges{r})
 	m := &metricsServer{ln: ln, srv: &http.Server{
 		ReadHeaderTimeout: 5 * time.Second,
 		MaxHeaderBytes:    maxHeaderSize,
@@ -88,4 +88,35 @@ func (l lastExit) Collect(ch chan<- prometheus.Metric) {
 	if ended {
 		ch <- prometheus.MustNewConstMetric(lastExitDesc, prometheus.GaugeValue, float64(status), l.r.key, signal)
 	}
+}
+
+var (
+	healthDesc = prometheus.NewDesc("crashloop_health_status",
+		"With --health-cmd, the health of the run under way: 1 for its state (starting, healthy or unhealthy), 0 for the others; absent between runs.",
+		[]string{"key", "status"}, nil)
+	streakDesc = prometheus.NewDesc("crashloop_health_failing_streak",
+		"With --health-cmd, the health checks of the run under way that failed in a row.",
+		[]string{"key"}, nil)
+)
+
+// healthGauges exports crashloop_health_status{key,status} and
+// crashloop_health_failing_streak{key} while a run with health checks is
+// under way.
+type healthGauges struct{ r *runner }
+
+func (h healthGauges) Describe(ch chan<- *prometheus.Desc) { ch <- healthDesc; ch <- streakDesc }
+
+func (h healthGauges) Collect(ch chan<- prometheus.Metric) {
+	st := h.r.healthNow()
+	if st == nil {
+		return
+	}
+	for _, state := range healthStates {
+		v := 0.0
+		if state == st.Status {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(healthDesc, prometheus.GaugeValue, v, h.r.key, state)
+	}
+	ch <- prometheus.MustNewConstMetric(streakDesc, prometheus.GaugeValue, float64(st.FailingStreak), h.r.key)
 }

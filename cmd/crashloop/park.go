@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/errtext"
 	"github.com/crashloopguard/crashloop/redisstore"
 )
 
@@ -190,9 +191,10 @@ func restorePark(sup *crashloop.Supervisor, key string, m mark) error {
 		return err
 	}
 	since := m.Since.UTC().Format(time.RFC3339Nano)
-	park := map[string]any{"reason": m.Reason, "attempts": m.park(key).Attempts, "since": since}
-	if m.LastError != "" {
-		park["last_error"] = m.LastError
+	p := m.park(key)
+	park := map[string]any{"reason": m.Reason, "attempts": p.Attempts, "since": since}
+	if m.LastError != "" { // with how the program ended, as the Supervisor keeps it
+		park["last_error"] = errtext.Text(&runFailure{msg: m.LastError, exit: p.exit()})
 	}
 	state := crashloop.StateParked
 	if m.Reason == crashloop.ReasonNeedsHuman {
@@ -205,7 +207,7 @@ func restorePark(sup *crashloop.Supervisor, key string, m mark) error {
 	budget["keys"] = map[string]any{key: map[string]any{"parked": park}}
 	key0 := map[string]any{"state": state, "since": since}
 	if m.LastError != "" {
-		key0["last_error"] = m.LastError
+		key0["last_error"] = park["last_error"]
 	}
 	doc["keys"] = map[string]any{key: key0}
 	if data, err = json.Marshal(doc); err != nil {

@@ -20,6 +20,7 @@ type group struct {
 	exited <-chan syscall.WaitStatus // the leader's wait status, once
 	log    *slog.Logger              // says when the grace period ends in KILL
 	key    string
+	stderr *stderrCopy // nil: the stderr tail is off
 
 	mu       sync.Mutex
 	stopping bool        // a stop signal was sent and kill is armed

@@ -313,10 +313,13 @@ type redisStatus struct {
 
 // testPark is a park of a JSON document.
 type testPark struct {
-	Key       string `json:"key"`
-	Reason    string `json:"reason"`
-	Attempts  int    `json:"attempts"`
-	LastError string `json:"last_error"`
+	Key        string `json:"key"`
+	Reason     string `json:"reason"`
+	Attempts   int    `json:"attempts"`
+	LastError  string `json:"last_error"`
+	ExitCode   *int   `json:"exit_code"`
+	Signal     string `json:"signal"`
+	StderrTail string `json:"stderr_tail"`
 }
 
 func (s *redisStatus) UnmarshalJSON(b []byte) error {

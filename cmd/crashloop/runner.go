@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // runner runs the program for the Supervisor: its run method is the fn of
@@ -27,6 +28,7 @@ type runner struct {
 	dir       string   // --chdir; "" keeps crashloop's
 	grace     time.Duration
 	watchdog  time.Duration // 0: off
+	health    *healthConfig // nil: --health-cmd off
 	healthy   time.Duration // the Supervisor's HealthyAfter: a run this long is healthy (0: only READY=1)
 	permanent map[int]bool  // exit statuses that park at once
 	log       *slog.Logger
@@ -39,12 +41,13 @@ type runner struct {
 	stopSig syscall.Signal // the first INT or TERM received; 0 if none
 	failed  error          // the program could not be executed: supervision ends with this
 	starts  int
-	ended   bool     // a run has ended
-	last    string   // how the last run ended, e.g. "exited with status 1"
-	status  int      // the last run's exit status (128+N for signal N)
-	signal  string   // the name of the signal that killed the last run, such as "KILL"; "" if it exited
-	stopped bool     // the last run ended after stopSig was received
-	park    *parkDoc // the program's park, from when it parks until it is resumed; nil otherwise
+	ended   bool         // a run has ended
+	last    string       // how the last run ended, e.g. "exited with status 1"
+	status  int          // the last run's exit status (128+N for signal N)
+	signal  string       // the name of the signal that killed the last run, such as "KILL"; "" if it exited
+	exit    errtext.Exit // how the last run ended, with its stderr tail
+	stopped bool         // the last run ended after stopSig was received
+	park    *parkDoc     // the program's park, from when it parks until it is resumed; nil otherwise
 }
 
 // run is one run of the program.
@@ -53,10 +56,15 @@ type run struct {
 	start time.Time
 	group *group
 	dog   *watchdog // nil: --watchdog off
+	check *health   // nil: --health-cmd off
 	over  bool      // the program has exited: later notifications are ignored (runner.mu)
+	// unhealthy is why the health check stopped the run; "" if it did
+	// not (runner.mu).
+	unhealthy string
 
-	// Only notified writes these, under runner.mu (readyNow and statusText
-	// read them); the notifier calls it for one datagram at a time.
+	// notified writes these, and markReady ready, under runner.mu
+	// (readyNow and statusText read them); the notifier calls notified for
+	// one datagram at a time.
 	ready  bool
 	status string
 }
@@ -76,17 +84,34 @@ func (r *runner) run(ctx context.Context) error {
 		r.stop(syscall.SIGINT)
 	}
 	cause := cur.dog.end()
+	if cause != "" {
+		cause = "stopped by the watchdog (" + cause + ")"
+	}
+	cur.check.end()
 	r.notify.drain() // a READY=1 sent just before the exit counts for this run
 	r.mu.Lock()
 	cur.over = true
+	if cause == "" && cur.unhealthy != "" {
+		cause = "stopped as unhealthy (" + cur.unhealthy + ")"
+	}
 	r.mu.Unlock()
 	cur.group.stop(syscall.SIGTERM, r.grace) // what the program left; a stop under way keeps its own signal and deadline
 	if err := cur.group.waitGone(); err != nil {
 		r.log.Warn(err.Error(), "key", r.key)
 	}
 	r.launch.end(cur.group)
-	return r.finish(ws, cause)
+	return r.finish(ws, cause, cur.group.stderrTail())
 }
+
+// runFailure is a run's failure: its text, such as "sh exited with status
+// 3", and how the program ended (errtext.Exiter), which its park keeps.
+type runFailure struct {
+	msg  string
+	exit errtext.Exit
+}
+
+func (f *runFailure) Error() string             { return f.msg }
+func (f *runFailure) ProgramExit() errtext.Exit { return f.exit }
 
 // begin starts a run, unless crashloop is stopping. A program that cannot
 // be executed ends supervision.
@@ -111,28 +136,35 @@ func (r *runner) begin(ctx context.Context) (*run, error) {
 	if r.watchdog > 0 {
 		cur.dog = startWatchdog(r.watchdog, func(cause string) { r.watchdogTripped(cur, cause) })
 	}
+	if r.health != nil {
+		cur.check = startHealth(r.health, func() { r.markReady(cur, "its health check passed") }, func(cause string) { r.unhealthyStop(cur, cause) })
+	}
 	r.cur = cur
 	return cur, nil
 }
 
 // finish records how a run ended and returns its outcome for the
 // Supervisor: nil for exit status 0, a crashloop.Permanent error for a
-// --permanent-exit-codes status, an error naming the program and its end
-// otherwise (and always when the watchdog stopped it).
-func (r *runner) finish(ws syscall.WaitStatus, cause string) error {
+// --permanent-exit-codes status, a *runFailure naming the program and its
+// end otherwise (and always when crashloop stopped it: cause says why), with
+// its exit status or signal and tail, the last lines of its stderr.
+func (r *runner) finish(ws syscall.WaitStatus, cause, tail string) error {
 	code, how := exitStatus(ws)
 	if cause != "" {
-		how = "stopped by the watchdog (" + cause + "), " + how
+		how = cause + ", " + how
+	}
+	exit := errtext.Exit{StderrTail: tail}
+	if ws.Signaled() {
+		exit.Signal = signalName(ws.Signal())
+	} else {
+		exit.ExitCode = &code
 	}
 	r.mu.Lock()
 	r.cur = nil
 	r.ended, r.last, r.status, r.stopped = true, how, code, r.stopSig != 0
-	r.signal = ""
-	if ws.Signaled() {
-		r.signal = signalName(ws.Signal())
-	}
+	r.signal, r.exit = exit.Signal, exit
 	r.mu.Unlock()
-	err := fmt.Errorf("%s %s", r.argv[0], how)
+	err := &runFailure{msg: r.argv[0] + " " + how, exit: exit}
 	switch {
 	case cause != "":
 		return err
@@ -170,12 +202,11 @@ func (r *runner) notified(msg string) {
 	for _, line := range strings.Split(msg, "\n") {
 		name, value, _ := strings.Cut(line, "=")
 		switch {
-		case name == "READY" && value == "1" && !cur.ready:
-			r.mu.Lock() // readyNow reads it for /readyz
-			cur.ready = true
-			r.mu.Unlock()
-			crashloop.Ready(cur.ctx)
-			r.log.Info("the program is ready (READY=1)", "key", r.key, "pid", cur.group.pgid)
+		case name == "READY" && value == "1":
+			r.markReady(cur, "READY=1")
+		case name == "RESTART_RESET" && value == "1":
+			crashloop.ResetRestarts(cur.ctx)
+			r.log.Info("the program reset its restarts (RESTART_RESET=1): the respawn window and the chain are cleared", "key", r.key, "pid", cur.group.pgid)
 		case name == "STATUS":
 			r.mu.Lock() // statusText reads it for /status
 			changed := value != cur.status
@@ -190,6 +221,48 @@ func (r *runner) notified(msg string) {
 			cur.dog.trip("the program sent WATCHDOG=trigger")
 		}
 	}
+}
+
+// markReady makes the run cur healthy, once (crashloop.Ready), and says
+// why.
+func (r *runner) markReady(cur *run, why string) {
+	r.mu.Lock() // readyNow reads it for /readyz
+	was := cur.ready || cur.over
+	cur.ready = true
+	r.mu.Unlock()
+	if !was {
+		crashloop.Ready(cur.ctx)
+		r.log.Info("the program is ready ("+why+")", "key", r.key, "pid", cur.group.pgid)
+	}
+}
+
+// unhealthyStop stops a run that its health check found unhealthy: TERM
+// to its group, KILL after the grace period; the run counts as a failure.
+func (r *runner) unhealthyStop(cur *run, cause string) {
+	r.mu.Lock()
+	over := cur.over
+	if !over {
+		cur.unhealthy = cause
+	}
+	r.mu.Unlock()
+	if over {
+		return
+	}
+	r.log.Warn("health check: "+cause+"; stopping the program's process group with SIGTERM",
+		"key", r.key, "pid", cur.group.pgid, "reason", crashloop.ReasonUnhealthy)
+	cur.group.stop(syscall.SIGTERM, r.grace)
+}
+
+// healthNow returns the health of the run under way, nil when there is no
+// run or no --health-cmd (for /status and the metrics).
+func (r *runner) healthNow() *healthStatus {
+	r.mu.Lock()
+	cur := r.cur
+	r.mu.Unlock()
+	if cur == nil {
+		return nil
+	}
+	return cur.check.status()
 }
 
 // statusText returns the last STATUS= text of the run under way, "" if
@@ -228,18 +301,15 @@ func (r *runner) parked(p *parkDoc) {
 }
 
 // lastExit returns how the last run ended: its exit status if it exited,
-// the signal's name if one killed it; neither before a run has ended.
-func (r *runner) lastExit() (code *int, signal string) {
+// the signal's name if one killed it, and its stderr tail; nothing before
+// a run has ended.
+func (r *runner) lastExit() errtext.Exit {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	switch {
-	case !r.ended:
-		return nil, ""
-	case r.signal != "":
-		return nil, r.signal
+	if !r.ended {
+		return errtext.Exit{}
 	}
-	status := r.status
-	return &status, ""
+	return r.exit
 }
 
 // parkNow returns the park kept by parked, nil if none.

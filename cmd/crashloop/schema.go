@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
 // The JSON documents crashloop writes share one schema (crashloop help
@@ -50,13 +51,29 @@ type parkDoc struct {
 	StderrTail string   `json:"stderr_tail,omitempty"`
 }
 
-// parkOf returns the park of pe as parkDoc.
+// parkOf returns the park of pe as parkDoc, with how the program ended
+// when its last error tells (errtext.Exiter: a run's failure, of this
+// crashloop or, through Redis, of another replica).
 func parkOf(pe *crashloop.ParkedError) parkDoc {
 	p := parkDoc{Key: pe.Key, Reason: pe.Reason, Since: jsonTime(pe.Since), Attempts: pe.Attempts}
 	if pe.LastError != nil {
 		p.LastError = pe.LastError.Error()
 	}
+	if x, ok := errtext.ExitOf(pe.LastError); ok {
+		p.setExit(x)
+	}
 	return p
+}
+
+// setExit sets how the program ended: its exit status or signal, and its
+// stderr tail.
+func (p *parkDoc) setExit(x errtext.Exit) {
+	p.ExitCode, p.Signal, p.StderrTail = x.ExitCode, x.Signal, x.StderrTail
+}
+
+// exit returns how the program ended, as the park tells it.
+func (p parkDoc) exit() errtext.Exit {
+	return errtext.Exit{ExitCode: p.ExitCode, Signal: p.Signal, StderrTail: p.StderrTail}
 }
 
 // fleetDoc is the fleet breaker: tripped or armed, its limit of restarts
@@ -94,18 +111,22 @@ type parkedDoc struct {
 }
 
 // liveDoc is the document of GET /status (docs/schema/live.json): every
-// key the Supervisor knows, sorted, the fleet breaker when it is on, and
-// the program's last sd_notify STATUS= text.
+// key the Supervisor knows, sorted, the fleet breaker when it is on, the
+// program's last sd_notify STATUS= text, and with --health-cmd the health
+// of the run under way.
 type liveDoc struct {
-	Keys          []liveKeyDoc `json:"keys"`
-	Fleet         *fleetDoc    `json:"fleet,omitempty"`
-	ProgramStatus string       `json:"program_status,omitempty"`
+	Keys          []liveKeyDoc  `json:"keys"`
+	Fleet         *fleetDoc     `json:"fleet,omitempty"`
+	ProgramStatus string        `json:"program_status,omitempty"`
+	Health        *healthStatus `json:"health,omitempty"`
 }
 
 // liveKeyDoc is a key in liveDoc: what the Supervisor is doing with it and
 // since when, its restarts since it was first run or last resumed (of
 // every replica on Redis: total_restarts; of this one: local_restarts),
-// whether it may restart, its last error, and its park when it is parked.
+// whether it may restart, its last error with how the program ended when
+// that error tells (exit_code or signal, and stderr_tail), and its park
+// when it is parked.
 type liveKeyDoc struct {
 	Key           string   `json:"key"`
 	State         string   `json:"state"`
@@ -115,6 +136,9 @@ type liveKeyDoc struct {
 	CanRestart    bool     `json:"can_restart"`
 	Incarnation   string   `json:"incarnation,omitempty"`
 	LastError     string   `json:"last_error,omitempty"`
+	ExitCode      *int     `json:"exit_code,omitempty"`
+	Signal        string   `json:"signal,omitempty"`
+	StderrTail    string   `json:"stderr_tail,omitempty"`
 	Park          *parkDoc `json:"park,omitempty"`
 }
 

@@ -77,16 +77,36 @@ func TestEveryJSONOutputHasItsSchema(t *testing.T) {
 	r = runCL(t, with("--state", state, "--log-format=json", "--key=exited", "--", helper, "exit=0")...)
 	require.Equal(t, exitParked, r.code, r.stderr)
 	logs["refusal"] = r.stderr
+	// A park stopped by its health check, with a stderr tail, whose
+	// --on-park-exec hook fails: the hook's and the health check's lines.
+	r = runCL(t, with("--state", state, "--log-format=json", "--max-respawns=0", "--key=unhealthy", "--health-cmd=echo db down; exit 1",
+		"--health-interval=5ms", "--health-retries=1", "--on-park-exec=echo paging; exit 2",
+		"--", "sh", "-c", `echo "fatal: no db" >&2; exec sleep 1000`)...)
+	require.Equal(t, exitParked, r.code, r.stderr)
+	var own []string // crashloop's lines, without the program's stderr, which passes through
+	for _, line := range strings.SplitAfter(r.stderr, "\n") {
+		if line != "fatal: no db\n" {
+			own = append(own, line)
+		}
+	}
+	logs["park by a health check, with a hook"] = strings.Join(own, "")
+	assert.Equal(t, strings.Count(r.stderr, "\n")-1, strings.Count(logs["park by a health check, with a hook"], "\n"),
+		"the program's one line passed through: %s", r.stderr)
+	assert.Contains(t, r.stderr, `"msg":"--on-park-exec exited with status 2","key":"unhealthy","event":"agent.startup_exhausted","took":"`)
+	assert.Contains(t, r.stderr, `"output":"paging\n","exit_code":2}`)
 	r = runCL(t, "status", "--state", state, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	valid(t, s["status"], r.stdout)
 	var st struct{ Parks []map[string]any }
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
-	require.Len(t, st.Parks, 2, r.stdout)
+	require.Len(t, st.Parks, 3, r.stdout)
 	assert.Equal(t, 3.0, st.Parks[0]["exit_code"], "exited: %v", st.Parks[0])
 	assert.Equal(t, 1.0, st.Parks[0]["attempts"], "the one respawn the budget allowed")
 	assert.Equal(t, "KILL", st.Parks[1]["signal"], "killed: %v", st.Parks[1])
 	assert.NotContains(t, st.Parks[1], "exit_code")
+	assert.Equal(t, map[string]any{"key": "unhealthy", "reason": "respawn_budget_exhausted", "since": st.Parks[2]["since"], "attempts": 0.0,
+		"last_error": "sh stopped as unhealthy (1 failed health check in a row: db down), killed by signal TERM", "signal": "TERM",
+		"stderr_tail": "fatal: no db\n"}, st.Parks[2])
 	empty := filepath.Join(dir, "empty.json")
 	require.NoError(t, os.WriteFile(empty, nil, 0o644))
 	r = runCL(t, "status", "--state", empty, "--json")
@@ -138,6 +158,23 @@ func TestEveryJSONOutputHasItsSchema(t *testing.T) {
 	c.signal(t, syscall.SIGTERM)
 	assert.Equal(t, 0, c.wait(t), c.stderr.String())
 	logs["waiting on a park"] = c.stderr.String()
+
+	// GET /status of a run with a health check.
+	c = startCL(t, with("--log-format=json", "--metrics-addr=127.0.0.1:0", "--key=checked", "--health-cmd=echo fine",
+		"--health-interval=5ms", "--", helper, "hang")...)
+	addr = metricsAddr(t, c)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		_, live = get(ct, http.MethodGet, "http://"+addr+"/status")
+		assert.Contains(ct, live, `"health":{"status":"healthy"`)
+	}, patience, tick, "the health in /status")
+	valid(t, s["live"], live)
+	var hd struct{ Health map[string]any }
+	require.NoError(t, json.Unmarshal([]byte(live), &hd))
+	assert.Equal(t, map[string]any{"status": "healthy", "failing_streak": 0.0, "last_check": hd.Health["last_check"], "last_output": "fine\n"}, hd.Health)
+	assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z$`, hd.Health["last_check"], "a time as every document writes it")
+	c.signal(t, syscall.SIGTERM)
+	assert.Equal(t, 128+int(syscall.SIGTERM), c.wait(t), c.stderr.String())
+	logs["a healthy run"] = c.stderr.String()
 
 	// replay --json of crashloop's own log and of a CSV history with a
 	// malformed line.

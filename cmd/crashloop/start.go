@@ -38,12 +38,26 @@ type launcher struct {
 	key    string
 	sigs   sigState  // the program's signal state
 	term   *terminal // nil: crashloop is not in the foreground of a terminal
+	// tailLines and tailBytes bound the stderr tail of each run; either
+	// 0: the program gets crashloop's stderr itself, and no tail is kept.
+	tailLines, tailBytes int
 }
 
 // start starts argv with env in dir. It returns a *failure with status 127
 // or 126 when the program cannot be found or executed; the group has ended
-// by then.
+// by then. The program's stderr goes through a copy that keeps its tail
+// (the group's stderr) unless the tail is off.
 func (l *launcher) start(argv, env []string, dir string) (*group, error) {
+	var stderr *stderrCopy
+	errFd := uintptr(2)
+	if l.tailLines > 0 && l.tailBytes > 0 {
+		var err error
+		if stderr, err = copyStderr(os.Stderr, l.tailLines, l.tailBytes); err != nil {
+			return nil, err
+		}
+		defer stderr.w.Close() // the program has its own copy once started
+		errFd = stderr.w.Fd()
+	}
 	goR, goW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -55,14 +69,14 @@ func (l *launcher) start(argv, env []string, dir string) (*group, error) {
 		return nil, err
 	}
 	defer reportR.Close()
-	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: []uintptr{0, 1, 2, goR.Fd(), reportW.Fd()}, Sys: leaderAttr()}
+	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: []uintptr{0, 1, errFd, goR.Fd(), reportW.Fd()}, Sys: leaderAttr()}
 	pid, exited, err := l.reaper.start(l.self, append([]string{shimName, l.sigs.String()}, argv...), attr)
 	goR.Close()
 	reportW.Close()
 	if err != nil {
 		return nil, err
 	}
-	g := &group{pgid: pid, exited: exited, log: l.log, key: l.key}
+	g := &group{pgid: pid, exited: exited, log: l.log, key: l.key, stderr: stderr}
 	l.keeper.add(pid)
 	if err := l.term.give(pid); err != nil {
 		l.log.Warn("cannot give the terminal to the program's process group: "+err.Error(), "key", l.key, "pid", pid)

@@ -33,8 +33,8 @@ type stateFile struct {
 // mark is why a program is parked: the park's reason code, last error and
 // time, what the guard that parked it counted (Attempts; absent from the
 // marks of crashloops before it was added, whose Starts stand in), the
-// program's starts, how its last run ended (its status, and the signal
-// that killed it) and its command line.
+// program's starts, how its last run ended (its status, the signal that
+// killed it and the last lines it wrote on stderr) and its command line.
 type mark struct {
 	Reason     string    `json:"reason"`
 	LastError  string    `json:"last_error,omitempty"`
@@ -42,13 +42,27 @@ type mark struct {
 	Starts     int       `json:"starts"`
 	ExitStatus *int      `json:"exit_status,omitempty"`
 	Signal     string    `json:"signal,omitempty"`
+	StderrTail string    `json:"stderr_tail,omitempty"`
 	Since      time.Time `json:"since"`
 	Command    []string  `json:"command,omitempty"`
 }
 
+// markOf returns the mark of a park: p, with the starts and command line
+// of this crashloop; its exit status is the park's, or else that of this
+// crashloop's last run (128+N for signal N), if it ended.
+func markOf(p parkDoc, starts int, status *int, argv []string) mark {
+	attempts := p.Attempts
+	if p.ExitCode != nil {
+		status = p.ExitCode
+	}
+	return mark{Reason: p.Reason, LastError: p.LastError, Attempts: &attempts, Starts: starts, ExitStatus: status,
+		Signal: p.Signal, StderrTail: p.StderrTail, Since: time.Time(p.Since), Command: argv}
+}
+
 // park returns the mark of key as parkDoc.
 func (m mark) park(key string) parkDoc {
-	p := parkDoc{Key: key, Reason: m.Reason, Since: jsonTime(m.Since), Attempts: m.Starts, LastError: m.LastError, Signal: m.Signal}
+	p := parkDoc{Key: key, Reason: m.Reason, Since: jsonTime(m.Since), Attempts: m.Starts, LastError: m.LastError, Signal: m.Signal,
+		StderrTail: m.StderrTail}
 	if m.Attempts != nil {
 		p.Attempts = *m.Attempts
 	}

@@ -42,6 +42,11 @@ func TestStateFileKeepsAParkAcrossRestarts(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.JSONEq(t, `{"source": "state", "where": "`+state+`", "parks": [{"key": "web", "reason": "respawn_budget_exhausted",
 		"since": "`+markTime(t, state, "web")+`", "attempts": 3, "last_error": "sh exited with status 1", "exit_code": 1}]}`, r.stdout)
+	st, err := newStateStore(state).load(false)
+	require.NoError(t, err)
+	assert.Equal(t, 4, st.Marks["web"].Starts, "the file keeps this crashloop's starts too")
+	require.NotNil(t, st.Marks["web"].ExitStatus)
+	assert.Equal(t, 1, *st.Marks["web"].ExitStatus)
 
 	// resume clears the mark; the next crashloop starts it with a full budget.
 	r = runCL(t, "resume", "--state", state, "web")
@@ -86,9 +91,9 @@ func TestStatus(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Empty(t, r.stderr)
 	assert.Equal(t, fmt.Sprintf(
-		"KEY  REASON                    SINCE%s  ATTEMPTS  LAST ERROR\n"+
-			"api  respawn_budget_exhausted  %s  0         %s exited with status 3\n"+
-			"web  respawn_budget_exhausted  %s  0         %s exited with status 3\n",
+		"KEY  REASON                    SINCE%s  ATTEMPTS  EXIT  LAST ERROR\n"+
+			"api  respawn_budget_exhausted  %s  0         3     %s exited with status 3\n"+
+			"web  respawn_budget_exhausted  %s  0         3     %s exited with status 3\n",
 		pad("SINCE", markSince(t, state, "api")), markSince(t, state, "api"), helper, markSince(t, state, "web"), helper), r.stdout)
 	assert.Equal(t, before, listing(t, dir), "status created no file")
 

@@ -125,16 +125,47 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// printParks prints parks as a table, in their order. A key or an error
-// that could break the table (a control character, which crashloop
-// refuses in keys but another writer may have put on Redis) is quoted.
+// printParks prints parks as a table, in their order, EXIT the last exit
+// status or signal ("-" if unknown), then the stderr tail of each park that
+// has one, indented. A key or an error that could break the table (a
+// control character, which crashloop refuses in keys but another writer
+// may have put on Redis) is quoted, and so is a line of a tail with a
+// control character other than a tab (a terminal's escape sequence).
 func printParks(w io.Writer, parks []parkDoc) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "KEY\tREASON\tSINCE\tATTEMPTS\tLAST ERROR\n")
+	fmt.Fprintf(tw, "KEY\tREASON\tSINCE\tATTEMPTS\tEXIT\tLAST ERROR\n")
 	for _, p := range parks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", oneLine(p.Key), oneLine(p.Reason), time.Time(p.Since).Format(time.RFC3339), p.Attempts, oneLine(p.LastError))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", oneLine(p.Key), oneLine(p.Reason), time.Time(p.Since).Format(time.RFC3339), p.Attempts,
+			exitColumn(p), oneLine(p.LastError))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, p := range parks {
+		if p.StderrTail == "" {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s, the last lines on stderr:\n", oneLine(p.Key))
+		for _, line := range strings.Split(strings.TrimSuffix(p.StderrTail, "\n"), "\n") {
+			if strings.ContainsFunc(line, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }) || !utf8.ValidString(line) {
+				line = strconv.Quote(line)
+			}
+			fmt.Fprintf(w, "  | %s\n", line)
+		}
+	}
+	return nil
+}
+
+// exitColumn is how a park's program ended in status's table: its exit
+// status, the signal that killed it, such as "SIGKILL", or "-" if unknown.
+func exitColumn(p parkDoc) string {
+	switch {
+	case p.Signal != "":
+		return "SIG" + p.Signal
+	case p.ExitCode != nil:
+		return strconv.Itoa(*p.ExitCode)
+	}
+	return "-"
 }
 
 // oneLine returns s, quoted if it holds a control character.

@@ -58,7 +58,11 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 		defer store.Close()
 		s.redis.check(store, out)
 	}
-	sup, err := newSupervisor(s, cfg, log, &events, store)
+	reaper := newReaper() // before the hooks, which it reaps too
+	defer reaper.close()
+	h := &hooks{park: s.onParkExec, trip: s.onTripExec, timeout: s.hookTimeout, log: log, reaper: reaper}
+	defer h.wait() // the hook of the park that ends crashloop runs to its end
+	sup, err := newSupervisor(s, cfg, log, &events, store, h)
 	if err != nil {
 		return 0, err
 	}
@@ -72,11 +76,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	wait := s.onPark == "wait"
 	if store != nil && !wait {
 		if pe := parkedInRedis(store, key, s.redis.timeout); pe != nil {
-			last := ""
-			if pe.LastError != nil {
-				last = pe.LastError.Error()
-			}
-			return refuse(out, key, mark{Reason: pe.Reason, Since: pe.Since, LastError: last}, resumeRedisCommand(s.redis, key))
+			return refuse(out, key, markOf(parkOf(pe), 0, nil, nil), resumeRedisCommand(s.redis, key))
 		}
 	}
 
@@ -125,8 +125,6 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	r := &runner{key: key, argv: argv, dir: s.chdir, grace: s.grace, watchdog: s.watchdog, healthy: cfg.HealthyAfter, permanent: permanent, log: log, cancel: cancel}
 	sigs := readSigState() // before crashloop changes it
 	defer handleSignals(r)()
-	reaper := newReaper()
-	defer reaper.close()
 	if err := becomeSubreaper(); err != nil {
 		log.Warn("crashloop cannot be the subreaper of the program's processes: "+err.Error(), "key", key)
 	}
@@ -149,8 +147,15 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 		return 0, err
 	}
 	defer keeper.close()
-	r.launch = &launcher{reaper: reaper, keeper: keeper, self: self, log: log, key: key, sigs: sigs, term: foregroundTerminal()}
+	r.launch = &launcher{reaper: reaper, keeper: keeper, self: self, log: log, key: key, sigs: sigs, term: foregroundTerminal(),
+		tailLines: s.tailLines, tailBytes: s.tailBytes}
 	r.env = s.programEnv(notifySocket)
+	if s.health.cmd != "" {
+		hc := s.health
+		hc.reaper = reaper
+		hc.env, hc.dir = withoutEnv(withoutEnv(withoutEnv(r.env, "NOTIFY_SOCKET"), "WATCHDOG_USEC"), "WATCHDOG_PID"), s.chdir
+		r.health = &hc
+	}
 	ep.r = r
 	if wait {
 		ep.waiter = &parkWaiter{key: key, sup: sup, state: state, store: store, redis: s.redis, log: log}
@@ -174,11 +179,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 			if !ran { // parked before crashloop started
 				p := parkOf(pe)
 				r.parked(&p)
-				m := mark{Reason: pe.Reason, Since: pe.Since}
-				if pe.LastError != nil {
-					m.LastError = pe.LastError.Error()
-				}
-				announceRefusal(out, key, m)
+				announceRefusal(out, key, markOf(p, 0, nil, nil))
 			} else {
 				if store != nil {
 					flushed = flush(sup, out, key)
@@ -214,8 +215,9 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 // announceRefusal says that key is parked (m), for refuse, and when
 // crashloop waits for a resume instead of exiting.
 func announceRefusal(out *output, key string, m mark) {
-	out.print(slog.LevelError, fmt.Sprintf("%s is parked since %s (%s): %s", key, m.Since.Format(time.RFC3339), m.Reason, m.LastError),
-		m.park(key).attrs()...)
+	p := m.park(key)
+	out.print(slog.LevelError, fmt.Sprintf("%s is parked since %s (%s): %s%s", key, m.Since.Format(time.RFC3339), m.Reason, m.LastError, lastWords(p.StderrTail)),
+		p.attrs()...)
 }
 
 // resumeHint says how to resume key: the command for --redis or --state,
@@ -256,10 +258,10 @@ func refuse(out *output, key string, m mark, resume string) (int, error) {
 // newSupervisor builds the Supervisor from the configuration. Every
 // subsystem that watches or shares the Supervisor's state adds its
 // crashloop.Option here: an event handler to the list, or a store. events
-// counts the events for --metrics-addr; store, with --redis, is the ledger
-// the replicas share.
-func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger, events *promcrashloop.Events, store *redisstore.Store) (*crashloop.Supervisor, error) {
-	handlers := []crashloop.EventHandler{crashloop.LogEvents(log)}
+// counts the events for --metrics-addr; hooks runs --on-park-exec and
+// --on-trip-exec; store, with --redis, is the ledger the replicas share.
+func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger, events *promcrashloop.Events, store *redisstore.Store, hooks *hooks) (*crashloop.Supervisor, error) {
+	handlers := []crashloop.EventHandler{crashloop.LogEvents(log), hooks}
 	if s.metricsAddr != "" {
 		handlers = append(handlers, events)
 	}
@@ -281,19 +283,17 @@ func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger
 // would run the program.
 func gaveUp(r *runner, pe *crashloop.ParkedError, state *stateStore, shared *redisConfig, out *output, argv []string) (int, error) {
 	r.mu.Lock()
-	starts, last, status, signal, ended := r.starts, r.last, r.status, r.signal, r.ended
+	starts, last, status, exit, ended := r.starts, r.last, r.status, r.exit, r.ended
 	r.mu.Unlock()
 	if !ended && pe.LastError != nil {
 		last = pe.LastError.Error()
 	}
-	park := parkOf(pe)
-	if ended && signal != "" {
-		park.Signal = signal
-	} else if ended {
-		park.ExitCode = &status
+	park := parkOf(pe) // how the program ended, when another replica's run made the park
+	if _, ok := errtext.ExitOf(pe.LastError); !ok && ended {
+		park.setExit(exit)
 	}
 	r.parked(&park)
-	out.print(slog.LevelError, fmt.Sprintf("giving up on %s: %s after %s; last exit: %s", r.key, pe.Reason, errtext.Plural(starts, "start"), last),
+	out.print(slog.LevelError, fmt.Sprintf("giving up on %s: %s after %s; last exit: %s%s", r.key, pe.Reason, errtext.Plural(starts, "start"), last, lastWords(park.StderrTail)),
 		park.attrs("starts", starts, "last_exit", last)...)
 	if shared != nil {
 		out.print(slog.LevelInfo, fmt.Sprintf("parked on Redis for every replica; once the cause is fixed, run: %s", resumeRedisCommand(*shared, r.key)), "key", r.key)
@@ -301,14 +301,11 @@ func gaveUp(r *runner, pe *crashloop.ParkedError, state *stateStore, shared *red
 	if state == nil {
 		return exitParked, nil
 	}
-	attempts := pe.Attempts
-	m := mark{Reason: pe.Reason, Attempts: &attempts, Starts: starts, Since: pe.Since, Command: argv, Signal: park.Signal}
-	if pe.LastError != nil {
-		m.LastError = pe.LastError.Error()
-	}
+	var laststatus *int
 	if ended {
-		m.ExitStatus = &status
+		laststatus = &status
 	}
+	m := markOf(park, starts, laststatus, argv)
 	err := state.update(func(st *stateFile) (bool, error) {
 		st.Marks[r.key] = m
 		return true, nil

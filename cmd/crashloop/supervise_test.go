@@ -119,7 +119,7 @@ func TestRestartsAreLogged(t *testing.T) {
 	r := runCL(t, with("--key=crash", "--healthy-after=0", "--", helper, "notify=READY=1", "exit=1")...)
 	assert.Equal(t, exitParked, r.code, r.stderr)
 	for n := 1; n <= 3; n++ {
-		assert.Contains(t, r.stderr, fmt.Sprintf(`level=WARN msg="key \"crash\" crashed after a healthy run; restart %d in 1ms" event=agent.restart_scheduled key=crash incarnation=crash#1 reason=crashed attempts=%d backoff=1ms last_error="%s exited with status 1"`+"\n", n, n, helper))
+		assert.Contains(t, r.stderr, fmt.Sprintf(`level=WARN msg="key \"crash\" crashed after a healthy run; restart %d in 1ms" event=agent.restart_scheduled key=crash incarnation=crash#1 reason=crashed attempts=%d backoff=1ms last_error="%s exited with status 1" exit_code=1`+"\n", n, n, helper))
 	}
 	assert.Equal(t, 3, strings.Count(r.stderr, "event=agent.restart_scheduled"), r.stderr)
 }

@@ -5,17 +5,23 @@
 package errtext
 
 import (
+	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 )
 
-// Restore returns an error restored from text, the Error of an error that
+// Restore returns an error restored from text, the Text of an error that
 // was kept or sent as text (a snapshot, a shared ledger's record): its
-// Error is text and, when sentinel is not nil, errors.Is(err, sentinel)
-// holds, as it did for the error the text came from; with a nil sentinel it
-// is errors.New(text). It keeps no state and is safe for concurrent use;
-// the error it returns is immutable.
+// Error is the error's and, when sentinel is not nil, errors.Is(err,
+// sentinel) holds, as it did for the error the text came from. When the
+// text kept an Exit, the error is an Exiter that returns it; otherwise, with
+// a nil sentinel, it is errors.New(text). It keeps no state and is safe for
+// concurrent use; the error it returns is immutable.
 func Restore(text string, sentinel error) error {
+	if msg, x := splitExit(text); x != nil {
+		return &restoredExit{text: msg, sentinel: sentinel, exit: *x}
+	}
 	if sentinel == nil {
 		return errors.New(text)
 	}
@@ -40,3 +46,77 @@ func Plural(n int, noun string) string {
 	}
 	return strconv.Itoa(n) + " " + noun + "s"
 }
+
+// Exit is how a program ended, kept with the text of the failure that
+// tells of it: its exit status, or the signal that killed it, and the last
+// lines it wrote on stderr. Its JSON form has the fields exit_code, signal
+// and stderr_tail, each omitted when unknown. It is a plain value.
+type Exit struct {
+	ExitCode   *int   `json:"exit_code,omitempty"`   // the exit status of a program that exited; nil if a signal killed it
+	Signal     string `json:"signal,omitempty"`      // the signal that killed it, such as "KILL"; "" if it exited
+	StderrTail string `json:"stderr_tail,omitempty"` // the last lines it wrote on stderr, bounded
+}
+
+// Exiter is an error that tells how a program ended.
+type Exiter interface {
+	error
+	ProgramExit() Exit
+}
+
+// exitMark separates the text of a failure from its Exit in the text Text
+// keeps. The Exit follows it as JSON, which holds no NUL byte.
+const exitMark = "\x00"
+
+// Text returns the text that keeps err: its Error, followed, when err
+// wraps an Exiter, by a NUL byte and the Exit as JSON, which Restore reads
+// back. It returns "" for a nil err.
+func Text(err error) string {
+	if err == nil {
+		return ""
+	}
+	text := err.Error()
+	x, ok := errors.AsType[Exiter](err) // allocation-free for an error that is none
+	if !ok {
+		return text
+	}
+	data, jerr := json.Marshal(x.ProgramExit())
+	if jerr != nil || string(data) == "{}" {
+		return text
+	}
+	return text + exitMark + string(data)
+}
+
+// ExitOf returns how the program ended whose failure err tells of, if err
+// wraps an Exiter (one of its own or one that Restore restored).
+func ExitOf(err error) (Exit, bool) {
+	x, ok := errors.AsType[Exiter](err)
+	if !ok {
+		return Exit{}, false
+	}
+	return x.ProgramExit(), true
+}
+
+// splitExit splits a text that Text wrote into the failure's text and its
+// Exit, if it has one.
+func splitExit(text string) (string, *Exit) {
+	i := strings.LastIndex(text, exitMark)
+	if i < 0 || !strings.HasPrefix(text[i+1:], "{") {
+		return text, nil
+	}
+	var x Exit
+	if json.Unmarshal([]byte(text[i+1:]), &x) != nil {
+		return text, nil
+	}
+	return text[:i], &x
+}
+
+// restoredExit is an error restored from a text that kept an Exit.
+type restoredExit struct {
+	text     string
+	sentinel error // nil: none
+	exit     Exit
+}
+
+func (e *restoredExit) Error() string        { return e.text }
+func (e *restoredExit) Is(target error) bool { return e.sentinel != nil && target == e.sentinel }
+func (e *restoredExit) ProgramExit() Exit    { return e.exit }

@@ -3,6 +3,8 @@ package errtext
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -55,5 +57,62 @@ func TestPlural(t *testing.T) {
 		if got := Plural(tc.n, tc.noun); got != tc.want {
 			t.Errorf("Plural(%d, %q) = %q, want %q", tc.n, tc.noun, got, tc.want)
 		}
+	}
+}
+
+// exitErr is a failure that tells how a program ended.
+type exitErr struct{ x Exit }
+
+func (e *exitErr) Error() string     { return "sh exited with status 3" }
+func (e *exitErr) ProgramExit() Exit { return e.x }
+
+func TestTextKeepsHowTheProgramEnded(t *testing.T) {
+	three := 3
+	for _, x := range []Exit{
+		{ExitCode: &three, StderrTail: "fatal: missing setting db_url\n\x00\xff"},
+		{Signal: "KILL"},
+	} {
+		err := fmt.Errorf("wrapped: %w", &exitErr{x})
+		text := Text(err)
+		restored := Restore(text, errSentinel)
+		if got := restored.Error(); got != "wrapped: sh exited with status 3" {
+			t.Errorf("Error() = %q", got)
+		}
+		if !errors.Is(restored, errSentinel) {
+			t.Error("the restored error does not match its sentinel")
+		}
+		got, ok := ExitOf(restored)
+		want := x
+		want.StderrTail = strings.ToValidUTF8(x.StderrTail, "\uFFFD") // as JSON keeps it
+		if !ok || fmt.Sprint(got.ExitCode != nil, got.Signal, got.StderrTail) != fmt.Sprint(want.ExitCode != nil, want.Signal, want.StderrTail) ||
+			(got.ExitCode != nil && *got.ExitCode != 3) {
+			t.Errorf("ExitOf(Restore(Text)) = %+v, %v; want %+v", got, ok, want)
+		}
+		if again, _ := ExitOf(Restore(Text(restored), nil)); !reflect.DeepEqual(again, got) {
+			t.Errorf("a restored error kept again: %+v, want %+v", again, got)
+		}
+		if plain := Restore(text, nil); errors.Is(plain, errSentinel) {
+			t.Error("restored without a sentinel, it matches one")
+		}
+	}
+}
+
+func TestTextOfAPlainErrorIsItsError(t *testing.T) {
+	for _, text := range []string{"boom", "", "a\x00{\"exit_code\":", "a\x00not json"} {
+		if got := Text(errors.New(text)); got != text {
+			t.Errorf("Text = %q, want %q", got, text)
+		}
+		if _, ok := ExitOf(Restore(text, nil)); ok {
+			t.Errorf("Restore(%q) tells of an exit", text)
+		}
+		if got := Restore(text, nil).Error(); got != text {
+			t.Errorf("Restore(%q).Error() = %q", text, got)
+		}
+	}
+	if Text(nil) != "" {
+		t.Error("Text(nil) is not empty")
+	}
+	if got := Text(&exitErr{}); got != "sh exited with status 3" {
+		t.Errorf("Text of an empty Exit = %q, want the error alone", got)
 	}
 }
