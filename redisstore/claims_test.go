@@ -218,13 +218,17 @@ func TestParkWithALostClaimReplyIsAnnouncedOnce(t *testing.T) {
 	require.ErrorAs(t, d.Err, &pe, "the park's reply came")
 	require.Equal(t, int64(1), pe.Version)
 
-	// Under load the claim may still be on its way through the proxy, or
-	// not sent at all before the decision's deadline (then its retry sends
-	// it): the server has it once it arrives.
+	// The claim reaches the server, and its reply is lost. Under load it
+	// may reach it only after the decision returned, or not within the
+	// decision's deadline at all: then its retry, or the other replica's
+	// claim of the park it learnt, takes it. Either way the park is
+	// announced once (below).
 	admin := s.Client(nil)
-	require.Eventually(t, func() bool {
-		return admin.Get(ctx, rs[0].store.keys.claim(1)).Val() == rs[0].store.claimant()
-	}, watchdog, time.Millisecond, "the server applied the claim whose reply was lost")
+	require.Eventually(t, func() bool { return admin.Get(ctx, rs[0].store.keys.claim(1)).Val() != "" }, watchdog, time.Millisecond,
+		"the park claimed")
+	if w := admin.Get(ctx, rs[0].store.keys.claim(1)).Val(); w != rs[0].store.claimant() {
+		t.Logf("the maker's claim was not applied before another's: %s holds it", w)
+	}
 	announced(t, rs, crashloop.EventStartupExhausted, rs[0].store.keys.claim(1), s, []int{0, 0})
 }
 
