@@ -32,14 +32,20 @@ type sigState struct{ ignored, blocked uint64 }
 
 // readSigState returns the signal state the process started with (see
 // sigState), before crashloop changes it: the constructor's when it ran,
-// what /proc/self/status shows otherwise.
+// what the Go runtime left otherwise. That is read from this thread's
+// status, locked to it: /proc/self/status shows the main thread's mask,
+// which is every signal while the runtime clones a thread there (the
+// runtime blocks them around clone), so a read that raced a new thread
+// handed the program almost every signal blocked.
 func readSigState() sigState {
 	if st, ok := startSigState(); ok {
 		return st
 	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var st sigState
-	st.ignored, _ = statusMask("/proc/self/status", "SigIgn")
-	st.blocked, _ = statusMask("/proc/self/status", "SigBlk")
+	st.ignored, _ = statusMask("/proc/thread-self/status", "SigIgn")
+	st.blocked, _ = statusMask("/proc/thread-self/status", "SigBlk")
 	return st
 }
 
