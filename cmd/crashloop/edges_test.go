@@ -21,11 +21,7 @@ import (
 func TestEdgesOfTheValues(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	file := func(name, content string) string {
-		path := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
-		return path
-	}
+	file := func(name, content string) string { return writeFile(t, dir, name, content) }
 	state := file("state.json", `{"version": 1, "marks": {"web": {"reason": "respawn_budget_exhausted", "starts": 4, "since": "2026-01-02T03:04:05Z"}}}`)
 	dup := file("dup.json", `{"budget": {"window": "10s", "max_respawns": 2, "window": "20s"}}`)
 	dupTop := file("duptop.json", `{"hourly_cap": 3, "hourly_cap": 4}`)

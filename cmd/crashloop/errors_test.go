@@ -19,11 +19,7 @@ import (
 func TestBadInputIsOneLineAndExit2(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	file := func(name, content string) string {
-		path := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
-		return path
-	}
+	file := func(name, content string) string { return writeFile(t, dir, name, content) }
 	trailing := file("trailing.json", `{"budget": {"max_respawns": 2,}}`)
 	multiline := file("multiline.json", "{\n  \"budget\": {\n    \"window\": 60s\n  }\n}\n")
 	truncated := file("truncated.json", "{\"budget\": {\n")
@@ -132,4 +128,12 @@ func TestFlagOverridesTheConfigFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(cfg, []byte(`{"budget": {"window": "-1s"}}`), 0o644))
 	r := runCL(t, with("--config="+cfg, "--window=30s", "--", "true")...)
 	assert.Equal(t, 0, r.code, r.stderr)
+}
+
+// writeFile writes content to the file name in dir, and returns its path.
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	return path
 }
