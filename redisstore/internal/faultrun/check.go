@@ -354,6 +354,11 @@ func Check(run Run) Report {
 			rep.Excused["adopted over a park decided alone"]++
 		case len(ws) == 1 && killedWithin(ws[0].R, ws[0].T, claimGrace):
 			rep.Excused["claim winner killed before it announced"]++
+		case len(ws) == 0 && run.Claims[v] != "" && holderKilled(recs, v, run.Claims[v], kills):
+			// as a winner killed before it announced: the claim the server
+			// applied was its, and it died before any of its claims of v
+			// was answered (docs/faults.md)
+			rep.Excused["claim holder killed before its claim was answered"]++
 		case len(ws) == 0 && run.Claims[v] != "":
 			rep.violate("%s %d of %q never announced: its claim is held by %s on the server, but no claim of it was answered won (the reply of the claim that won was lost, and its retry did not win)", t.kind, v, t.key, run.Claims[v])
 		case len(ws) == 0 && learnersKilled(recs, v, t, killedWithin):
@@ -460,6 +465,45 @@ func Check(run Run) Report {
 
 // learnersKilled reports whether every replica whose records tell of the
 // transition v was killed within claimGrace of learning it.
+// holderKilled reports whether a process of the replica whose Store holds
+// the claim of v (holder, "REPLICA/STORE") knew v (its step made it, or it
+// learnt or claimed it), was answered none of its claims of v (each
+// failed in doubt, or its call never returned), and was killed: the
+// process whose claim the server applied died before it could learn that
+// it won.
+func holderKilled(recs []Record, v int64, holder string, kills map[string][]Fault) bool {
+	replica, _, _ := strings.Cut(holder, "/")
+	knew := map[int]int64{} // pid -> when it first knew v
+	answered := map[int]bool{}
+	last := map[int]int64{} // pid -> its last record
+	for _, r := range recs {
+		if r.R != replica {
+			continue
+		}
+		last[r.Pid] = max(last[r.Pid], r.T)
+		if r.Version != v {
+			continue
+		}
+		if at, ok := knew[r.Pid]; !ok || r.T < at {
+			knew[r.Pid] = r.T
+		}
+		if r.Op == OpClaim && r.Err == "" {
+			answered[r.Pid] = true
+		}
+	}
+	for pid, at := range knew {
+		if answered[pid] {
+			continue
+		}
+		for _, f := range kills[replica] {
+			if f.Start >= at && last[pid] <= f.End {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func learnersKilled(recs []Record, v int64, t *transition, killedWithin func(string, int64, time.Duration) bool) bool {
 	first := map[string]int64{}
 	for _, r := range recs {

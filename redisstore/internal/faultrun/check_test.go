@@ -143,6 +143,36 @@ func TestCheckClaimWithALostReply(t *testing.T) {
 	require.Equal(t, []string{`park 1 of "k" never announced: its claim is held by r1 on the server, but no claim of it was answered won (the reply of the claim that won was lost, and its retry did not win)`}, rep.Violations)
 }
 
+// The same park, whose maker was killed while its claim (the one the server
+// holds) had no answer: it could not announce, as a winner killed before
+// it announced cannot; excused. A maker alive at the end, or one answered,
+// is still the violation.
+func TestCheckClaimHolderKilled(t *testing.T) {
+	ms := int64(time.Millisecond)
+	held := `park 1 of "k" never announced: its claim is held by r1/s1 on the server, but no claim of it was answered won (the reply of the claim that won was lost, and its retry did not win)`
+	for _, tc := range []struct {
+		name   string
+		claims []Record
+		kill   bool
+		want   []string
+	}{
+		{"killed in its claim's call", nil, true, nil},
+		{"killed after claims in doubt", []Record{{T: 5 * ms, R: "r1", Pid: 1, Op: OpClaim, Version: 1, Err: "i/o timeout", InDoubt: true}}, true, nil},
+		{"alive", []Record{{T: 5 * ms, R: "r1", Pid: 1, Op: OpClaim, Version: 1, Err: "i/o timeout", InDoubt: true}}, false, []string{held}},
+		{"killed, but answered lost", []Record{{T: 5 * ms, R: "r1", Pid: 1, Op: OpClaim, Version: 1}}, true, []string{held}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := cleanRun()
+			run.Records = append(append(run.Records[:4:4], tc.claims...), run.Records[6:7]...) // r1's decide at 4ms: its last record
+			run.Claims = map[int64]string{1: "r1/s1"}
+			if tc.kill {
+				run.Faults = append(run.Faults, Fault{Kind: FaultReplicaKill, Target: "r1", Start: 6 * ms, End: 7 * ms})
+			}
+			require.Equal(t, tc.want, Check(run).Violations)
+		})
+	}
+}
+
 // A write-back is applied at some moment of its call: a grant before the
 // call ended may have come first (found by the 10-minute run of seed 7);
 // a grant after it ended came while the park stood.
