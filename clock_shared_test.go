@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +20,7 @@ import (
 
 // refusingClaims is a ledger whose claims fail while refusing is set.
 type refusingClaims struct {
-	crashloop.Ledger
+	share.Ledger
 	refusing atomic.Bool
 	claims   atomic.Int64
 }
@@ -36,9 +37,9 @@ func (l *refusingClaims) Claim(ctx context.Context, v int64) (bool, error) {
 // the Supervisor's clock, and announced then, once.
 func TestClaimRetryOnTheInjectedClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := &refusingClaims{Ledger: crashloop.NewMemoryLedger()}
+		l := &refusingClaims{Ledger: share.NewMemoryLedger()}
 		rec, c := newRecorder(), mockAt(testT0)
-		s, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), l,
+		s, err := newShared(crashloop.DefaultSupervisorConfig(), l,
 			crashloop.WithClock(c), crashloop.WithEventHandler(rec))
 		require.NoError(t, err)
 		l.refusing.Store(true)
@@ -70,9 +71,9 @@ func TestClaimRetryOnTheInjectedClock(t *testing.T) {
 // ask after it answers, a second after the failure by the mock clock.
 func TestRejoinOnTheInjectedClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		flaky := &flakyLedger{Ledger: crashloop.NewMemoryLedger()}
+		flaky := &flakyLedger{Ledger: share.NewMemoryLedger()}
 		rec, c := newRecorder(), mockAt(testT0)
-		s, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), flaky,
+		s, err := newShared(crashloop.DefaultSupervisorConfig(), flaky,
 			crashloop.WithClock(c), crashloop.WithEventHandler(rec))
 		require.NoError(t, err)
 		var runs atomic.Int32

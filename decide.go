@@ -88,7 +88,7 @@ func (s *Supervisor) Decide(ctx context.Context, key string, r RunResult) Decisi
 // hourly cap and the fleet breaker. docs/supervisor.md has the whole table.
 //
 // A parked key stops with its *ParkedError. If ctx ends first (it bounds the
-// wait on a shared Ledger), DecideAt returns ActionStop with ctx's error and
+// wait on a shared layer), DecideAt returns ActionStop with ctx's error and
 // commits nothing. DecideAt is safe for concurrent use.
 func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now time.Time) Decision {
 	ctx = orBackground(ctx)
@@ -98,15 +98,9 @@ func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now 
 	if err := checkKey(key); err != nil {
 		return Decision{Action: ActionStop, Err: err}
 	}
-	if s.shared != nil {
-		lctx, cancel := s.decisionContext(ctx)
-		defer cancel()
-		if use, err := s.useShared(lctx, now); err != nil {
-			return Decision{Action: ActionStop, Err: err}
-		} else if use {
-			if d, ok := s.decideShared(lctx, key, r, now); ok {
-				return d
-			}
+	if s.share != nil {
+		if d, ok := s.decideShared(ctx, key, r, now); ok {
+			return d
 		}
 	}
 	var evs events
@@ -115,9 +109,8 @@ func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now 
 	j, cause := s.judgment(rec, key, r, now)
 	v := s.rules.judge(&rec.keyGuards, &s.book, &j, t, now)
 	d := s.apply(rec, &j, cause, v, &evs)
-	if v.NewPark && s.shared != nil {
-		rec.park.Version = rec.ver // the version it was decided on: the write-back names it
-		s.decidedAlone(key, rec.park, now)
+	if v.NewPark && s.share != nil {
+		s.share.Alone(key, rec.park, now) // to write back
 	}
 	s.mu.Unlock()
 	emitAll(s.o.handler, evs.list())
@@ -342,15 +335,9 @@ func (s *Supervisor) ProceedAt(ctx context.Context, key string, now time.Time) D
 	if err := ctx.Err(); err != nil {
 		return Decision{Action: ActionStop, Err: err}
 	}
-	if s.shared != nil {
-		lctx, cancel := s.decisionContext(ctx)
-		defer cancel()
-		if use, err := s.useShared(lctx, now); err != nil {
-			return Decision{Action: ActionStop, Err: err}
-		} else if use {
-			if d, ok := s.proceedShared(lctx, key, now); ok {
-				return d
-			}
+	if s.share != nil {
+		if d, ok := s.proceedShared(ctx, key, now); ok {
+			return d
 		}
 	}
 	var evs events
@@ -379,4 +366,65 @@ func (s *Supervisor) proceeded(r *record, v Verdict) Decision {
 		s.setState(r, StateBackoff, v.Now)
 	}
 	return Decision{Action: ActionRestart}
+}
+
+// decideShared is DecideAt through the shared layer; it reports false when
+// the layer cannot decide, for the caller to decide alone.
+func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult, now time.Time) (Decision, bool) {
+	s.mu.Lock()
+	r := s.keys[key]
+	if r == nil {
+		r = &record{state: StateExited, since: now} // made only once the layer has decided
+	}
+	j, cause := s.judgment(r, key, res, now)
+	s.mu.Unlock()
+	v, ok, err := s.share.Judge(ctx, j)
+	if err != nil {
+		return Decision{Action: ActionStop, Err: err}, true
+	}
+	if !ok {
+		return Decision{}, false
+	}
+	var evs events
+	s.mu.Lock()
+	rec := s.record(key, now)
+	known := rec.park
+	d := s.apply(rec, &j, cause, v, &evs)
+	s.share.Judged(key, v, known, now)
+	s.mu.Unlock()
+	s.share.Announce(ctx, v, evs.list())
+	return d, true
+}
+
+// proceedShared is ProceedAt through the shared layer, as decideShared.
+func (s *Supervisor) proceedShared(ctx context.Context, key string, now time.Time) (Decision, bool) {
+	v, ok, err := s.share.Proceed(ctx, key, now)
+	if err != nil {
+		return Decision{Action: ActionStop, Err: err}, true
+	}
+	if !ok {
+		return Decision{}, false
+	}
+	var evs events
+	s.mu.Lock()
+	d := Decision{Action: ActionRestart}
+	if r := s.keys[key]; r != nil {
+		s.share.Proceeded(key, v, now)
+		d = s.proceeded(r, v)
+	}
+	if v.Rearmed != nil {
+		evs.add(s.cfg.Fleet.event(EventFleetRearmed, s.fleetName, v.Now, v.Rearmed))
+	}
+	s.mu.Unlock()
+	emitAll(s.o.handler, evs.list())
+	return d, true
+}
+
+// orBackground returns ctx, or context.Background() for a nil ctx: every
+// method that takes a context reads nil as no bound, as Run does.
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
 }

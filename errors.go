@@ -27,70 +27,7 @@ var (
 	// for a key that another run in the same Supervisor is already
 	// supervising, and by Supervisor.Forget for a running key.
 	ErrAlreadyRunning = errors.New("crashloop: key is already running")
-	// ErrChanged is matched by every *ChangedError: a shared ledger refused
-	// a step that named a version of a key older than the key's current
-	// one.
-	ErrChanged = errors.New("crashloop: key changed since the version named")
-	// ErrStateLost is matched by every *StateLostError: a shared ledger
-	// found that its server lost its state.
-	ErrStateLost = errors.New("crashloop: shared store lost its state")
 )
-
-// StateLostError is a shared ledger's refusal of a call because its server
-// lost the state the ledger knew (a failover that lost writes, a flush, a
-// restart without persistence): the call changed nothing. A ledger that
-// finds a loss outside a call (a periodic check, a notice) tells it in
-// LedgerChange.StateLost instead. errors.Is(err, ErrStateLost) holds. It
-// is a plain value.
-type StateLostError struct {
-	// Announce is set for exactly one replica of a deployment for each
-	// loss: the one that announces EventStoreStateLost. A ledger whose
-	// claim of the announcement could not be sent at once may tell the
-	// same loss (the same Epoch) again later, with Announce set.
-	Announce bool
-	// Epoch names the state the ledger found and adopted, so that a
-	// Supervisor writes back once for each loss however many times it is
-	// told of it; "" for a ledger that does not name its states (each
-	// report is then a loss of its own).
-	Epoch string
-	// Reason says what lost the state: "" when the ledger found the state
-	// gone or replaced (a flush, a restart without persistence),
-	// ReasonFailover when the server kept it but lost its last
-	// acknowledged writes (a failover to a replica they had not reached).
-	// EventStoreStateLost carries it.
-	Reason string
-}
-
-// Error says that the state was lost.
-func (e *StateLostError) Error() string { return ErrStateLost.Error() }
-
-// Is matches ErrStateLost.
-func (e *StateLostError) Is(target error) bool { return target == ErrStateLost }
-
-// ChangedError is a shared ledger's refusal of a resume, forget or
-// write-back that named a version of Key other than the key's current one:
-// something happened to the key since its caller learnt of it, and the step
-// changed nothing. It carries the key as it stands: its current Version and
-// its Park (nil when it is not parked). errors.Is(err, ErrChanged) holds,
-// and so does errors.Is(err, ErrNotParked) when the key is not parked.
-type ChangedError struct {
-	Key     string
-	Version int64
-	Park    *ParkedError
-}
-
-// Error names the key, its current version and whether it is parked.
-func (e *ChangedError) Error() string {
-	if e.Park == nil {
-		return fmt.Sprintf("crashloop: key %q changed (now at version %d, not parked)", e.Key, e.Version)
-	}
-	return fmt.Sprintf("crashloop: key %q changed (now at version %d, parked: %s)", e.Key, e.Version, e.Park.Reason)
-}
-
-// Is matches ErrChanged, and ErrNotParked for a key that is not parked.
-func (e *ChangedError) Is(target error) bool {
-	return target == ErrChanged || (target == ErrNotParked && e.Park == nil)
-}
 
 // Reason codes: the stable value of Event.Reason, of the reason attribute
 // of every log line (LogEvents and the crashloop command's own lines), of
@@ -141,11 +78,6 @@ const (
 	// ReasonCleanExit: EventRestartScheduled of a run that returned nil
 	// after it was healthy, with RestartOnCleanExit.
 	ReasonCleanExit = "clean_exit"
-	// ReasonFailover: EventStoreStateLost of a shared ledger whose server
-	// kept its state but lost its last acknowledged writes (a failover to
-	// a replica they had not reached). A loss with no reason is a state
-	// gone or replaced (a flush, a restart without persistence).
-	ReasonFailover = "failover"
 )
 
 // checkKey refuses the empty key.
@@ -165,12 +97,8 @@ type ParkedError struct {
 	LastError error     // the failure that parked it
 	Attempts  int       // what the deciding guard counted: respawns, reactive rescues or restarts
 	Since     time.Time // when it was parked (the clock's reading, or the explicit now)
-	// Version is, for a park a shared Ledger made, the version of the
-	// transition that made it (see Ledger): what a Resume names. It is 0
-	// for a park of a Supervisor without a shared ledger. For a park a
-	// shared Supervisor decided alone, and in the parks given to
-	// Ledger.Restore, it is the version of the key's last transition the
-	// Supervisor knew when it parked the key (0 for none).
+	// Version numbers the park among the transitions of its key in a
+	// shared layer (package share); 0 without one.
 	Version int64
 }
 

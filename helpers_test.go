@@ -12,6 +12,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/internal/eventrec"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/stretchr/testify/require"
 )
 
@@ -140,4 +141,29 @@ func atsOf(r *recorder, kind crashloop.EventKind) []time.Duration {
 func guardEv(at time.Duration, key, reason string, attempts, limit int, window time.Duration) supEvent {
 	return supEvent{At: at, Event: crashloop.Event{Kind: crashloop.EventGuardTripped, Key: key, Reason: reason,
 		Attempts: attempts, Limit: limit, Window: window}}
+}
+
+// layers maps each Supervisor made by newShared to its Layer.
+var layers sync.Map
+
+// newShared returns a Supervisor that shares its state through l, as a
+// program does with crashloop.WithSharing(share.New(l)).
+func newShared(cfg crashloop.SupervisorConfig, l share.Ledger, opts ...crashloop.Option) (*crashloop.Supervisor, error) {
+	if l == nil {
+		return crashloop.NewSupervisor(cfg, opts...)
+	}
+	layer := share.New(l)
+	s, err := crashloop.NewSupervisor(cfg, append(opts, crashloop.WithSharing(layer))...)
+	if err == nil {
+		layers.Store(s, layer)
+	}
+	return s, err
+}
+
+// layerOf returns the Layer of a Supervisor made by newShared (nil for
+// one made otherwise).
+func layerOf(s *crashloop.Supervisor) *share.Layer {
+	l, _ := layers.Load(s)
+	y, _ := l.(*share.Layer)
+	return y
 }

@@ -29,6 +29,7 @@ type options struct {
 	store     Store
 	saveEvery time.Duration
 	saveErr   func(error)
+	sharing   Sharing
 }
 
 // optionSet is a set of Options, one bit each, indexed like optionNames.
@@ -41,10 +42,11 @@ const (
 	optStore
 	optSaveInterval
 	optSaveErrorHandler
+	optSharing
 )
 
 // optionNames names the options of optionSet, bit i by optionNames[i].
-var optionNames = [...]string{"WithClock", "WithEventHandler", "WithName", "WithStore", "WithSaveInterval", "WithSaveErrorHandler"}
+var optionNames = [...]string{"WithClock", "WithEventHandler", "WithName", "WithStore", "WithSaveInterval", "WithSaveErrorHandler", "WithSharing"}
 
 // constructor is a constructor and the options it takes.
 type constructor struct {
@@ -59,14 +61,11 @@ var (
 	chainOptions      = constructor{name: "NewChainDetector", takes: optClock | optHandler}
 	guardOptions      = constructor{name: "NewRestartLoopGuard", takes: optClock | optHandler | optName}
 	fleetOptions      = constructor{name: "NewFleetSupervisionPolicy", takes: optClock | optHandler | optName}
-	supervisorOptions = constructor{name: "NewSupervisor", takes: optClock | optHandler | optName | optStore | optSaveInterval | optSaveErrorHandler}
-	sharedOptions     = constructor{name: "NewSharedSupervisor", with: " with a ledger",
-		why:   "a shared ledger keeps the state of every replica, a store one process's",
-		takes: optClock | optHandler | optName}
+	supervisorOptions = constructor{name: "NewSupervisor", takes: optClock | optHandler | optName | optStore | optSaveInterval | optSaveErrorHandler | optSharing}
 
 	// constructors lists, in the package's order, who takes what, for the
 	// rule of a refused option.
-	constructors = [...]constructor{budgetOptions, chainOptions, guardOptions, fleetOptions, supervisorOptions, sharedOptions}
+	constructors = [...]constructor{budgetOptions, chainOptions, guardOptions, fleetOptions, supervisorOptions}
 )
 
 // buildOptions applies opts in order, skipping nil ones, and returns them

@@ -11,29 +11,30 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // replicas returns n Supervisors sharing one MemoryLedger, each with its
 // own mock clock at testT0 and recorder.
-func replicas(t *testing.T, cfg crashloop.SupervisorConfig, ledgers []crashloop.Ledger) ([]*crashloop.Supervisor, []*recorder, []*clock.Mock) {
+func replicas(t *testing.T, cfg crashloop.SupervisorConfig, ledgers []share.Ledger) ([]*crashloop.Supervisor, []*recorder, []*clock.Mock) {
 	t.Helper()
 	var sups []*crashloop.Supervisor
 	var recs []*recorder
 	var clocks []*clock.Mock
 	for _, l := range ledgers {
 		rec, c := newRecorder(), mockAt(testT0)
-		s, err := crashloop.NewSharedSupervisor(cfg, l, crashloop.WithClock(c), crashloop.WithEventHandler(rec))
+		s, err := newShared(cfg, l, crashloop.WithClock(c), crashloop.WithEventHandler(rec))
 		require.NoError(t, err)
 		sups, recs, clocks = append(sups, s), append(recs, rec), append(clocks, c)
 	}
 	return sups, recs, clocks
 }
 
-func memoryReplicas(n int) []crashloop.Ledger {
-	first := crashloop.NewMemoryLedger()
-	out := []crashloop.Ledger{first}
+func memoryReplicas(n int) []share.Ledger {
+	first := share.NewMemoryLedger()
+	out := []share.Ledger{first}
 	for range n - 1 {
 		out = append(out, first.Replica())
 	}
@@ -107,17 +108,17 @@ func TestSharedFleetCountsEveryReplica(t *testing.T) {
 
 // deafLedger never tells its Supervisor of another's change, as a ledger
 // whose notice was lost does.
-type deafLedger struct{ crashloop.Ledger }
+type deafLedger struct{ share.Ledger }
 
-func (d deafLedger) Open(cfg crashloop.SupervisorConfig, _ func(crashloop.LedgerChange)) error {
-	return d.Ledger.Open(cfg, func(crashloop.LedgerChange) {})
+func (d deafLedger) Open(cfg crashloop.SupervisorConfig, _ func(share.Change)) error {
+	return d.Ledger.Open(cfg, func(share.Change) {})
 }
 
 // A Supervisor that missed the notice of a resume learns it from the
 // ledger at the key's next start: the stale park does not refuse it.
 func TestSharedResumeWithoutItsNotice(t *testing.T) {
 	ledgers := memoryReplicas(2)
-	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), []crashloop.Ledger{deafLedger{ledgers[0]}, ledgers[1]})
+	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), []share.Ledger{deafLedger{ledgers[0]}, ledgers[1]})
 	boom := errors.New("boom")
 	for i := range 4 {
 		sups[0].DecideAt(context.Background(), "k", crashloop.RunResult{Err: boom}, testT0.Add(time.Duration(i)*time.Second))
@@ -137,7 +138,7 @@ func TestSharedResumeWithoutItsNotice(t *testing.T) {
 // flakyLedger fails every call while down, as a ledger on a server that
 // cannot be reached does.
 type flakyLedger struct {
-	crashloop.Ledger
+	share.Ledger
 	down  atomic.Bool
 	calls atomic.Int64
 	with  atomic.Pointer[error] // the error while down; nil: errRefused
@@ -161,7 +162,7 @@ type misconfigured string
 
 func (m misconfigured) Error() string        { return "redisstore: misconfigured: " + string(m) }
 func (m misconfigured) StoreCause() string   { return string(m) }
-func (m misconfigured) Is(target error) bool { return target == crashloop.ErrStoreMisconfigured }
+func (m misconfigured) Is(target error) bool { return target == share.ErrMisconfigured }
 
 // A ledger that fails for a misconfiguration is announced as such, once per
 // cause, never as an outage; a change of cause is announced; the Supervisor
@@ -169,7 +170,7 @@ func (m misconfigured) Is(target error) bool { return target == crashloop.ErrSto
 func TestSharedMisconfigured(t *testing.T) {
 	ledgers := memoryReplicas(1)
 	flaky := &flakyLedger{Ledger: ledgers[0]}
-	sups, recs, clocks := replicas(t, crashloop.DefaultSupervisorConfig(), []crashloop.Ledger{flaky})
+	sups, recs, clocks := replicas(t, crashloop.DefaultSupervisorConfig(), []share.Ledger{flaky})
 	s, rec, c := sups[0], recs[0], clocks[0]
 	boom := errors.New("boom")
 	noperm := error(fmt.Errorf("redisstore: judge: %w", misconfigured("noperm")))
@@ -198,8 +199,8 @@ func TestSharedMisconfigured(t *testing.T) {
 	assert.Empty(t, kinds(evs, crashloop.EventStoreUnavailable), "a misconfiguration is no outage")
 
 	err := s.Resume(context.Background(), "k0")
-	assert.ErrorIs(t, err, crashloop.ErrStoreUnavailable)
-	assert.ErrorIs(t, err, crashloop.ErrStoreMisconfigured)
+	assert.ErrorIs(t, err, share.ErrUnavailable)
+	assert.ErrorIs(t, err, share.ErrMisconfigured)
 	assert.Empty(t, rec.Take(), "the same cause again")
 	c.Add(time.Second)
 
@@ -220,9 +221,9 @@ func TestSharedMisconfigured(t *testing.T) {
 	assert.Len(t, kinds(evs, crashloop.EventStoreRecovered), 1)
 }
 
-func (f *flakyLedger) Lookup(ctx context.Context, key string) (crashloop.LedgerChange, error) {
+func (f *flakyLedger) Lookup(ctx context.Context, key string) (share.Change, error) {
 	if err := f.fail(); err != nil {
-		return crashloop.LedgerChange{}, err
+		return share.Change{}, err
 	}
 	return f.Ledger.Lookup(ctx, key)
 }
@@ -255,7 +256,7 @@ func (f *flakyLedger) Forget(ctx context.Context, key string, version int64) (in
 	return f.Ledger.Forget(ctx, key, version)
 }
 
-func (f *flakyLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
+func (f *flakyLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]share.Restored, error) {
 	if err := f.fail(); err != nil {
 		return nil, err
 	}
@@ -275,7 +276,7 @@ func (f *flakyLedger) Fleet(ctx context.Context, now time.Time) (crashloop.Fleet
 func TestSharedOutage(t *testing.T) {
 	ledgers := memoryReplicas(2)
 	flaky := &flakyLedger{Ledger: ledgers[0]}
-	sups, recs, clocks := replicas(t, crashloop.DefaultSupervisorConfig(), []crashloop.Ledger{flaky, ledgers[1]})
+	sups, recs, clocks := replicas(t, crashloop.DefaultSupervisorConfig(), []share.Ledger{flaky, ledgers[1]})
 	s, rec, c := sups[0], recs[0], clocks[0]
 	boom := errors.New("boom")
 
@@ -297,10 +298,10 @@ func TestSharedOutage(t *testing.T) {
 	assert.Equal(t, []string{"k"}, s.Parked())
 
 	err := s.Resume(context.Background(), "k")
-	assert.ErrorIs(t, err, crashloop.ErrStoreUnavailable, "a resume never pretends to have applied everywhere")
+	assert.ErrorIs(t, err, share.ErrUnavailable, "a resume never pretends to have applied everywhere")
 	assert.ErrorContains(t, err, "connection refused")
 	assert.Equal(t, []string{"k"}, s.Parked(), "and changes nothing")
-	assert.ErrorIs(t, s.Forget(context.Background(), "k"), crashloop.ErrStoreUnavailable)
+	assert.ErrorIs(t, s.Forget(context.Background(), "k"), share.ErrUnavailable)
 
 	// The other replica does not know of the park yet.
 	assert.Empty(t, sups[1].Parked())
@@ -322,13 +323,13 @@ func TestSharedOutage(t *testing.T) {
 
 // A shared Supervisor keeps no file of its own: its ledger keeps its state.
 func TestSharedRefusesAStore(t *testing.T) {
-	_, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), crashloop.NewMemoryLedger(),
+	_, err := newShared(crashloop.DefaultSupervisorConfig(), share.NewMemoryLedger(),
 		crashloop.WithStore(crashloop.NewFileStore(t.TempDir()+"/state.json")))
 	require.ErrorIs(t, err, crashloop.ErrInvalidConfig)
 	var ce *crashloop.ConfigError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "WithStore", ce.Field)
-	s, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), nil)
+	s, err := newShared(crashloop.DefaultSupervisorConfig(), nil)
 	require.NoError(t, err, "a nil ledger is NewSupervisor")
 	assert.NotNil(t, s)
 }
@@ -338,15 +339,15 @@ func TestSharedRefusesAStore(t *testing.T) {
 func TestSharedFlush(t *testing.T) {
 	ledgers := memoryReplicas(2)
 	flaky := &flakyLedger{Ledger: ledgers[0]}
-	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), []crashloop.Ledger{flaky, ledgers[1]})
-	require.NoError(t, sups[0].Flush(context.Background()), "nothing to write back")
+	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), []share.Ledger{flaky, ledgers[1]})
+	require.NoError(t, layerOf(sups[0]).Flush(context.Background()), "nothing to write back")
 	flaky.down.Store(true)
 	for range 4 {
 		sups[0].DecideAt(context.Background(), "k", crashloop.RunResult{Err: errors.New("boom")}, testT0)
 	}
 	require.Equal(t, []string{"k"}, sups[0].Parked())
-	err := sups[0].Flush(context.Background())
-	assert.ErrorIs(t, err, crashloop.ErrStoreUnavailable)
+	err := layerOf(sups[0]).Flush(context.Background())
+	assert.ErrorIs(t, err, share.ErrUnavailable)
 	assert.ErrorContains(t, err, "writing back 1 park decided alone")
 	run := func() error {
 		return sups[1].Run(context.Background(), "k", func(context.Context) error { return nil })
@@ -354,10 +355,10 @@ func TestSharedFlush(t *testing.T) {
 	assert.NoError(t, run(), "the other replica does not know of the park")
 
 	flaky.down.Store(false)
-	require.NoError(t, sups[0].Flush(context.Background()))
+	require.NoError(t, layerOf(sups[0]).Flush(context.Background()))
 	assert.ErrorIs(t, run(), crashloop.ErrParked, "the other replica refuses the key")
 	assert.Equal(t, 1, recs[0].count(crashloop.EventStoreRecovered))
-	require.NoError(t, sups[0].Flush(context.Background()), "written back once")
+	require.NoError(t, layerOf(sups[0]).Flush(context.Background()), "written back once")
 	assert.Equal(t, 1, recs[0].count(crashloop.EventStoreRecovered))
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/crashloopguard/crashloop/internal/ctxdone"
 	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
@@ -86,22 +85,14 @@ func (s *Supervisor) StatusAt(ctx context.Context, now time.Time) Status {
 	if ctx.Err() != nil {
 		return Status{}
 	}
-	var shared *FleetStatus // the ledger's fleet breaker; nil: none, or the ledger failed
-	if s.cfg.Fleet != nil {
-		use, err := s.useShared(ctx, now)
+	var shared *FleetStatus // the layer's fleet breaker; nil: none, or unknown
+	if s.cfg.Fleet != nil && s.share != nil {
+		fs, ok, err := s.share.Fleet(ctx, now)
 		if err != nil {
 			return Status{}
 		}
-		if use {
-			fs, err := s.shared.l.Fleet(ctx, now)
-			switch {
-			case err != nil && ctxdone.Err(ctx) != nil:
-				return Status{} // the caller's cancel, not an outage
-			case err != nil:
-				s.lost(err, now)
-			default:
-				shared = &fs
-			}
+		if ok {
+			shared = &fs
 		}
 	}
 	var evs events
@@ -117,7 +108,7 @@ func (s *Supervisor) StatusAt(ctx context.Context, now time.Time) Status {
 		ks := KeyStatus{State: r.state, Restarts: s.cfg.Budget.count(&r.respawns, t), TotalRestarts: r.restarts,
 			CanRestart: r.park == nil && !tripped, Incarnation: r.incarnation, Since: r.since}
 		ks.LocalRestarts = r.restarts
-		if s.shared != nil {
+		if s.share != nil {
 			ks.LocalRestarts = r.local
 		}
 		if r.park != nil {

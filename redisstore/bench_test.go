@@ -10,6 +10,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 )
@@ -236,7 +237,7 @@ func BenchmarkPropagation(b *testing.B) {
 	for _, st := range []*Store{from, to} {
 		b.Cleanup(func() { _ = st.Close() })
 	}
-	if err := firstErr(from.Open(cfg, nil), to.Open(cfg, func(ch crashloop.LedgerChange) { heard <- ch.Key })); err != nil {
+	if err := firstErr(from.Open(cfg, nil), to.Open(cfg, func(ch share.Change) { heard <- ch.Key })); err != nil {
 		b.Fatal(err)
 	}
 	reconciled(b, to)

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
-	"github.com/crashloopguard/crashloop/ledgertest"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
+	"github.com/crashloopguard/crashloop/share/ledgertest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -120,7 +121,7 @@ func TestConfigurationStoredOnce(t *testing.T) {
 	old, fresh := st.epoch, st.freshEpoch()
 	require.NoError(t, rdb.FlushAll(ctx).Err())
 	_, err = st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart, Incarnation: "k#1", Now: time.Now()})
-	var sl *crashloop.StateLostError
+	var sl *share.StateLostError
 	require.ErrorAs(t, err, &sl)
 	require.NotEqual(t, old, sl.Epoch)
 	require.Equal(t, fresh, sl.Epoch, "the epoch the Store made, not the refused step")

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
-	"github.com/crashloopguard/crashloop/ledgertest"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
+	"github.com/crashloopguard/crashloop/share/ledgertest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -57,8 +58,8 @@ func TestConformance(t *testing.T) {
 // ledgersOn returns the NewFunc of ledgertest for Stores on s, in
 // client-time mode (the suite's times are explicit).
 func ledgersOn(s *redistest.Server) ledgertest.NewFunc {
-	return func(t *testing.T, n int) []crashloop.Ledger {
-		var out []crashloop.Ledger
+	return func(t *testing.T, n int) []share.Ledger {
+		var out []share.Ledger
 		for _, st := range replicasOn(t, s, n, Options{ClientTime: true}) {
 			out = append(out, members{st})
 		}
@@ -95,9 +96,9 @@ func TestConformanceOnCluster(t *testing.T) {
 func TestConformanceServerTime(t *testing.T) {
 	s := redistest.Start(t)
 	src := clockScript(t, storeSource)
-	ledgertest.Conform(t, func(t *testing.T, n int) []crashloop.Ledger {
+	ledgertest.Conform(t, func(t *testing.T, n int) []share.Ledger {
 		rdb := testClient(t, s)
-		var out []crashloop.Ledger
+		var out []share.Ledger
 		for _, st := range replicasOn(t, s, n, Options{}) {
 			st.script = redis.NewScript(src)
 			out = append(out, &serverClock{Store: st, rdb: rdb})

@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
-	"github.com/crashloopguard/crashloop/ledgertest"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
+	"github.com/crashloopguard/crashloop/share/ledgertest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -126,7 +127,7 @@ func TestWrongShapedReplies(t *testing.T) {
 	ch, applied, err := readStands([]any{"applied", int64(1), "version", int64(4)}, "k", "applied")
 	require.NoError(t, err)
 	require.True(t, applied)
-	require.Equal(t, crashloop.LedgerChange{Key: "k", Version: 4}, ch)
+	require.Equal(t, share.Change{Key: "k", Version: 4}, ch)
 	_, err = readParked([]any{park(), "k"})
 	require.EqualError(t, err, `park 1: the string "k", want an array of name/value pairs`)
 	_, err = readParked(map[any]any{})

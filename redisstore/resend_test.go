@@ -15,6 +15,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -75,7 +76,7 @@ func TestClusterSendsAStepOnce(t *testing.T) {
 			require.ErrorAs(t, err, &lost, "the step ran, but its reply was lost: not sent again")
 			require.Equal(t, p.Addr(), lost.Addr)
 			tc.cause(t, p, err, lost)
-			require.NotErrorIs(t, err, crashloop.ErrStoreMisconfigured, "an outage")
+			require.NotErrorIs(t, err, share.ErrMisconfigured, "an outage")
 
 			p.SetDelay(0)
 			v, err = judge(3)

@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
-	"github.com/crashloopguard/crashloop/ledgertest"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
+	"github.com/crashloopguard/crashloop/share/ledgertest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -30,7 +31,7 @@ type told struct {
 	got []string
 }
 
-func (c *told) notify(ch crashloop.LedgerChange) {
+func (c *told) notify(ch share.Change) {
 	s := fmt.Sprintf("-%s@%d", ch.Key, ch.Version)
 	if pe := ch.Park; pe != nil {
 		last := "<nil>"
@@ -117,7 +118,7 @@ func TestNotices(t *testing.T) {
 	require.Equal(t, int64(3), v)
 	require.Equal(t, int64(4), park(t, sts[0], "k", now).Park.Version)
 	_, err = sts[2].Forget(ctx, "k", 2)
-	require.Equal(t, &crashloop.ChangedError{Key: "k", Version: 4, Park: lookedUp(t, sts[2], "k")}, err)
+	require.Equal(t, &share.ChangedError{Key: "k", Version: 4, Park: lookedUp(t, sts[2], "k")}, err)
 	v, err = sts[2].Forget(ctx, "k", 4)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), v)
@@ -306,7 +307,7 @@ func TestMembersWrittenWhole(t *testing.T) {
 	require.Equal(t, 3, f.TotalChannels)
 	require.NoError(t, rdb.FlushAll(ctx).Err()) // the server lost its state: the step that finds it fails
 	_, err = st.Fleet(ctx, ledgertest.T0)
-	var sl *crashloop.StateLostError
+	var sl *share.StateLostError
 	require.ErrorAs(t, err, &sl)
 	f, err = st.Fleet(ctx, ledgertest.T0) // the next writes the members whole first
 	require.NoError(t, err)
@@ -375,10 +376,10 @@ func TestOperatorWithoutOpen(t *testing.T) {
 	require.Equal(t, parkString(parked), parkString(pe))
 	_, _, err = op.Resume(ctx, "k", ch.Park.Version, later)
 	require.ErrorIs(t, err, crashloop.ErrNotParked)
-	require.Equal(t, &crashloop.ChangedError{Key: "k", Version: rv}, err)
+	require.Equal(t, &share.ChangedError{Key: "k", Version: rv}, err)
 	ch, err = replica.Lookup(ctx, "k")
 	require.NoError(t, err)
-	require.Equal(t, crashloop.LedgerChange{Key: "k", Version: rv}, ch)
+	require.Equal(t, share.Change{Key: "k", Version: rv}, ch)
 
 	empty := New(s.Client(nil), Options{Prefix: newPrefix()})
 	f, err = empty.Fleet(ctx, later)
@@ -439,7 +440,7 @@ func TestDecodeNotice(t *testing.T) {
 	require.Equal(t, int64(9), ch.Version)
 	ch, epoch, origin, ok = decodeNotice("R2:e21:o1:k12")
 	require.True(t, ok)
-	require.Equal(t, crashloop.LedgerChange{Key: "k", Version: 12}, ch)
+	require.Equal(t, share.Change{Key: "k", Version: 12}, ch)
 	require.Equal(t, "e2", epoch)
 	require.Equal(t, "o", origin)
 	for _, bad := range []string{"", "X1:e1:o1:k3", "R1:e", "R1:e1:o", "R1:e1:o1:k", "R1:e1:o1:kx", "R1:e1:o1:k0", "R1:e1:o1:k-1", "P1:e1:o1:k",

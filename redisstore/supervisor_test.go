@@ -54,7 +54,7 @@ func fleet(t *testing.T, n int, cfg crashloop.SupervisorConfig, mock bool, newSt
 			r.clock.Set(start)
 			opts = append(opts, crashloop.WithClock(r.clock))
 		}
-		sup, err := crashloop.NewSharedSupervisor(cfg, r.store, opts...)
+		sup, err := newShared(cfg, r.store, opts...)
 		require.NoError(t, err)
 		r.sup = sup
 		out = append(out, r)

@@ -18,6 +18,7 @@ import (
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
 )
 
 // TestReplicasRaiseOneAlertEach runs two crashloop --redis replicas of one
@@ -48,7 +49,7 @@ func TestReplicasRaiseOneAlertEach(t *testing.T) {
 	require.NoError(t, err)
 	store := redisstore.New(client, redisstore.Options{Prefix: prefix})
 	t.Cleanup(func() { _ = store.Close(); _ = client.Close() })
-	sup, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), store)
+	sup, err := crashloop.NewSupervisor(crashloop.DefaultSupervisorConfig(), crashloop.WithSharing(share.New(store)))
 	require.NoError(t, err)
 	ctx := context.Background()
 

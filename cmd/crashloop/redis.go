@@ -18,6 +18,7 @@ import (
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/internal/errtext"
 	"github.com/crashloopguard/crashloop/redisstore"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -84,7 +85,7 @@ func (c redisConfig) check(store *redisstore.Store, out *output) {
 	defer cancel()
 	warning, err := store.Check(ctx)
 	switch {
-	case errors.Is(err, crashloop.ErrStoreMisconfigured):
+	case errors.Is(err, share.ErrMisconfigured):
 		out.print(slog.LevelError, scrub(err, c.url).Error())
 	case warning != "":
 		out.print(slog.LevelWarn, warning)
@@ -180,11 +181,11 @@ func parkedInRedis(store *redisstore.Store, key string, timeout time.Duration) *
 // flush writes back, within flushFor, the parks sup decided while Redis
 // was unreachable, and says what became of them. It reports whether Redis
 // holds them now.
-func flush(sup *crashloop.Supervisor, out *output, key string) bool {
+func flush(layer *share.Layer, out *output, key string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), flushFor)
 	defer cancel()
 	for {
-		err := sup.Flush(ctx)
+		err := layer.Flush(ctx)
 		if err == nil {
 			return true
 		}
@@ -277,7 +278,7 @@ func resumeRedis(c redisConfig, key string, stdout io.Writer) error {
 		case errors.Is(err, crashloop.ErrNotParked):
 			refusal = fmt.Errorf("%s is not parked in %s", key, redact(c.url))
 			return nil
-		case errors.Is(err, crashloop.ErrChanged):
+		case errors.Is(err, share.ErrChanged):
 			refusal = fmt.Errorf("%s was parked again in %s while it was being resumed: nothing was resumed; look at it and resume it again", key, redact(c.url))
 			return nil
 		}

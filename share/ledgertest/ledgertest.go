@@ -1,5 +1,5 @@
-// Package ledgertest checks that an implementation of crashloop.Ledger
-// decides as the in-memory reference, crashloop.MemoryLedger, does: the
+// Package ledgertest checks that an implementation of share.Ledger
+// decides as the in-memory reference, share.MemoryLedger, does: the
 // same operations with the same explicit times must give the same
 // verdicts, boundaries included, and a change made through one replica
 // must be announced exactly once.
@@ -14,7 +14,7 @@
 // reads an earlier time as that one, whichever clock gave it.
 //
 // The checks tell replicas which keys they count as fleet members
-// (crashloop.Ledger.Member) and expect every replica's next step to count
+// (share.Ledger.Member) and expect every replica's next step to count
 // them: a candidate that writes them later (redisstore's Store, within a
 // round trip) is given to the checks wrapped so that Member writes at once.
 // A candidate's replicas must be io.Closers whose Close withdraws their
@@ -30,11 +30,12 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 )
 
 // NewFunc returns n fresh replicas of one empty shared ledger, not yet
 // opened. Conform calls it once per check.
-type NewFunc func(t *testing.T, n int) []crashloop.Ledger
+type NewFunc func(t *testing.T, n int) []share.Ledger
 
 // T0 is the time the checks start from, a whole number of microseconds.
 var T0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 )
 
 // pair is a candidate and the reference, replica for replica, driven alike:
@@ -19,8 +20,8 @@ import (
 // stops reaching an outcome can fail rather than pass quietly.
 type pair struct {
 	t    *testing.T
-	got  []crashloop.Ledger
-	want []crashloop.Ledger
+	got  []share.Ledger
+	want []share.Ledger
 	log  []string
 	seen map[string]int
 }
@@ -33,8 +34,8 @@ func newPair(t *testing.T, newLedger NewFunc, replicas int, cfg crashloop.Superv
 	if len(p.got) != replicas {
 		t.Fatalf("NewFunc gave %d replicas, want %d", len(p.got), replicas)
 	}
-	ref := crashloop.NewMemoryLedger()
-	p.want = []crashloop.Ledger{ref}
+	ref := share.NewMemoryLedger()
+	p.want = []share.Ledger{ref}
 	for range replicas - 1 {
 		p.want = append(p.want, ref.Replica())
 	}
@@ -135,7 +136,7 @@ func (p *pair) version(i int, key string) int64 {
 
 // resume runs Resume on replica i of both: first naming a version that is
 // not the key's park's (both must refuse it with the same
-// *crashloop.ChangedError and change nothing), then the park's own (or 0
+// *share.ChangedError and change nothing), then the park's own (or 0
 // for a key that is not parked). A refusal must match crashloop.ErrNotParked
 // where the reference's does.
 func (p *pair) resume(i int, key string, now time.Time) {
@@ -245,23 +246,23 @@ func (p *pair) fleet(i int, now time.Time) crashloop.FleetStatus {
 }
 
 // stands writes a key as it stands: its version and its park.
-func stands(ch crashloop.LedgerChange) string {
+func stands(ch share.Change) string {
 	return fmt.Sprintf("%s@v%d %s", ch.Key, ch.Version, park(ch.Park))
 }
 
-// changed writes the key a *crashloop.ChangedError tells of, or "-".
+// changed writes the key a *share.ChangedError tells of, or "-".
 func changed(err error) string {
-	var ce *crashloop.ChangedError
+	var ce *share.ChangedError
 	if !errors.As(err, &ce) {
 		return "-"
 	}
-	return "changed:" + stands(crashloop.LedgerChange{Key: ce.Key, Version: ce.Version, Park: ce.Park})
+	return "changed:" + stands(share.Change{Key: ce.Key, Version: ce.Version, Park: ce.Park})
 }
 
-func restored(rs []crashloop.Restored) string {
+func restored(rs []share.Restored) string {
 	var out []string
 	for _, r := range rs {
-		out = append(out, fmt.Sprintf("written=%v %s", r.Written, stands(r.LedgerChange)))
+		out = append(out, fmt.Sprintf("written=%v %s", r.Written, stands(r.Change)))
 	}
 	return "[" + strings.Join(out, " ") + "]"
 }
