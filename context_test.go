@@ -86,16 +86,16 @@ func (l *ctxLedger) Lookup(ctx context.Context, key string) (share.Change, error
 	return l.Ledger.Lookup(ctx, key)
 }
 
-func (l *ctxLedger) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+func (l *ctxLedger) Judge(ctx context.Context, j share.Judgment) (share.Verdict, error) {
 	if err := l.enter(ctx, "Judge"); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	return l.Ledger.Judge(ctx, j)
 }
 
-func (l *ctxLedger) Proceed(ctx context.Context, key string, now time.Time) (crashloop.Verdict, error) {
+func (l *ctxLedger) Proceed(ctx context.Context, key string, now time.Time) (share.Verdict, error) {
 	if err := l.enter(ctx, "Proceed"); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	return l.Ledger.Proceed(ctx, key, now)
 }

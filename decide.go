@@ -3,6 +3,7 @@ package crashloop
 import (
 	"context"
 	"errors"
+	"github.com/crashloopguard/crashloop/internal/seam"
 	"strconv"
 	"time"
 
@@ -122,10 +123,10 @@ func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now 
 // healthy while RestartOnCleanExit is set: a clean-exit loop is a crash loop.
 var errCleanExitEarly = errors.New("crashloop: exited cleanly before it was healthy")
 
-// judgment turns how a run of key ended into the Judgment the guards
+// judgment turns how a run of key ended into the seam.Judgment the guards
 // settle, with the error the decision carries. It changes nothing. s.mu
 // must be held.
-func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Time) (Judgment, error) {
+func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Time) (seam.Judgment, error) {
 	inc := res.Incarnation
 	if inc == "" && res.Reset {
 		inc = incarnationOf(key, r.runs+1) // a new incarnation ends the chain
@@ -140,7 +141,7 @@ func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Tim
 	ending, cause := s.classify(res.Err, healthy)
 	// a reset clears the respawn window as a healthy run does, without
 	// making the failure a crash
-	j := Judgment{Key: key, Ending: ending, Healthy: healthy || res.Reset, Incarnation: inc, Now: now,
+	j := seam.Judgment{Key: key, Ending: ending, Healthy: healthy || res.Reset, Incarnation: inc, Now: now,
 		Members: s.members - b2i(member(r.state)), Failing: s.failing - b2i(failing(r.state))}
 	if cause != nil {
 		j.Cause = errtext.Text(cause) // with how the program ended, when the failure tells
@@ -149,24 +150,24 @@ func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Tim
 }
 
 // classify tells how a run ended, with the error the judgment carries.
-func (s *Supervisor) classify(err error, healthy bool) (Ending, error) {
+func (s *Supervisor) classify(err error, healthy bool) (seam.Ending, error) {
 	_, perm := errors.AsType[*permanentError](err)
 	_, planned := errors.AsType[*restartError](err)
 	switch {
 	case err == nil && !s.cfg.RestartOnCleanExit:
-		return EndingClean, nil
+		return seam.EndingClean, nil
 	case err == nil && healthy:
-		return EndingPlanned, nil
+		return seam.EndingPlanned, nil
 	case err == nil:
-		return EndingFailedStart, errCleanExitEarly
+		return seam.EndingFailedStart, errCleanExitEarly
 	case perm:
-		return EndingPermanent, err
+		return seam.EndingPermanent, err
 	case planned:
-		return EndingPlanned, err
+		return seam.EndingPlanned, err
 	case healthy:
-		return EndingCrash, err
+		return seam.EndingCrash, err
 	}
-	return EndingFailedStart, err
+	return seam.EndingFailedStart, err
 }
 
 // apply acts on the verdict v of judgment j for the record r: it commits
@@ -174,7 +175,7 @@ func (s *Supervisor) classify(err error, healthy bool) (Ending, error) {
 // last wait, and a mirror of the guards' counts and park when a shared
 // ledger decided), works out the wait on the restart curve, adds the events
 // that announce the decision, and returns it. s.mu must be held.
-func (s *Supervisor) apply(r *record, j *Judgment, cause error, v Verdict, evs *events) Decision {
+func (s *Supervisor) apply(r *record, j *seam.Judgment, cause error, v verdict, evs *events) Decision {
 	if j.Incarnation != r.incarnation {
 		if j.Incarnation == incarnationOf(j.Key, r.runs+1) {
 			r.runs++
@@ -195,20 +196,20 @@ func (s *Supervisor) apply(r *record, j *Judgment, cause error, v Verdict, evs *
 		r.park = v.Park
 		s.setState(r, stateOf(v.Park), v.Now)
 		return Decision{Action: ActionStop, Err: v.Park}
-	case j.Ending == EndingClean:
+	case j.Ending == seam.EndingClean:
 		s.setState(r, StateExited, v.Now)
 		return Decision{Action: ActionStop}
 	}
 
 	var wait time.Duration
 	switch j.Ending {
-	case EndingFailedStart:
+	case seam.EndingFailedStart:
 		if v.Attempt == 1 {
 			r.prev = 0 // an empty window forgets the last wait
 		}
 		wait = s.curve.Delay(v.Attempt, r.prev)
 		r.prev = wait
-	case EndingCrash:
+	case seam.EndingCrash:
 		wait = s.curve.Delay(1, 0)
 	}
 	d := Decision{Action: ActionRestart, Wait: wait}
@@ -223,7 +224,7 @@ func (s *Supervisor) apply(r *record, j *Judgment, cause error, v Verdict, evs *
 	if s.o.handler != nil {
 		ev := Event{Kind: EventRestartScheduled, Key: j.Key, Incarnation: j.Incarnation, Time: v.Now, Reason: restartReason(j),
 			LastError: cause, Attempts: v.Restarts, Backoff: d.Wait, Held: v.Held}
-		if j.Ending == EndingFailedStart {
+		if j.Ending == seam.EndingFailedStart {
 			ev = s.cfg.Budget.scheduled(j.Key, v.Now, cause, v.Attempt, d.Wait)
 			ev.Held = v.Held
 		}
@@ -236,9 +237,9 @@ func (s *Supervisor) apply(r *record, j *Judgment, cause error, v Verdict, evs *
 }
 
 // restartReason is the Reason of the EventRestartScheduled of j.
-func restartReason(j *Judgment) string {
+func restartReason(j *seam.Judgment) string {
 	switch {
-	case j.Ending == EndingCrash:
+	case j.Ending == seam.EndingCrash:
 		return ReasonCrashed
 	case j.Cause == "":
 		return ReasonCleanExit // a clean exit after a healthy run, with RestartOnCleanExit
@@ -249,7 +250,7 @@ func restartReason(j *Judgment) string {
 // parked commits the park the verdict v made, with this Supervisor's own
 // error values, and adds the event of the guard that decided it, then the
 // fleet trip it caused. s.mu must be held.
-func (s *Supervisor) parked(r *record, j *Judgment, cause error, v Verdict, evs *events) Decision {
+func (s *Supervisor) parked(r *record, j *seam.Judgment, cause error, v verdict, evs *events) Decision {
 	pe := *v.Park
 	pe.LastError = cause
 	if pe.Reason == ReasonNeedsHuman {
@@ -352,7 +353,7 @@ func (s *Supervisor) ProceedAt(ctx context.Context, key string, now time.Time) D
 }
 
 // proceeded acts on the verdict of a Proceed for r. s.mu must be held.
-func (s *Supervisor) proceeded(r *record, v Verdict) Decision {
+func (s *Supervisor) proceeded(r *record, v verdict) Decision {
 	switch {
 	case r.park != nil:
 		return Decision{Action: ActionStop, Err: r.park} // the verdict's park, or a newer one the mirror knows

@@ -31,28 +31,15 @@
 // work queue. Every guard and the Supervisor export their state with
 // Snapshot and take it back with Restore, and WithStore makes a Supervisor
 // save it by itself, so that a restart of the supervising program does not
-// forget a crash loop. NewSharedSupervisor keeps the guards' state in a
-// Ledger shared by several Supervisors (the replicas of a service). The
-// Supervisor's methods that can wait on a shared Ledger (Decide, Proceed,
-// Resume, Forget, Status, Flush and their At forms) take a context.Context
-// first, and Run, Wrap and Process pass theirs to the ledger: a context
-// that is done, or ends while the call waits, ends the call at once with
-// its error, committing nothing (a nil one is context.Background()). The
-// guards' in-memory methods take none.
+// forget a crash loop. WithSharing shares the guards' state between the
+// replicas of a service through package share (on Redis: package
+// redisstore). The Supervisor's methods that can wait on a shared layer
+// (Decide, Proceed, Resume, Forget, Status and their At forms) take a
+// context.Context first, and Run, Wrap and Process pass theirs on: a
+// context that is done, or ends while the call waits, ends the call at
+// once with its error, committing nothing (a nil one is
+// context.Background()). The guards' in-memory methods take none.
 // The command under cmd/crashloop supervises any process with the library.
-//
-// # Writing a ledger
-//
-// Most programs never need this section: NewSupervisor keeps state in
-// memory, WithStore in a file, and package redisstore of this module on
-// Redis. A program that keeps the guards' shared state elsewhere implements
-// Ledger, and only then meets the names that serve it alone: Ledger,
-// LedgerChange, Judgment, Ending, Verdict, FleetChange and MemoryLedger,
-// the in-process reference. A ledger is checked with
-// package ledgertest of this module, which holds a ledger to MemoryLedger's
-// answers; docs/ledger.md has the contract. They stay in this package
-// because the Supervisor and a ledger exchange them, and a package of their
-// own would have to import this one.
 //
 // Boundaries follow one rule everywhere: an event exactly a window old still
 // counts, a chain gap of exactly the reset gap keeps the chain, a cooldown

@@ -62,7 +62,7 @@ const (
 	EventStoreStateLost
 	// EventStoreMisconfigured ("store.misconfigured"): the shared ledger
 	// fails in a way no retry fixes (its error matches
-	// ErrStoreMisconfigured); Reason names the cause. The Supervisor guards
+	// share.ErrMisconfigured); Reason names the cause. The Supervisor guards
 	// with its local state, as after EventStoreUnavailable, until the
 	// ledger answers again (EventStoreRecovered).
 	EventStoreMisconfigured
@@ -100,11 +100,6 @@ func (k EventKind) String() string {
 func (k EventKind) Stops() bool {
 	return k == EventStartupExhausted || k == EventChainEscalated || k == EventGuardTripped
 }
-
-// Resumes reports whether an event of kind k announces that a stopped key
-// may be restarted again: EventResumed, published by every Resume and by
-// ChainDetector.Clear of a key that needed a human.
-func (k EventKind) Resumes() bool { return k == EventResumed }
 
 // Event describes one state change. Fields that do not apply to a kind are
 // zero. Events are values: a handler may keep them. A zero Event (Kind 0) is

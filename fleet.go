@@ -123,7 +123,7 @@ func (f *fleetState) trip(t int64, reason string) {
 }
 
 // FleetChange is a change of the fleet breaker, a trip or a re-arm, with
-// what the event announcing it carries: the Verdict of a Ledger's step
+// what the event announcing it carries: the verdict of a Ledger's step
 // holds the ones it made. It is a plain value, safe to copy; its zero value
 // is a change with no reason and no counts.
 type FleetChange struct {

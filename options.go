@@ -131,9 +131,9 @@ func WithEventHandler(h EventHandler) Option {
 // FleetSupervisionPolicy (Event.Key). The default is the empty string. A
 // Supervisor gives the name to its fleet breaker (default "fleet", also used
 // when name is empty); its per-key events carry the key of each call
-// instead. NewRestartLoopGuard, NewFleetSupervisionPolicy, NewSupervisor and
-// NewSharedSupervisor take it; NewRespawnBudget and NewChainDetector, whose
-// events carry the key of each call, return a *ConfigError.
+// instead. NewRestartLoopGuard, NewFleetSupervisionPolicy and NewSupervisor
+// take it; NewRespawnBudget and NewChainDetector, whose events carry the
+// key of each call, return a *ConfigError.
 func WithName(name string) Option {
 	return func(o *options) { o.given |= optName; o.name = name }
 }

@@ -228,16 +228,16 @@ func (f *flakyLedger) Lookup(ctx context.Context, key string) (share.Change, err
 	return f.Ledger.Lookup(ctx, key)
 }
 
-func (f *flakyLedger) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+func (f *flakyLedger) Judge(ctx context.Context, j share.Judgment) (share.Verdict, error) {
 	if err := f.fail(); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	return f.Ledger.Judge(ctx, j)
 }
 
-func (f *flakyLedger) Proceed(ctx context.Context, key string, now time.Time) (crashloop.Verdict, error) {
+func (f *flakyLedger) Proceed(ctx context.Context, key string, now time.Time) (share.Verdict, error) {
 	if err := f.fail(); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	return f.Ledger.Proceed(ctx, key, now)
 }

@@ -2,56 +2,43 @@ package crashloop
 
 import (
 	"context"
+	"github.com/crashloopguard/crashloop/internal/seam"
 	"time"
 )
 
 // Sharing is a layer that shares a Supervisor's guard state with the other
-// replicas of a service; package share has one. A Supervisor given one
-// (WithSharing) asks it first at each decision. When the layer cannot
-// decide, the Supervisor decides alone with its own guards and hands a
-// park it makes over to the layer, to be written back.
-//
-// The Supervisor calls the methods whose doc says "locked" with its lock
-// held: they do no I/O and never block. The others it calls with no lock
-// held. A layer that takes a lock of its own takes it after the
-// Supervisor's, never before. A Sharing is used by one Supervisor.
+// replicas of a service: *share.Layer, the only one. A Supervisor given one
+// (WithSharing) asks it first at each decision; when it cannot decide, the
+// Supervisor decides alone with its own guards and hands a park it makes
+// over to be written back. Bind gives the layer the Supervisor's Host.
 type Sharing interface {
-	// Bind gives the layer its Supervisor, before any other call.
 	Bind(h Host) error
-	// Judge decides j on the shared state and commits it. It reports
-	// false when the layer cannot decide: the Supervisor decides alone.
-	// An error is the caller's ctx's: nothing was committed.
-	Judge(ctx context.Context, j Judgment) (Verdict, bool, error)
-	// Judged takes, locked, the verdict v of key that the Supervisor
-	// applied; known was the key's park before.
-	Judged(key string, v Verdict, known *ParkedError, now time.Time)
-	// Announce emits evs, the events of a verdict: those of a park made
-	// once by whichever replica claims it.
-	Announce(ctx context.Context, v Verdict, evs []Event)
-	// Proceed asks whether the held restart of key may go, as Judge.
-	Proceed(ctx context.Context, key string, now time.Time) (Verdict, bool, error)
-	// Proceeded takes, locked, the verdict of a Proceed of a known key.
-	Proceeded(key string, v Verdict, now time.Time)
-	// Lookup takes the shared state of key into the Supervisor, before a
-	// run. An error is the caller's ctx's.
+}
+
+// layer is what a Supervisor asks of its Sharing (share.Layer has each
+// method's doc). The Supervisor calls Judged, Proceeded, Alone, Member
+// and Running with its lock held: they do no I/O and never block. It calls
+// the others with no lock held.
+type layer interface {
+	Sharing
+	Judge(ctx context.Context, j seam.Judgment) (verdict, bool, error)
+	Judged(key string, v verdict, known *ParkedError, now time.Time)
+	Announce(ctx context.Context, v verdict, evs []Event)
+	Proceed(ctx context.Context, key string, now time.Time) (verdict, bool, error)
+	Proceeded(key string, v verdict, now time.Time)
 	Lookup(ctx context.Context, key string, now time.Time) error
-	// Resume resumes the park of key everywhere (see Host.Resume).
 	Resume(ctx context.Context, key string, now time.Time) error
-	// Forget forgets key everywhere (see Host.Forget).
 	Forget(ctx context.Context, key string, now time.Time) error
-	// Fleet returns the shared fleet breaker's status; false: unknown.
 	Fleet(ctx context.Context, now time.Time) (FleetStatus, bool, error)
-	// Alone keeps, locked, a park the Supervisor decided alone.
 	Alone(key string, pe *ParkedError, now time.Time)
-	// Member tells, locked, whether key counts as a fleet member.
 	Member(key string, member bool)
-	// Running counts, locked, a key that starts (+1) or stops (-1) running.
 	Running(delta int)
 }
 
-// Host is a Supervisor as its Sharing layer sees it. Lock and Unlock are
-// the Supervisor's lock; the methods marked "locked" need it held. Host
-// is not for other callers.
+// Host is a Supervisor as its Sharing layer sees it: its lock (Lock and
+// Unlock; a layer's own locks come after it), its clock and handler, and
+// the steps that change its records, marked "locked" when they need the
+// lock held. It is for the layer alone.
 type Host interface {
 	Lock()
 	Unlock()
@@ -84,9 +71,10 @@ type Host interface {
 	Resumed(pe *ParkedError, now time.Time) Event
 }
 
-// WithSharing makes a Supervisor share its guard state through l (package
-// share). Only NewSupervisor takes it, and not with WithStore: a shared
-// layer keeps the state of every replica.
+// WithSharing makes a Supervisor share its guard state through l, a
+// *share.Layer. Only NewSupervisor takes it, and not with WithStore: a
+// shared layer keeps the state of every replica. The default, also for a
+// nil l, is no sharing.
 func WithSharing(l Sharing) Option {
 	return func(o *options) { o.given |= optSharing; o.sharing = l }
 }

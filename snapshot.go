@@ -26,11 +26,11 @@ import (
 // Restore refuses, is described in docs/snapshot.md of this repository.
 const SnapshotVersion = 1
 
-// MaxSnapshotSkew is how far after the restoring object's now a time in a
+// maxSnapshotSkew is how far after the restoring object's now a time in a
 // snapshot may lie: times beyond it are rejected as corrupt (a restored
 // window whose events lie in the future would not age). It allows for a
 // clock that was stepped back a little since the snapshot was taken.
-const MaxSnapshotSkew = time.Hour
+const maxSnapshotSkew = time.Hour
 
 // ErrBadSnapshot is matched (errors.Is) by every error Restore returns for
 // a document it cannot restore; the error's text says what is wrong and
@@ -277,7 +277,7 @@ func newReader(tb *timebase, now time.Time, latest, path string) (*reader, error
 			now = seen // time never runs backwards
 		}
 	}
-	r := &reader{tb: tb, horizon: now.Add(MaxSnapshotSkew), latestOff: math.MinInt64}
+	r := &reader{tb: tb, horizon: now.Add(maxSnapshotSkew), latestOff: math.MinInt64}
 	if latest != "" {
 		t, err := r.time(latest, path+".latest")
 		if err != nil {
@@ -299,7 +299,7 @@ func (r *reader) time(s, field string) (time.Time, error) {
 	}
 	if t.After(r.horizon) {
 		return time.Time{}, badSnapshot("%s: %s lies in the future (more than %v after now, %s)",
-			field, s, MaxSnapshotSkew, r.horizon.Add(-MaxSnapshotSkew).UTC().Format(time.RFC3339Nano))
+			field, s, maxSnapshotSkew, r.horizon.Add(-maxSnapshotSkew).UTC().Format(time.RFC3339Nano))
 	}
 	return t.In(r.tb.base.Location()), nil
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
 )
 
 // Supervisor runs functions under all four guards and restarts them when
@@ -39,7 +38,7 @@ type Supervisor struct {
 	members int       // records that count as fleet members
 	failing int       // members that are parked or need a human
 	book    fleetBook // the fleet breaker, when cfg.Fleet is on
-	share   Sharing   // WithSharing; nil: none
+	share   layer     // WithSharing; nil: none
 
 	persist persister // WithStore (persist.go)
 }
@@ -73,10 +72,14 @@ func NewSupervisor(cfg SupervisorConfig, opts ...Option) (*Supervisor, error) {
 		return nil, err
 	}
 	if o.sharing != nil {
-		s.share = o.sharing
-		if err := s.share.Bind(host{s}); err != nil {
+		l, ok := o.sharing.(layer)
+		if !ok {
+			return nil, &ConfigError{Field: "WithSharing", Value: fmt.Sprintf("%T", o.sharing), Rule: "a *share.Layer"}
+		}
+		if err := l.Bind(host{s}); err != nil {
 			return nil, err
 		}
+		s.share = l
 	}
 	return s, nil
 }

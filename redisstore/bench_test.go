@@ -77,7 +77,7 @@ func BenchmarkDecision(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = st.Close() })
-		j := crashloop.Judgment{Key: "worker", Ending: crashloop.EndingFailedStart, Incarnation: "worker#1",
+		j := share.Judgment{Key: "worker", Ending: share.EndingFailedStart, Incarnation: "worker#1",
 			Cause: "exit status 1", Members: 10, Failing: 1}
 		n := 0
 		return func() (time.Duration, error) {
@@ -247,7 +247,7 @@ func BenchmarkPropagation(b *testing.B) {
 	for i := range b.N {
 		key := "k" + strconv.Itoa(i)
 		start := time.Now()
-		v, err := from.Judge(ctx, crashloop.Judgment{Key: key, Ending: crashloop.EndingPermanent, Incarnation: key, Cause: "bad config", Now: start})
+		v, err := from.Judge(ctx, share.Judgment{Key: key, Ending: share.EndingPermanent, Incarnation: key, Cause: "bad config", Now: start})
 		if err != nil || !v.NewPark {
 			b.Fatal(err, v)
 		}

@@ -255,7 +255,7 @@ func TestCancelEndsStoreCallsStuckOnAPausedServer(t *testing.T) {
 		call func(ctx context.Context) error
 	}{
 		{"Judge", func(ctx context.Context) error {
-			_, err := st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart, Incarnation: "k#1", Now: start})
+			_, err := st.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingFailedStart, Incarnation: "k#1", Now: start})
 			return err
 		}},
 		{"Proceed", func(ctx context.Context) error { _, err := st.Proceed(ctx, "k", start); return err }},

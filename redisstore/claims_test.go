@@ -172,7 +172,7 @@ type slowAfterPark struct {
 	proxy *redistest.SlowProxy
 }
 
-func (l *slowAfterPark) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+func (l *slowAfterPark) Judge(ctx context.Context, j share.Judgment) (share.Verdict, error) {
 	v, err := l.Store.Judge(ctx, j)
 	if err == nil && v.NewPark {
 		l.proxy.SetDelay(time.Second)

@@ -1,11 +1,11 @@
 // Package redisstore keeps the state of crashloop's guards on Redis, so that
 // the replicas of a service, on one host or many, share one budget, one
-// chain and one fleet breaker per key: a share.Ledger for
-// crashloop.NewSharedSupervisor.
+// chain and one fleet breaker per key: a share.Ledger, given to a
+// Supervisor with crashloop.WithSharing(share.New(store)).
 //
 //	client, err := redisstore.NewClient(os.Getenv("REDIS_URL"), os.Getenv("REDIS_PASSWORD"), redisstore.DefaultTimeout)
 //	store := redisstore.New(client, redisstore.Options{Prefix: "gateway"}) // defer store.Close()
-//	sup, err := crashloop.NewSharedSupervisor(cfg, store)
+//	sup, err := crashloop.NewSupervisor(cfg, crashloop.WithSharing(share.New(store)))
 //
 // Each decision is one atomic step on the server (one Lua script), with the
 // library's own rules: the library's conformance suite holds a Store to

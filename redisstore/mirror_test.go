@@ -55,7 +55,7 @@ func (l *lateReplies) wait() {
 	}
 }
 
-func (l *lateReplies) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+func (l *lateReplies) Judge(ctx context.Context, j share.Judgment) (share.Verdict, error) {
 	v, err := l.Store.Judge(ctx, j)
 	l.wait()
 	return v, err

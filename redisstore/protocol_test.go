@@ -130,7 +130,7 @@ func TestLateResumeClearsOnlyThePark(t *testing.T) {
 
 	// The key crash-loops again and is parked anew.
 	base = counts(rs, crashloop.EventStartupExhausted)
-	v, err := rs[0].store.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingPermanent, Incarnation: "k#2",
+	v, err := rs[0].store.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingPermanent, Incarnation: "k#2",
 		Cause: "bad config again", Now: time.Now()})
 	require.NoError(t, err)
 	require.True(t, v.NewPark)
@@ -188,16 +188,16 @@ func (c *cutLedger) Lookup(ctx context.Context, key string) (share.Change, error
 	return c.Store.Lookup(ctx, key)
 }
 
-func (c *cutLedger) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+func (c *cutLedger) Judge(ctx context.Context, j share.Judgment) (share.Verdict, error) {
 	if err := c.fail(); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	return c.Store.Judge(ctx, j)
 }
 
-func (c *cutLedger) Proceed(ctx context.Context, key string, now time.Time) (crashloop.Verdict, error) {
+func (c *cutLedger) Proceed(ctx context.Context, key string, now time.Time) (share.Verdict, error) {
 	if err := c.fail(); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	return c.Store.Proceed(ctx, key, now)
 }

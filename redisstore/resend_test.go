@@ -60,8 +60,8 @@ func TestClusterSendsAStepOnce(t *testing.T) {
 			st := New(c, Options{Prefix: newPrefix(), Timeout: 5 * time.Second, ClientTime: true})
 			t.Cleanup(func() { _ = st.Close() })
 			require.NoError(t, st.Open(crashloop.DefaultSupervisorConfig(), nil))
-			judge := func(i int) (crashloop.Verdict, error) {
-				return st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart, Now: start.Add(time.Duration(i) * time.Second)})
+			judge := func(i int) (share.Verdict, error) {
+				return st.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingFailedStart, Now: start.Add(time.Duration(i) * time.Second)})
 			}
 			v, err := judge(1) // learns the epoch, loads the script: a step is one EVALSHA from now on
 			require.NoError(t, err)

@@ -445,34 +445,34 @@ func readStands(v any, key, flag string) (share.Change, bool, error) {
 // readVerdict reads the verdict of a judge or proceed step on key. now is
 // the time of the call in client-time mode (the Verdict keeps it as
 // given), or the zero time for the server's.
-func readVerdict(v any, key string, now time.Time) (crashloop.Verdict, error) {
+func readVerdict(v any, key string, now time.Time) (share.Verdict, error) {
 	o, err := readObject(v, "now", "new_park", "held", "attempt", "restarts", "wait_ns", "park", "tripped", "rearmed")
 	if err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	f := fields{o: o}
 	ts := f.int("now")
 	if now.IsZero() {
 		now = time.UnixMicro(ts)
 	}
-	vd := crashloop.Verdict{Now: now, NewPark: f.flag("new_park"), Held: f.flag("held"), Attempt: int(f.int("attempt")),
+	vd := share.Verdict{Now: now, NewPark: f.flag("new_park"), Held: f.flag("held"), Attempt: int(f.int("attempt")),
 		Restarts: int(f.int("restarts")), Wait: time.Duration(f.int("wait_ns"))}
 	if f.err != nil {
-		return crashloop.Verdict{}, f.err
+		return share.Verdict{}, f.err
 	}
 	if p, ok := o["park"]; ok {
 		if vd.Park, err = readPark(p, key); err != nil {
-			return crashloop.Verdict{}, fmt.Errorf("field \"park\": %w", err)
+			return share.Verdict{}, fmt.Errorf("field \"park\": %w", err)
 		}
 	}
 	if vd.Tripped, err = readChangeField(o, "tripped"); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	if vd.Rearmed, err = readChangeField(o, "rearmed"); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	if vd.NewPark && vd.Park == nil {
-		return crashloop.Verdict{}, errors.New("a new park without its park")
+		return share.Verdict{}, errors.New("a new park without its park")
 	}
 	return vd, nil
 }

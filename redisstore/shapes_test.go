@@ -47,7 +47,7 @@ func TestConnectTLS(t *testing.T) {
 	st := New(c, Options{Prefix: newPrefix(), Timeout: 5 * time.Second})
 	t.Cleanup(func() { _ = st.Close() })
 	require.NoError(t, st.Open(crashloop.DefaultSupervisorConfig(), nil))
-	v, err := st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart})
+	v, err := st.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingFailedStart})
 	require.NoError(t, err)
 	require.Equal(t, 1, v.Attempt)
 
@@ -89,7 +89,7 @@ func TestConnectDetectsACluster(t *testing.T) {
 	st := New(c, Options{Prefix: newPrefix(), Timeout: 5 * time.Second})
 	t.Cleanup(func() { _ = st.Close() })
 	require.NoError(t, st.Open(crashloop.DefaultSupervisorConfig(), nil))
-	v, err := st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart})
+	v, err := st.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingFailedStart})
 	require.NoError(t, err)
 	require.Equal(t, 1, v.Attempt)
 

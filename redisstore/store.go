@@ -320,29 +320,29 @@ func (s *Store) Lookup(ctx context.Context, key string) (share.Change, error) {
 // It first writes this replica's changes of members not yet written, if
 // any (a round trip more). A park is announced to the other replicas. It
 // needs Open. A Judgment whose Ending is none of the library's is an error.
-func (s *Store) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+func (s *Store) Judge(ctx context.Context, j share.Judgment) (share.Verdict, error) {
 	p := s.plan.Load()
 	if s.err != nil || p == nil {
-		return crashloop.Verdict{}, firstErr(s.err, errNotOpen)
+		return share.Verdict{}, firstErr(s.err, errNotOpen)
 	}
-	if j.Ending < crashloop.EndingClean || j.Ending > crashloop.EndingPlanned {
-		return crashloop.Verdict{}, fmt.Errorf("redisstore: judge: Judgment.Ending %v: not an ending of the library", j.Ending)
+	if j.Ending < share.EndingClean || j.Ending > share.EndingPlanned {
+		return share.Verdict{}, fmt.Errorf("redisstore: judge: Judgment.Ending %v: not an ending of the library", j.Ending)
 	}
 	at, err := timeArg(j.Now, !s.o.ClientTime)
 	if err != nil {
-		return crashloop.Verdict{}, fmt.Errorf("redisstore: judge: %w", err)
+		return share.Verdict{}, fmt.Errorf("redisstore: judge: %w", err)
 	}
 	if err := s.membersFirst(ctx); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	res, err := s.run(ctx, "judge", []string{s.keys.record(j.Key), s.keys.fleet(), s.keys.parked(), s.keys.held(), p.key},
 		at, j.Ending.String(), boolArg(j.Healthy), j.Incarnation, encodeCause(j.Cause, j.Cause != ""), s.origin)
 	if err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	v, err := readVerdict(res, j.Key, s.callTime(j.Now))
 	if err != nil {
-		return crashloop.Verdict{}, badReply("judge", err)
+		return share.Verdict{}, badReply("judge", err)
 	}
 	if v.Park != nil {
 		s.saw(v.Park.Version)
@@ -353,22 +353,22 @@ func (s *Store) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verd
 
 // Proceed asks at now whether the held restart of key may go. It needs
 // Open.
-func (s *Store) Proceed(ctx context.Context, key string, now time.Time) (crashloop.Verdict, error) {
+func (s *Store) Proceed(ctx context.Context, key string, now time.Time) (share.Verdict, error) {
 	p := s.plan.Load()
 	if s.err != nil || p == nil {
-		return crashloop.Verdict{}, firstErr(s.err, errNotOpen)
+		return share.Verdict{}, firstErr(s.err, errNotOpen)
 	}
 	at, err := timeArg(now, !s.o.ClientTime)
 	if err != nil {
-		return crashloop.Verdict{}, fmt.Errorf("redisstore: proceed: %w", err)
+		return share.Verdict{}, fmt.Errorf("redisstore: proceed: %w", err)
 	}
 	res, err := s.run(ctx, "proceed", []string{s.keys.record(key), s.keys.fleet(), s.keys.held(), p.key}, at)
 	if err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	v, err := readVerdict(res, key, s.callTime(now))
 	if err != nil {
-		return crashloop.Verdict{}, badReply("proceed", err)
+		return share.Verdict{}, badReply("proceed", err)
 	}
 	if v.Park != nil {
 		s.saw(v.Park.Version)

@@ -71,9 +71,9 @@ func reconciled(t testing.TB, sts ...*Store) {
 }
 
 // park parks key through st at once (a permanent error).
-func park(t testing.TB, st *Store, key string, now time.Time) crashloop.Verdict {
+func park(t testing.TB, st *Store, key string, now time.Time) share.Verdict {
 	t.Helper()
-	v, err := st.Judge(context.Background(), crashloop.Judgment{Key: key, Ending: crashloop.EndingPermanent,
+	v, err := st.Judge(context.Background(), share.Judgment{Key: key, Ending: share.EndingPermanent,
 		Incarnation: key + "#1", Cause: "fatal " + key, Now: now, Members: 1})
 	require.NoError(t, err)
 	require.True(t, v.NewPark, "%+v", v)
@@ -216,7 +216,7 @@ func TestKeysAndExpiry(t *testing.T) {
 		require.LessOrEqual(t, d, span, key)
 	}
 
-	j := crashloop.Judgment{Key: "a", Ending: crashloop.EndingFailedStart, Incarnation: "a#1", Cause: "boom", Now: ledgertest.T0, Members: 1}
+	j := share.Judgment{Key: "a", Ending: share.EndingFailedStart, Incarnation: "a#1", Cause: "boom", Now: ledgertest.T0, Members: 1}
 	st.Member("a", true) // written before the judge step
 	_, err := st.Judge(ctx, j)
 	require.NoError(t, err)
@@ -241,7 +241,7 @@ func TestKeysAndExpiry(t *testing.T) {
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:ver"))
 
 	for i := range cfg.Fleet.RestartsPerHour + 1 { // the 8th trips; it and the 9th are held
-		_, err := st.Judge(ctx, crashloop.Judgment{Key: fmt.Sprintf("p%d", i), Ending: crashloop.EndingPlanned, Incarnation: "i", Now: ledgertest.T0})
+		_, err := st.Judge(ctx, share.Judgment{Key: fmt.Sprintf("p%d", i), Ending: share.EndingPlanned, Incarnation: "i", Now: ledgertest.T0})
 		require.NoError(t, err)
 	}
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:fleet"), "a tripped breaker never expires")
@@ -333,7 +333,7 @@ func TestOperatorWithoutOpen(t *testing.T) {
 	replica.Member("p7", true)
 	ctx := context.Background()
 	for i := range cfg.Fleet.RestartsPerHour {
-		_, err := replica.Judge(ctx, crashloop.Judgment{Key: fmt.Sprintf("p%d", i), Ending: crashloop.EndingPlanned, Incarnation: "i", Now: ledgertest.T0})
+		_, err := replica.Judge(ctx, share.Judgment{Key: fmt.Sprintf("p%d", i), Ending: share.EndingPlanned, Incarnation: "i", Now: ledgertest.T0})
 		require.NoError(t, err)
 	}
 	parked := park(t, replica, "k", ledgertest.T0.Add(time.Second)).Park
@@ -366,7 +366,7 @@ func TestOperatorWithoutOpen(t *testing.T) {
 	require.True(t, v.Held)
 	require.Equal(t, cfg.Fleet.Cooldown-11*time.Second, v.Wait)
 
-	_, err = op.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingCrash, Now: later})
+	_, err = op.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingCrash, Now: later})
 	require.ErrorIs(t, err, errNotOpen)
 	_, err = op.Proceed(ctx, "k", later)
 	require.ErrorIs(t, err, errNotOpen)

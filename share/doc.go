@@ -14,7 +14,7 @@
 // The protocol, told once:
 //
 //   - Deciding. A Supervisor asks its Layer first. The Layer sends the
-//     run's crashloop.Judgment to the ledger, and the Supervisor applies
+//     run's Judgment to the ledger, and the Supervisor applies
 //     the Verdict that comes back to its own records, which mirror the
 //     ledger's. Each transition of a key (a park, a resume, a forget) takes
 //     the ledger's next version; a change older than the one a replica

@@ -96,11 +96,11 @@ func (y *Layer) use(ctx context.Context, now time.Time) (bool, error) {
 }
 
 // Judge judges j through the ledger, within one decision's deadline.
-func (y *Layer) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, bool, error) {
+func (y *Layer) Judge(ctx context.Context, j Judgment) (Verdict, bool, error) {
 	ctx, cancel := y.decisionContext(ctx)
 	defer cancel()
 	if use, err := y.use(ctx, j.Now); err != nil || !use {
-		return crashloop.Verdict{}, false, err
+		return Verdict{}, false, err
 	}
 	v, err := y.l.Judge(ctx, j)
 	if y.reloaded(ctx, err, j.Now) {
@@ -108,10 +108,10 @@ func (y *Layer) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verd
 	}
 	if err != nil {
 		if err := callerErr(ctx); err != nil {
-			return crashloop.Verdict{}, false, err
+			return Verdict{}, false, err
 		}
 		y.lost(err, j.Now)
-		return crashloop.Verdict{}, false, nil
+		return Verdict{}, false, nil
 	}
 	return v, true, nil
 }
@@ -119,7 +119,7 @@ func (y *Layer) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verd
 // Judged takes the verdict v of key into the mirror: a park it refused
 // for that this replica had not learnt is claimed as from a notice, and a
 // reply never moves the mirror back past a newer transition learnt first.
-func (y *Layer) Judged(key string, v crashloop.Verdict, known *crashloop.ParkedError, now time.Time) {
+func (y *Layer) Judged(key string, v Verdict, known *crashloop.ParkedError, now time.Time) {
 	if v.Park == nil {
 		return
 	}
@@ -138,10 +138,10 @@ func (y *Layer) Judged(key string, v crashloop.Verdict, known *crashloop.ParkedE
 
 // Announce emits evs, but a new park's own events, which the replica that
 // claims the park emits.
-func (y *Layer) Announce(ctx context.Context, v crashloop.Verdict, evs []crashloop.Event) {
+func (y *Layer) Announce(ctx context.Context, v Verdict, evs []crashloop.Event) {
 	var park []crashloop.Event
 	for _, ev := range evs {
-		if v.NewPark && ev.Key == v.Park.Key && isParkEvent(ev.Kind) {
+		if v.NewPark && ev.Key == v.Park.Key && ev.Kind.Stops() {
 			park = append(park, ev)
 			continue
 		}
@@ -152,26 +152,20 @@ func (y *Layer) Announce(ctx context.Context, v crashloop.Verdict, evs []crashlo
 	}
 }
 
-// isParkEvent reports whether k is the kind of an event that announces a
-// park.
-func isParkEvent(k crashloop.EventKind) bool {
-	return k == crashloop.EventStartupExhausted || k == crashloop.EventChainEscalated || k == crashloop.EventGuardTripped
-}
-
 // Proceed asks the ledger whether the held restart of key may go.
-func (y *Layer) Proceed(ctx context.Context, key string, now time.Time) (crashloop.Verdict, bool, error) {
+func (y *Layer) Proceed(ctx context.Context, key string, now time.Time) (Verdict, bool, error) {
 	ctx, cancel := y.decisionContext(ctx)
 	defer cancel()
 	if use, err := y.use(ctx, now); err != nil || !use {
-		return crashloop.Verdict{}, false, err
+		return Verdict{}, false, err
 	}
 	v, err := y.l.Proceed(ctx, key, now)
 	if err != nil {
 		if err := callerErr(ctx); err != nil {
-			return crashloop.Verdict{}, false, err
+			return Verdict{}, false, err
 		}
 		y.lost(err, now)
-		return crashloop.Verdict{}, false, nil
+		return Verdict{}, false, nil
 	}
 	return v, true, nil
 }
@@ -180,7 +174,7 @@ func (y *Layer) Proceed(ctx context.Context, key string, now time.Time) (crashlo
 // without a park lifts no park (a resume does, with its version), and one
 // with an older park than the mirror knows changes nothing. A park it had
 // not learnt is claimed as from a notice.
-func (y *Layer) Proceeded(key string, v crashloop.Verdict, now time.Time) {
+func (y *Layer) Proceeded(key string, v Verdict, now time.Time) {
 	if v.Park == nil {
 		return
 	}

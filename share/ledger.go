@@ -2,6 +2,7 @@ package share
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -33,11 +34,11 @@ type Ledger interface {
 	// Lookup returns key as it stands: its Version and its Park (nil when
 	// it is not parked).
 	Lookup(ctx context.Context, key string) (Change, error)
-	// Judge decides j and commits the decision: see crashloop.Verdict. A park it
+	// Judge decides j and commits the decision: see Verdict. A park it
 	// makes takes the next version.
-	Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error)
+	Judge(ctx context.Context, j Judgment) (Verdict, error)
 	// Proceed asks at now whether the held restart of key may go.
-	Proceed(ctx context.Context, key string, now time.Time) (crashloop.Verdict, error)
+	Proceed(ctx context.Context, key string, now time.Time) (Verdict, error)
 	// Resume clears the park of key whose Version is version, and
 	// everything its guards counted, and returns the park it cleared and
 	// the resume's own version. Any other park, and a key that is not
@@ -128,7 +129,7 @@ type MemoryLedger struct {
 type memoryState struct {
 	mu       sync.Mutex
 	opened   bool
-	g        *crashloop.Guards
+	g        guards
 	live     map[string]int // per key, the open replicas that count it as a member
 	liveN    int            // the keys of live
 	failingN int            // the keys of live that are parked
@@ -140,7 +141,7 @@ type memoryState struct {
 }
 
 // NewMemoryLedger returns an empty MemoryLedger, reading time from the
-// crashloop.Judgment of each call.
+// Judgment of each call.
 func NewMemoryLedger() *MemoryLedger {
 	st := &memoryState{live: map[string]int{}, ver: map[string]int64{}, claims: map[int64]string{}}
 	return st.replica()
@@ -167,7 +168,7 @@ func (l *MemoryLedger) Open(cfg crashloop.SupervisorConfig, notify func(Change))
 	defer st.mu.Unlock()
 	l.notify = notify
 	if st.g == nil {
-		g, err := crashloop.NewGuards(cfg)
+		g, err := newGuards(cfg)
 		if err != nil {
 			return err
 		}
@@ -215,7 +216,7 @@ func (l *MemoryLedger) Lookup(_ context.Context, key string) (Change, error) {
 }
 
 // Judge decides j at j.Now.
-func (l *MemoryLedger) Judge(_ context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+func (l *MemoryLedger) Judge(_ context.Context, j Judgment) (Verdict, error) {
 	st := l.st
 	st.mu.Lock()
 	// the deployment's keys but the one judged: a park counts it, live and
@@ -295,7 +296,7 @@ func (l *MemoryLedger) Close() error {
 }
 
 // Proceed asks at now whether the held restart of key may go.
-func (l *MemoryLedger) Proceed(_ context.Context, key string, now time.Time) (crashloop.Verdict, error) {
+func (l *MemoryLedger) Proceed(_ context.Context, key string, now time.Time) (Verdict, error) {
 	l.st.mu.Lock()
 	defer l.st.mu.Unlock()
 	return l.st.g.Proceed(key, now), nil
@@ -312,7 +313,7 @@ func (l *MemoryLedger) Resume(_ context.Context, key string, version int64, _ ti
 		return nil, 0, err
 	}
 	lb, fb := st.counts(key)
-	st.g.Resume(key)
+	st.g.Forget(key) // a resume clears everything the guards counted
 	st.recount(key, lb, fb)
 	v := st.bump(key)
 	st.mu.Unlock()
@@ -392,7 +393,13 @@ func (l *MemoryLedger) Claim(_ context.Context, version int64) (bool, error) {
 func (l *MemoryLedger) Parked(context.Context) ([]*crashloop.ParkedError, error) {
 	l.st.mu.Lock()
 	defer l.st.mu.Unlock()
-	return l.st.g.Parked(), nil
+	var out []*crashloop.ParkedError
+	for _, key := range slices.Sorted(maps.Keys(l.st.ver)) {
+		if pe := l.st.g.Park(key); pe != nil {
+			out = append(out, pe)
+		}
+	}
+	return out, nil
 }
 
 // Fleet returns the status of the fleet breaker at now, with the live and

@@ -73,7 +73,7 @@ func (p *pair) step(what, got, want string, gerr, werr error) {
 }
 
 // judge runs j on replica i of both and returns the candidate's verdict.
-func (p *pair) judge(i int, j crashloop.Judgment) crashloop.Verdict {
+func (p *pair) judge(i int, j share.Judgment) share.Verdict {
 	p.t.Helper()
 	ctx := context.Background()
 	got, gerr := p.got[i].Judge(ctx, j)
@@ -91,7 +91,7 @@ func (p *pair) judge(i int, j crashloop.Judgment) crashloop.Verdict {
 }
 
 // count notes the outcome of a verdict in seen.
-func (p *pair) count(v crashloop.Verdict) {
+func (p *pair) count(v share.Verdict) {
 	switch {
 	case v.NewPark:
 		p.seen["park "+v.Park.Reason]++
@@ -110,7 +110,7 @@ func (p *pair) count(v crashloop.Verdict) {
 
 // proceed runs Proceed on replica i of both and returns the candidate's
 // verdict.
-func (p *pair) proceed(i int, key string, now time.Time) crashloop.Verdict {
+func (p *pair) proceed(i int, key string, now time.Time) share.Verdict {
 	p.t.Helper()
 	ctx := context.Background()
 	got, gerr := p.got[i].Proceed(ctx, key, now)
@@ -285,7 +285,7 @@ func (p *pair) state(i int, now time.Time, keys []string) {
 
 func at(t time.Time) string { return "T0+" + t.Sub(T0).String() }
 
-func describe(j crashloop.Judgment) string {
+func describe(j share.Judgment) string {
 	return fmt.Sprintf("%q %s healthy=%v inc=%q cause=%q at %s members=%d failing=%d", j.Key, j.Ending, j.Healthy, j.Incarnation, j.Cause, at(j.Now), j.Members, j.Failing)
 }
 
@@ -319,7 +319,7 @@ func change(c *crashloop.FleetChange) string {
 	return fmt.Sprintf("{%s restarts=%d %d/%d}", c.Reason, c.Restarts, c.Failing, c.Total)
 }
 
-func verdict(v crashloop.Verdict) string {
+func verdict(v share.Verdict) string {
 	return fmt.Sprintf("now=%s park=%s new=%v attempt=%d restarts=%d held=%v wait=%v tripped=%s rearmed=%s",
 		at(v.Now), park(v.Park), v.NewPark, v.Attempt, v.Restarts, v.Held, v.Wait, change(v.Tripped), change(v.Rearmed))
 }

@@ -24,9 +24,9 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
-	"github.com/crashloopguard/crashloop/share"
 	"github.com/crashloopguard/crashloop/redisstore"
 	"github.com/crashloopguard/crashloop/redisstore/internal/faultrun"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
 )
@@ -77,7 +77,7 @@ func run() error {
 	l := &ledger{Store: store, log: logf, claims: claims}
 	handler := crashloop.EventHandlerFunc(func(ev crashloop.Event) {
 		r := faultrun.Record{Op: faultrun.OpEvent, Key: ev.Key, Kind: ev.Kind.String(), Reason: ev.Reason}
-		if ev.Kind.Stops() || ev.Kind.Resumes() {
+		if ev.Kind.Stops() || ev.Kind == crashloop.EventResumed {
 			r.Version = claims.get()
 		}
 		logf(r)
@@ -294,7 +294,7 @@ func (l *ledger) Lookup(ctx context.Context, key string) (share.Change, error) {
 	return ch, err
 }
 
-func (l *ledger) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+func (l *ledger) Judge(ctx context.Context, j share.Judgment) (share.Verdict, error) {
 	t0 := time.Now()
 	v, err := l.Store.Judge(ctx, j)
 	r := record(faultrun.OpJudge, j.Key, t0, err)
