@@ -14,23 +14,16 @@ import (
 // plain value; its zero value is a clean exit of a run whose start is
 // unknown.
 type RunResult struct {
-	// Err is what the run returned: nil for a clean exit; Restart(err) for
-	// a planned restart; Permanent(err) for a failure restarting cannot fix;
-	// anything else is a failure.
+	// Err is what the run returned: nil, Restart(err), Permanent(err) or a
+	// failure.
 	Err error
-	// Started is when the run started. A run that lasted HealthyAfter was a
-	// healthy start. The zero time means unknown: only Ready makes such a
-	// run healthy.
-	Started time.Time
-	// Ready reports that the run proved it was up and healthy (see Ready).
-	Ready bool
-	// Incarnation is what ran under the key; "" keeps the key's current
-	// incarnation (the first one is "KEY#1").
-	Incarnation string
-	// Reset reports that the run asked for a fresh start of the key (see
-	// ResetRestarts): the budget's window and the chain are cleared before
-	// the run is judged; with Incarnation "" the key gets its next default
-	// incarnation. It does not make the run healthy.
+	// Started is when the run started (zero: unknown); a run that lasted
+	// HealthyAfter was a healthy start.
+	Started     time.Time
+	Ready       bool   // the run proved it was up and healthy (see Ready)
+	Incarnation string // what ran under the key; "" keeps the current one
+	// Reset clears the budget's window and the chain before the run is
+	// judged (see ResetRestarts); it does not make the run healthy.
 	Reset bool
 }
 

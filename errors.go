@@ -29,55 +29,23 @@ var (
 	ErrAlreadyRunning = errors.New("crashloop: key is already running")
 )
 
-// Reason codes: the stable value of Event.Reason, of the reason attribute
-// of every log line (LogEvents and the crashloop command's own lines), of
-// ParkedError.Reason and KeyStatus.Reason, and of FleetChange.Reason. A
-// code never carries numbers: they are in the event's fields (Attempts,
-// Limit, Window, Failing, Total). docs/monitoring.md has the table of which
-// event carries each code.
+// Reason codes: the stable value of Event.Reason, of the reason of every
+// log line, of ParkedError.Reason, KeyStatus.Reason and FleetChange.Reason.
+// A code never carries numbers; docs/monitoring.md tells which event
+// carries each.
 const (
-	// ReasonBudgetExhausted: the respawn budget ran out; a park, announced
-	// by EventStartupExhausted.
-	ReasonBudgetExhausted = "respawn_budget_exhausted"
-	// ReasonPermanent: the run returned an error marked with Permanent; a
-	// park, announced by EventStartupExhausted.
-	ReasonPermanent = "permanent_error"
-	// ReasonNeedsHuman: the chain of reactive rescues reached its limit; a
-	// park, announced by EventChainEscalated.
-	ReasonNeedsHuman = "needs_human"
-	// ReasonRestartLoopGuard: the per-key fast guard (a RestartLoopGuard)
-	// tripped; in a Supervisor a park. Announced by EventGuardTripped.
-	ReasonRestartLoopGuard = "restart_loop_guard"
-	// ReasonHourlyCap: the per-key hourly cap tripped; a park, announced by
-	// EventGuardTripped.
-	ReasonHourlyCap = "hourly_restart_cap"
-	// ReasonWatchdog: the crashloop command stopped a run that stopped
-	// feeding systemd's watchdog (WATCHDOG=1) or asked for it
-	// (WATCHDOG=trigger). It is the reason of the command's own log line,
-	// not of an Event.
-	ReasonWatchdog = "watchdog"
-	// ReasonUnhealthy: the crashloop command stopped a run whose health
-	// check (--health-cmd) failed too many times in a row, as Docker's
-	// HEALTHCHECK marks a container unhealthy. It is the reason of the
-	// command's own log line, not of an Event.
-	ReasonUnhealthy = "unhealthy"
-	// ReasonFleetRestartRate: the fleet breaker tripped on RestartsPerHour
-	// restarts in the rolling hour (Event.Attempts). Announced by
-	// EventFleetTripped, and by the EventFleetRearmed that ends that trip.
-	ReasonFleetRestartRate = "fleet_restart_rate"
-	// ReasonFleetFailingFraction: the fleet breaker tripped on the failing
-	// fraction of the fleet (Event.Failing of Event.Total). Announced by
-	// EventFleetTripped, and by the EventFleetRearmed that ends that trip.
-	ReasonFleetFailingFraction = "fleet_failing_fraction"
-	// ReasonCrashed: EventRestartScheduled of a run that failed after it was
-	// healthy.
-	ReasonCrashed = "crashed"
-	// ReasonPlanned: EventRestartScheduled of a run that ended with an
-	// error marked with Restart (an intentional exit).
-	ReasonPlanned = "planned"
-	// ReasonCleanExit: EventRestartScheduled of a run that returned nil
-	// after it was healthy, with RestartOnCleanExit.
-	ReasonCleanExit = "clean_exit"
+	ReasonBudgetExhausted      = "respawn_budget_exhausted" // the respawn budget ran out: a park
+	ReasonPermanent            = "permanent_error"          // a Permanent error: a park
+	ReasonNeedsHuman           = "needs_human"              // the chain reached its limit: a park
+	ReasonRestartLoopGuard     = "restart_loop_guard"       // the per-key guard tripped (a park, in a Supervisor)
+	ReasonHourlyCap            = "hourly_restart_cap"       // the hourly cap tripped: a park
+	ReasonWatchdog             = "watchdog"                 // the command stopped a run that stopped feeding its watchdog
+	ReasonUnhealthy            = "unhealthy"                // the command stopped a run whose health check failed
+	ReasonFleetRestartRate     = "fleet_restart_rate"       // the fleet breaker tripped on its restarts an hour
+	ReasonFleetFailingFraction = "fleet_failing_fraction"   // the fleet breaker tripped on the failing fraction
+	ReasonCrashed              = "crashed"                  // a restart after a failure of a healthy run
+	ReasonPlanned              = "planned"                  // a restart after Restart(err)
+	ReasonCleanExit            = "clean_exit"               // a restart after a clean exit, with RestartOnCleanExit
 )
 
 // checkKey refuses the empty key.

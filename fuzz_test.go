@@ -830,7 +830,7 @@ func fuzzFleetStatus(st crashloop.FleetStatus) string {
 		rearm = st.RearmAt.UTC().Format(time.RFC3339Nano)
 	}
 	return fmt.Sprintf("{tripped=%v limit=%d failing=%d total=%d restarts=%d rearm_at=%s}", st.BreakerTripped,
-		st.FleetRestartsPerHour, st.FailingChannels, st.TotalChannels, st.RestartsInHour, rearm)
+		st.FleetRestartsPerHour, st.FailingKeys, st.Keys, st.RestartsInHour, rearm)
 }
 
 // ---------------------------------------------------------------------------

@@ -114,6 +114,6 @@ func (g *guards) Fleet(now time.Time, failing, total int) FleetStatus {
 	f := copyFleet(&g.book.f)
 	g.cfg.Fleet.rearm(&f, t)
 	fs := g.cfg.Fleet.status(&f, t, &g.tb)
-	fs.TotalChannels, fs.FailingChannels = total, failing
+	fs.Keys, fs.FailingKeys = total, failing
 	return fs
 }

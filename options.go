@@ -6,16 +6,10 @@ import (
 	"time"
 )
 
-// Option configures a guard, a fleet policy or a Supervisor at construction.
-// Options are shared by the constructors of the package, but not every
-// constructor takes every option: the doc comment of each option names the
-// constructors that take it, and any other constructor given it returns a
-// *ConfigError (errors.Is ErrInvalidConfig) whose Field is the option's
-// name, e.g. "WithStore", whatever the option's argument. The zero set of
-// options means the real clock, no event handler, an empty name and no
-// store. A nil Option, the zero value, is ignored by every constructor. An
-// Option is immutable: one may be passed to any number of constructors, from
-// any goroutine.
+// Option configures a guard, a fleet policy or a Supervisor at
+// construction. Each option's doc names the constructors that take it; any
+// other returns a *ConfigError whose Field is the option's name. A nil
+// Option is ignored. Options are immutable and may be reused.
 type Option func(*options)
 
 type options struct {

@@ -424,12 +424,12 @@ func TestSharedFleetCountsReports(t *testing.T) {
 	}
 	for i, s := range sups {
 		fs := s.StatusAt(context.Background(), testT0).Fleet
-		assert.Equal(t, [2]int{0, 3}, [2]int{fs.FailingChannels, fs.TotalChannels}, "replica %d", i)
+		assert.Equal(t, [2]int{0, 3}, [2]int{fs.FailingKeys, fs.Keys}, "replica %d", i)
 	}
 	require.ErrorIs(t, sups[1].DecideAt(context.Background(), "b", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad"))}, testT0).Err, crashloop.ErrParked)
 	for i, s := range sups {
 		fs := s.StatusAt(context.Background(), testT0).Fleet
-		assert.Equal(t, [2]int{1, 3}, [2]int{fs.FailingChannels, fs.TotalChannels}, "replica %d", i)
+		assert.Equal(t, [2]int{1, 3}, [2]int{fs.FailingKeys, fs.Keys}, "replica %d", i)
 	}
 }
 
@@ -449,7 +449,7 @@ func TestSharedFleetCountsKeysOnce(t *testing.T) {
 	}
 	fleet := func(i int) string {
 		fs := sups[i].StatusAt(context.Background(), testT0).Fleet
-		return fmt.Sprintf("tripped=%v %d/%d", fs.BreakerTripped, fs.FailingChannels, fs.TotalChannels)
+		return fmt.Sprintf("tripped=%v %d/%d", fs.BreakerTripped, fs.FailingKeys, fs.Keys)
 	}
 	assert.Equal(t, "tripped=false 0/4", fleet(0))
 	fatal := crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))}

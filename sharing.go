@@ -35,40 +35,24 @@ type layer interface {
 	Running(delta int)
 }
 
-// Host is a Supervisor as its Sharing layer sees it: its lock (Lock and
-// Unlock; a layer's own locks come after it), its clock and handler, and
-// the steps that change its records, marked "locked" when they need the
-// lock held. It is for the layer alone.
+// Host is a Supervisor as its Sharing layer sees it: its lock (a layer's
+// own locks come after it), clock and handler, and the steps that change
+// its records ("locked": with the lock held; each event returned is the
+// one that announces the step). It is for the layer alone.
 type Host interface {
 	Lock()
 	Unlock()
-	// Clock is the Supervisor's clock.
 	Clock() Clock
-	// Config is a copy of the Supervisor's configuration.
-	Config() SupervisorConfig
-	// Emit delivers evs to the Supervisor's handler. Call it unlocked.
-	Emit(evs ...Event)
-	// Park returns, locked, the park of key; ok is false for a key the
-	// Supervisor does not know.
-	Park(key string) (pe *ParkedError, ok bool)
-	// SetPark sets, locked, the park of key, creating a record for a
-	// park of a key it does not know; nothing else changes.
-	SetPark(key string, pe *ParkedError, now time.Time)
-	// Parked takes, locked, a park that another replica made, and returns
-	// the event that announces it.
-	Parked(key string, pe *ParkedError, now time.Time) Event
-	// Unpark takes, locked, a resume that another replica made, and returns
-	// the event that announces it (none when the key was not parked).
-	Unpark(key string, now time.Time) (Event, bool)
-	// Parks calls f, locked, with each park, which f may replace.
-	Parks(f func(key string, pe *ParkedError) *ParkedError)
-	// Resume resumes key, locked, after the layer resumed cleared, and
-	// returns the event that announces it.
-	Resume(key string, cleared *ParkedError, now time.Time) (Event, error)
-	// Forget drops key, locked, after the layer forgot it.
-	Forget(key string)
-	// Resumed returns the event that announces the resume of pe.
-	Resumed(pe *ParkedError, now time.Time) Event
+	Config() SupervisorConfig                                              // a copy
+	Emit(evs ...Event)                                                     // unlocked: to the handler
+	Park(key string) (pe *ParkedError, ok bool)                            // locked; ok: the key is known
+	SetPark(key string, pe *ParkedError, now time.Time)                    // locked; nothing else changes
+	Parked(key string, pe *ParkedError, now time.Time) Event               // locked: another replica's park
+	Unpark(key string, now time.Time) (Event, bool)                        // locked: another replica's resume
+	Parks(f func(key string, pe *ParkedError) *ParkedError)                // locked: f may replace each park
+	Resume(key string, cleared *ParkedError, now time.Time) (Event, error) // locked: the layer resumed it
+	Forget(key string)                                                     // locked: the layer forgot it
+	Resumed(pe *ParkedError, now time.Time) Event                          // the event of a resume of pe
 }
 
 // WithSharing makes a Supervisor share its guard state through l, a

@@ -15,15 +15,9 @@ import (
 )
 
 // SnapshotVersion is the version of the snapshot documents this package
-// writes and the only one it restores.
-//
-// Every guard and the Supervisor export their whole state with Snapshot
-// and take it back with Restore (or RestoreAt, the explicit-time form), so
-// that a supervisor that restarts does not forget a crash loop. A restored
-// object, created with the same configuration, makes every later decision
-// exactly as the object that took the snapshot would have. Snapshot and
-// Restore publish no event. The format of each kind of document, and what
-// Restore refuses, is described in docs/snapshot.md of this repository.
+// writes and the only one it restores. A restored object, with the same
+// configuration, decides exactly as the one that took the snapshot would
+// have; docs/snapshot.md describes each document.
 const SnapshotVersion = 1
 
 // maxSnapshotSkew is how far after the restoring object's now a time in a

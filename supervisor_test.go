@@ -61,7 +61,7 @@ func TestSupervisorFailsAtOnceParksAfterBudget(t *testing.T) {
 
 		ks := s.Status(context.Background()).Keys["worker"]
 		assert.Equal(t, crashloop.StateParked, ks.State)
-		assert.Equal(t, 3, ks.Restarts)
+		assert.Equal(t, 3, ks.Respawns)
 		assert.False(t, ks.CanRestart)
 		assert.Equal(t, "boom", ks.LastError)
 		assert.Equal(t, "respawn_budget_exhausted", ks.Reason)
@@ -161,7 +161,7 @@ func TestSupervisorHealthyHourlyFailuresNeverPark(t *testing.T) {
 		assert.Empty(t, s.Parked())
 		ks := s.Status(context.Background()).Keys["svc"]
 		assert.Equal(t, crashloop.StateExited, ks.State)
-		assert.Equal(t, 0, ks.Restarts)
+		assert.Equal(t, 0, ks.Respawns)
 		assert.Equal(t, 71, ks.TotalRestarts)
 		assert.True(t, ks.CanRestart)
 	})
@@ -222,7 +222,7 @@ func TestSupervisorPlannedRestartCostsNothing(t *testing.T) {
 		assert.ErrorIs(t, evs[1].LastError, reload)
 		assert.Equal(t, respawnEv(millis(500), "w", boom, 2, time.Second), evs[2])
 		ks := s.Status(context.Background()).Keys["w"]
-		assert.Equal(t, 0, ks.Restarts, "the clean exit that ended it was a good start: the window is cleared")
+		assert.Equal(t, 0, ks.Respawns, "the clean exit that ended it was a good start: the window is cleared")
 		assert.Equal(t, 3, ks.TotalRestarts)
 		assert.Equal(t, crashloop.StateExited, ks.State)
 	})
@@ -524,7 +524,7 @@ func TestSupervisorCancelDuringRun(t *testing.T) {
 		assert.Empty(t, rec.events(), "a cancelled run is not a failure")
 		ks := s.Status(context.Background()).Keys["w"]
 		assert.Equal(t, crashloop.StateExited, ks.State)
-		assert.Equal(t, 0, ks.Restarts)
+		assert.Equal(t, 0, ks.Respawns)
 
 		// An already-ended context starts nothing.
 		err = s.Run(ctx, "w2", func(context.Context) error {
@@ -797,7 +797,7 @@ func TestSupervisorParkedRunAndResume(t *testing.T) {
 		assert.Empty(t, s.Parked())
 		ks := s.Status(context.Background()).Keys["w"]
 		assert.Equal(t, crashloop.StateExited, ks.State)
-		assert.Equal(t, 0, ks.Restarts)
+		assert.Equal(t, 0, ks.Respawns)
 		assert.True(t, ks.CanRestart)
 
 		// After Resume: a full budget, the same curve again.

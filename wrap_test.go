@@ -139,6 +139,6 @@ func TestProcessKeepsTheBackoffBetweenAttempts(t *testing.T) {
 		require.Equal(t, crashloop.ActionRestart, d.Action)
 		st := s.Status(context.Background())
 		assert.Equal(t, crashloop.StateBackoff, st.Keys["item"].State)
-		assert.Equal(t, 1, st.Fleet.TotalChannels)
+		assert.Equal(t, 1, st.Fleet.Keys)
 	})
 }

@@ -141,8 +141,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if f := st.Fleet; f != nil {
 		ch <- prometheus.MustNewConstMetric(fleetTrippedDesc, prometheus.GaugeValue, bit(f.BreakerTripped))
 		ch <- prometheus.MustNewConstMetric(fleetRestartsDesc, prometheus.GaugeValue, float64(f.RestartsInHour))
-		ch <- prometheus.MustNewConstMetric(fleetFailingDesc, prometheus.GaugeValue, float64(f.FailingChannels))
-		ch <- prometheus.MustNewConstMetric(fleetTotalDesc, prometheus.GaugeValue, float64(f.TotalChannels))
+		ch <- prometheus.MustNewConstMetric(fleetFailingDesc, prometheus.GaugeValue, float64(f.FailingKeys))
+		ch <- prometheus.MustNewConstMetric(fleetTotalDesc, prometheus.GaugeValue, float64(f.Keys))
 	}
 }
 

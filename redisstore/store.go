@@ -569,7 +569,7 @@ func (s *Store) Fleet(ctx context.Context, now time.Time) (crashloop.FleetStatus
 		return crashloop.FleetStatus{}, nil
 	}
 	st := crashloop.FleetStatus{BreakerTripped: r.tripped, FleetRestartsPerHour: rph,
-		FailingChannels: r.failing, TotalChannels: r.total, RestartsInHour: r.hour}
+		FailingKeys: r.failing, Keys: r.total, RestartsInHour: r.hour}
 	if st.BreakerTripped {
 		at := r.since.Add(cooldown)
 		st.RearmAt = &at

@@ -304,14 +304,14 @@ func TestMembersWrittenWhole(t *testing.T) {
 	require.Equal(t, []string{"a", "c", "d"}, members())
 	f, err := st.Fleet(ctx, ledgertest.T0)
 	require.NoError(t, err)
-	require.Equal(t, 3, f.TotalChannels)
+	require.Equal(t, 3, f.Keys)
 	require.NoError(t, rdb.FlushAll(ctx).Err()) // the server lost its state: the step that finds it fails
 	_, err = st.Fleet(ctx, ledgertest.T0)
 	var sl *share.StateLostError
 	require.ErrorAs(t, err, &sl)
 	f, err = st.Fleet(ctx, ledgertest.T0) // the next writes the members whole first
 	require.NoError(t, err)
-	require.Equal(t, 3, f.TotalChannels)
+	require.Equal(t, 3, f.Keys)
 	require.Equal(t, []string{"a", "c", "d"}, members())
 	require.NoError(t, st.Close())
 	require.Zero(t, rdb.Exists(ctx, set, st.keys.replicas()).Val(), "withdrawn at Close")
@@ -350,8 +350,8 @@ func TestOperatorWithoutOpen(t *testing.T) {
 	f, err := op.Fleet(ctx, later)
 	require.NoError(t, err)
 	rearm := ledgertest.T0.Add(cfg.Fleet.Cooldown)
-	require.Equal(t, fleetString(crashloop.FleetStatus{BreakerTripped: true, FleetRestartsPerHour: 8, FailingChannels: 1,
-		TotalChannels: 2, RestartsInHour: 8, RearmAt: &rearm}), fleetString(f))
+	require.Equal(t, fleetString(crashloop.FleetStatus{BreakerTripped: true, FleetRestartsPerHour: 8, FailingKeys: 1,
+		Keys: 2, RestartsInHour: 8, RearmAt: &rearm}), fleetString(f))
 	want, err := replica.Fleet(ctx, later)
 	require.NoError(t, err)
 	require.Equal(t, fleetString(want), fleetString(f), "the operator sees what the replica sees")
@@ -468,5 +468,5 @@ func fleetString(st crashloop.FleetStatus) string {
 	if st.RearmAt != nil {
 		rearm = st.RearmAt.Sub(ledgertest.T0).String()
 	}
-	return fmt.Sprintf("%v %d %d/%d %d %s", st.BreakerTripped, st.FleetRestartsPerHour, st.FailingChannels, st.TotalChannels, st.RestartsInHour, rearm)
+	return fmt.Sprintf("%v %d %d/%d %d %s", st.BreakerTripped, st.FleetRestartsPerHour, st.FailingKeys, st.Keys, st.RestartsInHour, rearm)
 }

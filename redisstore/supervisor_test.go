@@ -174,7 +174,7 @@ func TestFleetBreakerFleetWide(t *testing.T) {
 // fleetState is the fleet breaker as replica r's Supervisor reports it.
 func fleetState(r *replica) string {
 	st := r.sup.Status(context.Background()).Fleet
-	return fmt.Sprintf("tripped=%v %d/%d", st.BreakerTripped, st.FailingChannels, st.TotalChannels)
+	return fmt.Sprintf("tripped=%v %d/%d", st.BreakerTripped, st.FailingKeys, st.Keys)
 }
 
 // fractionConfig trips the fleet breaker at half the keys failing, at

@@ -67,8 +67,8 @@ func TestReplicasRaiseOneAlertEach(t *testing.T) {
 	// both replicas (they read 0 under --redis before any park).
 	fleet := sup.Status(ctx).Fleet
 	require.NotNil(t, fleet)
-	require.Positive(t, fleet.TotalChannels)
-	prom.waitFor(t, `count(crashloop_fleet_keys == `+strconv.Itoa(fleet.TotalChannels)+`)`, "2")
+	require.Positive(t, fleet.Keys)
+	prom.waitFor(t, `count(crashloop_fleet_keys == `+strconv.Itoa(fleet.Keys)+`)`, "2")
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		alerts := alertLines(c, prom)

@@ -223,7 +223,7 @@ func statusRedis(c redisConfig, asJSON bool, stdout io.Writer) error {
 	}
 	if len(parks) == 0 {
 		fmt.Fprintf(stdout, "nothing is parked in %s (prefix %s)", redact(c.url), c.prefix)
-		if fleet.TotalChannels == 0 && fleet.RestartsInHour == 0 {
+		if fleet.Keys == 0 && fleet.RestartsInHour == 0 {
 			fmt.Fprintf(stdout, "; no crashloop has reported under the prefix %s in the last hour: is --redis-prefix right?", c.prefix)
 		}
 		fmt.Fprintln(stdout)
@@ -238,8 +238,8 @@ func statusRedis(c redisConfig, asJSON bool, stdout io.Writer) error {
 		}
 	}
 	keys := "no key has reported to it yet"
-	if fleet.TotalChannels > 0 {
-		keys = fmt.Sprintf("%d of %d keys failing", fleet.FailingChannels, fleet.TotalChannels)
+	if fleet.Keys > 0 {
+		keys = fmt.Sprintf("%d of %d keys failing", fleet.FailingKeys, fleet.Keys)
 	}
 	fmt.Fprintf(stdout, "fleet breaker: %s; %s in the last hour; %s\n", state, errtext.Plural(fleet.RestartsInHour, "restart"), keys)
 	return nil

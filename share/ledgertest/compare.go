@@ -330,5 +330,5 @@ func fleet(st crashloop.FleetStatus) string {
 		rearm = at(*st.RearmAt)
 	}
 	return fmt.Sprintf("{tripped=%v limit=%d %d/%d hour=%d rearm=%s}", st.BreakerTripped, st.FleetRestartsPerHour,
-		st.FailingChannels, st.TotalChannels, st.RestartsInHour, rearm)
+		st.FailingKeys, st.Keys, st.RestartsInHour, rearm)
 }

@@ -258,8 +258,8 @@ func Keys(t *testing.T, newLedger NewFunc) {
 	}
 	counts := func(p *pair, i int, now time.Time, failing, total int) {
 		p.t.Helper()
-		if f := p.fleet(i, now); f.FailingChannels != failing || f.TotalChannels != total {
-			p.fail("r%d: %d of %d keys failing, want %d of %d", i, f.FailingChannels, f.TotalChannels, failing, total)
+		if f := p.fleet(i, now); f.FailingKeys != failing || f.Keys != total {
+			p.fail("r%d: %d of %d keys failing, want %d of %d", i, f.FailingKeys, f.Keys, failing, total)
 		}
 	}
 	trip := func(p *pair, v share.Verdict, failing, total int) {
