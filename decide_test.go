@@ -18,7 +18,7 @@ import (
 func decideSupervisor(t *testing.T, cfg crashloop.SupervisorConfig) (*crashloop.Supervisor, *recorder) {
 	t.Helper()
 	rec := newRecorder()
-	rec.start = testT0
+	rec.Start = testT0
 	s, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0)), crashloop.WithEventHandler(rec))
 	require.NoError(t, err)
 	return s, rec
@@ -49,7 +49,7 @@ func TestDecideJudgesEachEnding(t *testing.T) {
 		respawnEv(time.Second, "w", boom, 2, time.Second),
 		respawnEv(2*time.Second, "w", boom, 3, millis(1500)),
 		exhaustedEv(3*time.Second, "w", crashloop.ReasonBudgetExhausted, boom, 3),
-	}, rec.events())
+	}, rec.Events())
 	rec.Take()
 
 	// A crash after a healthy run (it lasted HealthyAfter, or it was

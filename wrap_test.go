@@ -48,7 +48,7 @@ func TestWrapGivesUpWithTheRefusal(t *testing.T) {
 		require.ErrorAs(t, errs[3], &pe)
 		assert.Equal(t, crashloop.ReasonBudgetExhausted, pe.Reason)
 		assert.ErrorIs(t, errs[3], crashloop.ErrParked)
-		assert.Equal(t, 1, rec.count(crashloop.EventStartupExhausted))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStartupExhausted))
 
 		// A parked key is refused at once, without running fn.
 		err := serve(t.Context())

@@ -1,4 +1,4 @@
-package crashloop_test
+package share_test
 
 import (
 	"context"

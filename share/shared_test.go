@@ -1,4 +1,4 @@
-package crashloop_test
+package share_test
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func memoryReplicas(n int) []share.Ledger {
 func countKind(recs []*recorder, kind crashloop.EventKind) int {
 	n := 0
 	for _, r := range recs {
-		n += r.count(kind)
+		n += r.Of(kind)
 	}
 	return n
 }
@@ -65,7 +65,7 @@ func TestSharedReplicasShareOneBudget(t *testing.T) {
 	assert.ErrorIs(t, d.Err, boom, "the replica that parked it carries its own error")
 	assert.Equal(t, 3, pe.Attempts)
 	assert.Equal(t, 1, countKind(recs, crashloop.EventStartupExhausted))
-	assert.Equal(t, 1, recs[0].count(crashloop.EventStartupExhausted))
+	assert.Equal(t, 1, recs[0].Of(crashloop.EventStartupExhausted))
 
 	// Every replica refuses it, and those that know the key were told.
 	for i, s := range sups {
@@ -94,7 +94,7 @@ func TestSharedFleetCountsEveryReplica(t *testing.T) {
 		assert.Equal(t, i == 39, d.Action == crashloop.ActionHold, "restart %d", i+1)
 	}
 	assert.Equal(t, 1, countKind(recs, crashloop.EventFleetTripped))
-	assert.Equal(t, 1, recs[1].count(crashloop.EventFleetTripped), "announced by the replica whose restart tripped it")
+	assert.Equal(t, 1, recs[1].Of(crashloop.EventFleetTripped), "announced by the replica whose restart tripped it")
 	for _, s := range sups {
 		st := s.StatusAt(context.Background(), testT0)
 		assert.True(t, st.Fleet.BreakerTripped)
@@ -357,9 +357,9 @@ func TestSharedFlush(t *testing.T) {
 	flaky.down.Store(false)
 	require.NoError(t, layerOf(sups[0]).Flush(context.Background()))
 	assert.ErrorIs(t, run(), crashloop.ErrParked, "the other replica refuses the key")
-	assert.Equal(t, 1, recs[0].count(crashloop.EventStoreRecovered))
+	assert.Equal(t, 1, recs[0].Of(crashloop.EventStoreRecovered))
 	require.NoError(t, layerOf(sups[0]).Flush(context.Background()), "written back once")
-	assert.Equal(t, 1, recs[0].count(crashloop.EventStoreRecovered))
+	assert.Equal(t, 1, recs[0].Of(crashloop.EventStoreRecovered))
 }
 
 // Each replica's LocalRestarts counts the restarts it scheduled itself,

@@ -1,4 +1,4 @@
-package crashloop_test
+package share_test
 
 import (
 	"context"
@@ -84,7 +84,7 @@ func TestRejoinWhileRunRuns(t *testing.T) {
 		flaky.down.Store(false)
 		time.Sleep(499 * time.Millisecond)
 		synctest.Wait()
-		assert.Zero(t, rec.count(crashloop.EventStoreRecovered), "not before the next ask")
+		assert.Zero(t, rec.Of(crashloop.EventStoreRecovered), "not before the next ask")
 		time.Sleep(time.Millisecond) // 1m3s: the next ask
 		synctest.Wait()
 		m := time.Minute
@@ -92,7 +92,7 @@ func TestRejoinWhileRunRuns(t *testing.T) {
 			{At: m, Event: crashloop.Event{Kind: crashloop.EventStoreUnavailable, Key: "store", LastError: errRefused}},
 			restartEv(m, "k", "k#1", crashloop.ReasonCrashed, boom, 1, millis(500)), // healthy for a minute: a crash
 			{At: m + 3*time.Second, Event: crashloop.Event{Kind: crashloop.EventStoreRecovered, Key: "store"}},
-		}, rec.events())
+		}, rec.Events())
 		assert.Equal(t, int64(5), flaky.calls.Load())
 
 		time.Sleep(time.Hour) // back on the ledger: nothing asks it
@@ -102,7 +102,7 @@ func TestRejoinWhileRunRuns(t *testing.T) {
 
 		cancel()
 		assert.ErrorIs(t, <-done, context.Canceled)
-		assert.Equal(t, 1, rec.count(crashloop.EventStoreRecovered))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStoreRecovered))
 	})
 }
 
@@ -131,8 +131,8 @@ func TestRejoinOnceForConcurrentRuns(t *testing.T) {
 		err = s.Run(ctx, "p", func(context.Context) error { return crashloop.Permanent(bad) })
 		require.ErrorIs(t, err, crashloop.ErrParked)
 		assert.Equal(t, up+1, flaky.calls.Load(), "p's lookup failed; its decision was made alone")
-		assert.Equal(t, 1, rec.count(crashloop.EventStoreUnavailable))
-		assert.Equal(t, 1, rec.count(crashloop.EventStartupExhausted))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStoreUnavailable))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStartupExhausted))
 		ch, err := ledgers[1].Lookup(t.Context(), "p")
 		require.NoError(t, err)
 		assert.Nil(t, ch.Park, "the ledger does not know of the park")
@@ -162,8 +162,8 @@ func TestRejoinOnceForConcurrentRuns(t *testing.T) {
 		for range 2 {
 			assert.ErrorIs(t, <-done, context.Canceled)
 		}
-		assert.Equal(t, 1, rec.count(crashloop.EventStoreRecovered))
-		assert.Equal(t, 1, rec.count(crashloop.EventStoreUnavailable))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStoreRecovered))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStoreUnavailable))
 	})
 }
 
@@ -183,8 +183,8 @@ func TestRejoinEndsWithTheLastRun(t *testing.T) {
 		time.Sleep(time.Hour)
 		synctest.Wait()
 		assert.Equal(t, int64(3), flaky.calls.Load(), "no key runs: nothing asks")
-		assert.Equal(t, 1, rec.count(crashloop.EventStoreUnavailable))
-		assert.Zero(t, rec.count(crashloop.EventStoreRecovered))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStoreUnavailable))
+		assert.Zero(t, rec.Of(crashloop.EventStoreRecovered))
 	})
 }
 

@@ -1,4 +1,4 @@
-package crashloop_test
+package share_test
 
 import (
 	"context"
@@ -68,7 +68,7 @@ func TestSharedParkDecidedDuringWriteBack(t *testing.T) {
 	require.NoError(t, layerOf(s).Flush(context.Background()), "nothing left to write back")
 	assert.Len(t, recovered(recs[0]), 1, "announced once")
 	assert.Equal(t, 1, countKind(recs, crashloop.EventStartupExhausted))
-	assert.Equal(t, 1, recs[0].count(crashloop.EventStartupExhausted))
+	assert.Equal(t, 1, recs[0].Of(crashloop.EventStartupExhausted))
 }
 
 // recovered returns the EventStoreRecovered events r recorded, as they

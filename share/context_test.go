@@ -1,4 +1,4 @@
-package crashloop_test
+package share_test
 
 import (
 	"context"
@@ -170,7 +170,7 @@ func (f *ctxFixture) outage(t *testing.T) {
 	f.l.set(false, errRefused)
 	d := f.s.Decide(context.Background(), "p", crashloop.RunResult{Err: crashloop.Permanent(errCtxBoom)})
 	require.ErrorIs(t, d.Err, crashloop.ErrParked)
-	require.Equal(t, 1, f.rec.count(crashloop.EventStoreUnavailable))
+	require.Equal(t, 1, f.rec.Of(crashloop.EventStoreUnavailable))
 	f.l.set(false, nil)
 }
 
@@ -397,7 +397,7 @@ func TestRunContextReachesTheLedger(t *testing.T) {
 	f.l.seen()
 	require.NoError(t, f.s.Run(tagged("back"), "r", clean))
 	require.Equal(t, []ledgerCall{{"Restore", "back"}, {"Lookup", "back"}, {"Judge", "back"}}, f.l.seen())
-	require.Equal(t, 1, f.rec.count(crashloop.EventStoreRecovered))
+	require.Equal(t, 1, f.rec.Of(crashloop.EventStoreRecovered))
 }
 
 // A nil context is context.Background(), as Run reads it: the calls reach

@@ -1,4 +1,4 @@
-package crashloop_test
+package share_test
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func TestClaimRetryOnTheInjectedClock(t *testing.T) {
 		require.ErrorIs(t, d.Err, crashloop.ErrParked)
 		synctest.Wait()
 		assert.Equal(t, int64(1), l.claims.Load(), "claimed at the step's reply, refused")
-		assert.Zero(t, rec.count(crashloop.EventStartupExhausted))
+		assert.Zero(t, rec.Of(crashloop.EventStartupExhausted))
 
 		l.refusing.Store(false)
 		c.Add(time.Second - time.Millisecond)
@@ -59,11 +59,11 @@ func TestClaimRetryOnTheInjectedClock(t *testing.T) {
 		c.Add(time.Millisecond)
 		synctest.Wait()
 		assert.Equal(t, int64(2), l.claims.Load())
-		assert.Equal(t, 1, rec.count(crashloop.EventStartupExhausted), "won and announced at the retry")
+		assert.Equal(t, 1, rec.Of(crashloop.EventStartupExhausted), "won and announced at the retry")
 		c.Add(time.Hour)
 		synctest.Wait()
 		assert.Equal(t, int64(2), l.claims.Load(), "won: no more claims")
-		assert.Equal(t, 1, rec.count(crashloop.EventStartupExhausted))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStartupExhausted))
 	})
 }
 
@@ -100,7 +100,7 @@ func TestRejoinOnTheInjectedClock(t *testing.T) {
 		c.Add(499 * time.Millisecond)
 		synctest.Wait()
 		assert.Equal(t, calls, flaky.calls.Load(), "no ask before a second after the failure")
-		assert.Zero(t, rec.count(crashloop.EventStoreRecovered))
+		assert.Zero(t, rec.Of(crashloop.EventStoreRecovered))
 		c.Add(time.Millisecond)
 		synctest.Wait()
 		assert.Equal(t, calls+1, flaky.calls.Load(), "the rejoin's ask")
