@@ -372,6 +372,8 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 	}
 	j, cause := s.judgment(r, key, res, now)
 	s.mu.Unlock()
+	ctx, cancel := s.share.Context(ctx) // one deadline for the whole decision
+	defer cancel()
 	v, ok, err := s.share.Judge(ctx, j)
 	if err != nil {
 		return Decision{Action: ActionStop, Err: err}, true
@@ -392,6 +394,8 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 
 // proceedShared is ProceedAt through the shared layer, as decideShared.
 func (s *Supervisor) proceedShared(ctx context.Context, key string, now time.Time) (Decision, bool) {
+	ctx, cancel := s.share.Context(ctx)
+	defer cancel()
 	v, ok, err := s.share.Proceed(ctx, key, now)
 	if err != nil {
 		return Decision{Action: ActionStop, Err: err}, true

@@ -21,6 +21,7 @@ type Sharing interface {
 // the others with no lock held.
 type layer interface {
 	Sharing
+	Context(ctx context.Context) (context.Context, context.CancelFunc)
 	Judge(ctx context.Context, j seam.Judgment) (verdict, bool, error)
 	Judged(key string, v verdict, known *ParkedError, now time.Time)
 	Announce(ctx context.Context, v verdict, evs []Event)

@@ -95,10 +95,14 @@ func (y *Layer) use(ctx context.Context, now time.Time) (bool, error) {
 	return err == nil, nil
 }
 
-// Judge judges j through the ledger, within one decision's deadline.
+// Context bounds the ledger calls of one decision (Judge or Proceed, and
+// Announce) by one deadline: see decisionContext.
+func (y *Layer) Context(ctx context.Context) (context.Context, context.CancelFunc) {
+	return y.decisionContext(ctx)
+}
+
+// Judge judges j through the ledger, within ctx, the decision's Context.
 func (y *Layer) Judge(ctx context.Context, j Judgment) (Verdict, bool, error) {
-	ctx, cancel := y.decisionContext(ctx)
-	defer cancel()
 	if use, err := y.use(ctx, j.Now); err != nil || !use {
 		return Verdict{}, false, err
 	}
@@ -154,8 +158,6 @@ func (y *Layer) Announce(ctx context.Context, v Verdict, evs []crashloop.Event) 
 
 // Proceed asks the ledger whether the held restart of key may go.
 func (y *Layer) Proceed(ctx context.Context, key string, now time.Time) (Verdict, bool, error) {
-	ctx, cancel := y.decisionContext(ctx)
-	defer cancel()
 	if use, err := y.use(ctx, now); err != nil || !use {
 		return Verdict{}, false, err
 	}
