@@ -271,6 +271,21 @@ func Check(run Run) Report {
 		resumedAt[v] = named.T
 	}
 
+	// A write-back's park is placed at the end of its call, the latest it
+	// can have been applied; but a resume that named it was sent once its
+	// caller had learnt of it from a reply, so it was applied before that
+	// resume started (seed 11: a write-back's reply came back after the
+	// resume of its park, learnt from another replica's write-back, began).
+	for v, at := range resumedAt {
+		named := ts[v].call
+		if named == nil {
+			continue
+		}
+		if p := ts[named.Named]; p != nil && p.written && p.key == ts[v].key && p.at > at {
+			p.at = at
+		}
+	}
+
 	// Each park a judge step made and each resume is announced exactly
 	// once; a write-back's park by nobody (its writer announced it when it
 	// decided it alone).

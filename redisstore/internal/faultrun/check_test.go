@@ -193,3 +193,38 @@ func TestCheckGrantDuringAWriteBack(t *testing.T) {
 		require.Equal(t, tc.want, Check(run).Violations, "a grant at %dms", tc.grant/ms)
 	}
 }
+
+// A resume that names a write-back's park was sent after its caller learnt
+// of the park, so the park was applied before the resume started, even
+// when the write-back's own reply came back later: a grant after the
+// resume is no grant while the park stood (found by the 10-minute run of
+// seed 11). A grant between the resume's start and the write-back's end
+// that the resume did not cover is still one.
+func TestCheckResumeOfAWriteBackBeforeItsReply(t *testing.T) {
+	ms := int64(time.Millisecond)
+	for _, tc := range []struct {
+		resume int64 // when the resume of park 3 starts; the write-back's call is 20-30ms
+		want   []string
+	}{
+		{27 * ms, nil}, // the write-back's reply came back after the resume began
+		{31 * ms, nil},
+	} {
+		run := cleanRun()
+		run.Records = append(run.Records,
+			Record{T: 15 * ms, R: "r4", Pid: 4, Op: OpEvent, Key: "k", Kind: "agent.startup_exhausted"},
+			Record{T: 20 * ms, R: "r4", Pid: 4, Op: OpRestore, Key: "k", Took: 10 * ms, Named: 2, Written: true, Version: 3, Park: 3},
+			Record{T: tc.resume, R: "r2", Pid: 2, Op: OpResumeCall, Key: "k", Named: 3, Park: 3, Version: 4},
+			Record{T: tc.resume, R: "r2", Pid: 2, Op: OpClaim, Version: 4, Won: true},
+			Record{T: tc.resume, R: "r2", Pid: 2, Op: OpEvent, Key: "k", Kind: "agent.resumed", Version: 4},
+			Record{T: max(tc.resume, 30*ms) + ms, R: "r3", Pid: 3, Op: OpJudge, Key: "k", Now: max(tc.resume, 30*ms) + ms})
+		require.Equal(t, tc.want, Check(run).Violations, "a resume at %dms", tc.resume/ms)
+	}
+	// the old placement (the write-back at its call's end, after the
+	// resume) found a grant while the park stood
+	run := cleanRun()
+	run.Records = append(run.Records,
+		Record{T: 15 * ms, R: "r4", Pid: 4, Op: OpEvent, Key: "k", Kind: "agent.startup_exhausted"},
+		Record{T: 20 * ms, R: "r4", Pid: 4, Op: OpRestore, Key: "k", Took: 10 * ms, Named: 2, Written: true, Version: 3, Park: 3},
+		Record{T: 32 * ms, R: "r3", Pid: 3, Op: OpJudge, Key: "k", Now: 32 * ms})
+	require.Equal(t, []string{`r3: the server granted a restart of "k" at 32000000 while park 3 stood`}, Check(run).Violations)
+}
