@@ -170,7 +170,7 @@ func TestPlainCSVAndJSONLines(t *testing.T) {
 	assert.Equal(t, want, recs)
 	assert.Equal(t, []string{"5",
 		`h:8: time "yesterday": neither RFC 3339 nor Unix seconds`,
-		`h:9: event "begin": not start, exit, ready or resume`,
+		`h:9: event "begin": not start, exit, ready, resume or stop`,
 		`h:10: code "999": not an exit status 0-255`,
 		`h:11: code "1" on a start: only an exit has a code`,
 		`h:12: 2 fields, want time,key,event[,code]`,

@@ -1,0 +1,88 @@
+package replay_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/crashloopguard/crashloop/replay"
+)
+
+// The tests of this file hold claims of docs/replay.md that no other test
+// holds: the limits on a line and on the malformed lines kept, and
+// systemd's clean signals.
+
+// TestLineLongerThan16MiBIsMalformed: a line longer than 16 MiB is
+// malformed, named by its number, and the lines after it are read; so is a
+// json-pretty entry longer than that, named by its first line, and the
+// rest of its lines are not read as more malformed lines.
+func TestLineLongerThan16MiBIsMalformed(t *testing.T) {
+	t.Parallel()
+	long := `{"MESSAGE":"` + strings.Repeat("x", 16<<20) + `"}`
+	history := journal(started, "a.service", 0, "") + "\n" + long + "\n" + journal(exited, "a.service", time.Second, `"EXIT_CODE":"exited","EXIT_STATUS":"1"`) + "\n"
+	recs, r := readAll(t, history, replay.FormatAuto)
+	assert.Equal(t, []replay.Record{
+		{Time: at(0), Key: "a.service", Event: replay.Start, Line: 1},
+		{Time: at(time.Second), Key: "a.service", Event: replay.Exit, Code: 1, Failed: true, Cause: "exited with status 1", Line: 3},
+	}, recs)
+	assert.Equal(t, []string{"1", "h:2: line longer than 16777216 bytes"}, malformed(r))
+
+	pretty := "{\n\t\"__REALTIME_TIMESTAMP\" : \"1\",\n" + strings.Repeat("\t\"MESSAGE\" : \""+strings.Repeat("y", 1<<20)+"\",\n", 17) + "}\n" +
+		"{\n\t\"__REALTIME_TIMESTAMP\" : \"" + fmt.Sprint(at(2*time.Second).UnixMicro()) + "\",\n\t\"MESSAGE_ID\" : \"" + started + "\",\n\t\"UNIT\" : \"b.service\"\n}\n"
+	recs, r = readAll(t, pretty, replay.FormatAuto)
+	assert.Equal(t, replay.FormatJournald, r.Format())
+	assert.Equal(t, []replay.Record{{Time: at(2 * time.Second), Key: "b.service", Event: replay.Start, Line: 21}}, recs)
+	assert.Equal(t, []string{"1", "h:1: entry longer than 16777216 bytes"}, malformed(r))
+}
+
+// TestMalformedLinesKeepTheFirst20: every malformed line is counted; the
+// first 20 are kept to name.
+func TestMalformedLinesKeepTheFirst20(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("1714557600,a,start\n")
+	for range 25 {
+		b.WriteString("1714557601,a,explode\n")
+	}
+	recs, r := readAll(t, b.String(), replay.FormatCSV)
+	assert.Len(t, recs, 1)
+	n, errs := r.Malformed()
+	assert.Equal(t, 25, n)
+	assert.Len(t, errs, 20)
+	assert.Equal(t, `h:2: event "explode": not start, exit, ready, resume or stop`, errs[0].Error())
+	assert.Equal(t, `h:21: event "explode": not start, exit, ready, resume or stop`, errs[19].Error())
+}
+
+// TestJournaldCleanSignals: an exit is a failure unless it exited 0 or was
+// killed by one of systemd's clean signals (HUP, INT, TERM, PIPE); a core
+// dump is a failure whatever the signal.
+func TestJournaldCleanSignals(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		code, status string
+		exit         int
+		failed       bool
+		cause        string
+	}{
+		{"exited", "0", 0, false, "exited with status 0"},
+		{"exited", "2", 2, true, "exited with status 2"},
+		{"killed", "HUP", 129, false, "killed by signal HUP"},
+		{"killed", "INT", 130, false, "killed by signal INT"},
+		{"killed", "PIPE", 141, false, "killed by signal PIPE"},
+		{"killed", "TERM", 143, false, "killed by signal TERM"},
+		{"killed", "KILL", 137, true, "killed by signal KILL"},
+		{"killed", "USR1", 138, true, "killed by signal USR1"},
+		{"dumped", "QUIT", 131, true, "killed by signal QUIT (core dumped)"},
+	} {
+		history := journal(started, "a.service", 0, "") + "\n" +
+			journal(exited, "a.service", time.Second, fmt.Sprintf(`"EXIT_CODE":%q,"EXIT_STATUS":%q`, c.code, c.status)) + "\n"
+		recs, r := readAll(t, history, replay.FormatJournald)
+		assert.Equal(t, []string{"0"}, malformed(r))
+		if assert.Len(t, recs, 2, c.status) {
+			assert.Equal(t, replay.Record{Time: at(time.Second), Key: "a.service", Event: replay.Exit, Code: c.exit, Failed: c.failed, Cause: c.cause, Line: 2}, recs[1])
+		}
+	}
+}
