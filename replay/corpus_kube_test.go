@@ -2,6 +2,7 @@ package replay_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,6 +21,28 @@ import (
 type keyRow struct {
 	Runs, Failures, Restarts, Stops, Parks int
 	Counted, Unseen, Inferred              int
+}
+
+// readKube reads every record of a Kubernetes export of testdata/real,
+// which must be read as Kubernetes with no malformed item.
+func readKube(t *testing.T, name string) []replay.Record {
+	t.Helper()
+	recs, r := readFile(t, name)
+	assert.Equal(t, replay.FormatKubernetes, r.Format(), name)
+	n, errs := r.Malformed()
+	assert.Equal(t, 0, n, "%s: %v", name, errs)
+	return recs
+}
+
+// recordsOf returns the records of key.
+func recordsOf(recs []replay.Record, key string) []replay.Record {
+	var out []replay.Record
+	for _, rec := range recs {
+		if rec.Key == key {
+			out = append(out, rec)
+		}
+	}
+	return out
 }
 
 // keyRows is the report's keys as keyRows, by key.
@@ -47,10 +70,7 @@ func keyRows(rep replay.Report) map[string]keyRow {
 func TestRealKubeEventsImagePullAndDeletedPods(t *testing.T) {
 	t.Parallel()
 	name := "kube-events-minikube-image-pull-deleted-pod-2023.json"
-	recs, r := readFile(t, name)
-	assert.Equal(t, replay.FormatKubernetes, r.Format())
-	n, _ := r.Malformed()
-	assert.Equal(t, 0, n)
+	recs := readKube(t, name)
 	ns := "message-container-creating-failed-mount/"
 	live := ns + "failing-liveness-pod/my-container (pod c6e243c6)"
 	probe := "killed: failed its probe"
@@ -59,8 +79,11 @@ func TestRealKubeEventsImagePullAndDeletedPods(t *testing.T) {
 		{Time: utc("2023-07-10T05:16:33Z"), Key: ns + "failing-liveness-pod/my-container", Event: replay.Start, Line: 21},
 		{Time: utc("2023-07-10T05:24:18Z"), Key: live, Event: replay.Start, Line: 27},
 		{Time: utc("2023-07-10T05:24:35Z"), Key: live, Event: replay.Exit, Code: 137, Failed: true, Cause: probe, Line: 29},
-		{Time: utc("2023-07-10T05:24:51.333333333Z"), Key: live, Event: replay.Start, Line: 27, Inferred: true},
-		{Time: utc("2023-07-10T05:25:08.333333333Z"), Key: live, Event: replay.Exit, Code: 137, Failed: true, Cause: probe, Line: 29, Inferred: true},
+		// Inferred: kubelet restarted at once after the first kill; the image
+		// pulled before the second start says 05:25:08, and each kill came
+		// 17s after its start (05:25:25).
+		{Time: utc("2023-07-10T05:25:03Z"), Key: live, Event: replay.Start, Line: 27, Inferred: true},
+		{Time: utc("2023-07-10T05:25:20Z"), Key: live, Event: replay.Exit, Code: 137, Failed: true, Cause: probe, Line: 29, Inferred: true},
 		{Time: utc("2023-07-10T05:25:58Z"), Key: live, Event: replay.Start, Line: 27},
 		{Time: utc("2023-07-10T05:26:15Z"), Key: live, Event: replay.Exit, Code: 137, Failed: true, Cause: probe, Line: 29},
 		{Time: utc("2023-07-10T05:31:45Z"), Key: ns + "crashpod-f9b59484-7828f/crashpod", Event: replay.Start, Line: 5},
@@ -96,8 +119,7 @@ func TestRealKubeEventsImagePullAndDeletedPods(t *testing.T) {
 func TestRealKubeEventsFailedStarts(t *testing.T) {
 	t.Parallel()
 	name := "kube-events-minikube-failed-starts-2023.json"
-	recs, r := readFile(t, name)
-	assert.Equal(t, replay.FormatKubernetes, r.Format())
+	recs := readKube(t, name)
 	ng := "message-pod-init-crashloop-backoff/init-demo/nginx"
 	in := "message-pod-init-crashloop-backoff/init-demo2/install"
 	var starts, exits []string
@@ -114,11 +136,20 @@ func TestRealKubeEventsFailedStarts(t *testing.T) {
 		assert.Equal(t, replay.Record{Time: rec.Time, Key: ng, Event: replay.Exit, Code: -1, Failed: true, Cause: "failed to start", Line: 5, Inferred: rec.Inferred}, rec)
 	}
 	// The first and the last at the event's first and last times, the
-	// three between at kubelet's doubling spacing; the images were pulled
-	// at 03:31:44, :47, 03:32:02, :25 and 03:33:15.
-	want := []string{"03:31:44.000", "03:31:50.066", "03:32:02.200", "03:32:26.466", "03:33:15.000"}
+	// three between as kubelet spaces restarts (at once, then 10s and 20s
+	// of back-off, and 5.25s more in each gap); the images were pulled
+	// before each attempt, at 03:31:44, :47, 03:32:02, :25 and 03:33:15:
+	// each inferred time is within 5s of its pull.
+	want := []string{"03:31:44.000", "03:31:49.250", "03:32:04.500", "03:32:29.750", "03:33:15.000"}
 	assert.Equal(t, want, starts)
 	assert.Equal(t, want, exits)
+	for i, pulled := range []string{"03:31:47", "03:32:02", "03:32:25"} {
+		p, err := time.Parse("15:04:05", pulled)
+		require.NoError(t, err)
+		s, err := time.Parse("15:04:05.000", starts[i+1])
+		require.NoError(t, err)
+		assert.InDelta(t, 0, s.Sub(p).Seconds(), 5, "attempt %d", i+2)
+	}
 	assert.Equal(t, []replay.Record{
 		{Time: utc("2023-07-11T04:01:16Z"), Key: in, Event: replay.Start, Line: 14},
 		{Time: utc("2023-07-11T04:01:16Z"), Key: in, Event: replay.Exit, Code: -1, Failed: true, Cause: "failed to start", Line: 14},
@@ -135,7 +166,7 @@ func TestRealKubeEventsFailedStarts(t *testing.T) {
 	for _, k := range rep.Keys {
 		if k.Key == ng {
 			assert.Equal(t, "respawn_budget_exhausted", k.Reason)
-			assert.Equal(t, utc("2023-07-11T03:32:26.466666666Z"), k.ParkedAt)
+			assert.Equal(t, utc("2023-07-11T03:32:29.75Z"), k.ParkedAt)
 			assert.True(t, k.StillParked)
 		}
 	}
@@ -151,8 +182,7 @@ func TestRealKubeEventsFailedStarts(t *testing.T) {
 func TestRealKubeEventsImagePullAndJob(t *testing.T) {
 	t.Parallel()
 	name := "kube-events-minikube-image-pull-oom-job-2023.json"
-	recs, r := readFile(t, name)
-	assert.Equal(t, replay.FormatKubernetes, r.Format())
+	recs := readKube(t, name)
 	assert.Equal(t, []replay.Record{
 		{Time: utc("2023-07-11T04:43:25Z"), Key: "message-image-pull-fail/oom-kill-job3-gbb89/memory-eater", Event: replay.Start, Line: 13},
 	}, recs)
@@ -161,57 +191,59 @@ func TestRealKubeEventsImagePullAndJob(t *testing.T) {
 	assert.Equal(t, 1, rep.Totals.Runs)
 }
 
-// kube-pods-minikube-crashloop-2023.json: kubectl get pods -o json of the
-// same cluster: init-demo's nginx waiting in CrashLoopBackOff ("back-off
-// 1m20s restarting failed container"), restartCount 4, its last attempt
-// ended ContainerCannotRun with status 127. A person reads one run seen,
-// a failure of status 127, and four restarts before it that the export
-// cannot show.
-func TestRealKubePodCrashLoop(t *testing.T) {
+// TestRealKubePodsOfCrashedContainers reads Pods whose container's last
+// run failed; a person reads that run, its status, and the restarts
+// before it that kubelet counted and the export cannot show:
+//
+//   - kube-pods-minikube-crashloop-2023.json (kubectl get pods -o json,
+//     minikube, July 2023): init-demo's nginx waiting in CrashLoopBackOff
+//     ("back-off 1m20s restarting failed container"), restartCount 4, its
+//     last attempt ContainerCannotRun, status 127.
+//   - kube-pods-minikube-init-crashloop-2023.json: an init container that
+//     cannot run (ContainerCannotRun, 127; restartCount 1, waiting in
+//     RunContainerError), the pod's container waiting for it
+//     (PodInitializing, no run).
+//   - kube-pods-minikube-oomkilled-2023.json: a Job's container OOMKilled
+//     (137) in the second it started; restartCount 0.
+//   - kube-pods-k3s-support-bundle-2025.json (k3s v1.33.4, September
+//     2025): backend-api's api-server waiting in CrashLoopBackOff
+//     ("back-off 2m40s": kubelet's after its 5th restart), restartCount 5,
+//     its last run Error with status 1 in the second it started; three
+//     containers running.
+func TestRealKubePodsOfCrashedContainers(t *testing.T) {
 	t.Parallel()
-	name := "kube-pods-minikube-crashloop-2023.json"
-	recs, _ := readFile(t, name)
-	k := "message-pod-crashloop-backoff/init-demo/nginx"
-	assert.Equal(t, []replay.Record{
-		{Time: utc("2023-07-11T03:33:15Z"), Key: k, Event: replay.Start, Line: 1, Counted: 4},
-		{Time: utc("2023-07-11T03:33:15Z"), Key: k, Event: replay.Exit, Code: 127, Failed: true, Cause: "ContainerCannotRun, exited with status 127", Line: 1, Counted: 4},
-	}, recs)
-	rep := replayFile(t, name)
-	assert.Equal(t, map[string]keyRow{k: {Runs: 1, Failures: 1, Counted: 4, Unseen: 4}}, keyRows(rep))
-	assert.Equal(t, 4, rep.Totals.RestartsUnseen)
-}
-
-// kube-pods-minikube-init-crashloop-2023.json: an init container that
-// cannot run (ContainerCannotRun, status 127; restartCount 1; waiting in
-// RunContainerError) and the pod's container waiting for it
-// (PodInitializing). A person reads one failure seen, one restart not.
-func TestRealKubePodInitCrashLoop(t *testing.T) {
-	t.Parallel()
-	name := "kube-pods-minikube-init-crashloop-2023.json"
-	recs, _ := readFile(t, name)
-	k := "message-pod-init-crashloop-backoff/init-demo2/install"
-	assert.Equal(t, []replay.Record{
-		{Time: utc("2023-07-11T04:01:16Z"), Key: k, Event: replay.Start, Line: 1, Counted: 1},
-		{Time: utc("2023-07-11T04:01:16Z"), Key: k, Event: replay.Exit, Code: 127, Failed: true, Cause: "ContainerCannotRun, exited with status 127", Line: 1, Counted: 1},
-	}, recs)
-	rep := replayFile(t, name)
-	assert.Equal(t, map[string]keyRow{k: {Runs: 1, Failures: 1, Counted: 1, Unseen: 1}}, keyRows(rep))
-}
-
-// kube-pods-minikube-oomkilled-2023.json: a Job's pod whose container was
-// OOMKilled (exit 137) in the second it started; restartCount 0. A person
-// reads one run, a failure, killed by SIGKILL for memory.
-func TestRealKubePodOOMKilled(t *testing.T) {
-	t.Parallel()
-	name := "kube-pods-minikube-oomkilled-2023.json"
-	recs, _ := readFile(t, name)
-	k := "message-oomkill-pod/oom-kill-job3-gbb89/memory-eater"
-	assert.Equal(t, []replay.Record{
-		{Time: utc("2023-07-11T04:43:25Z"), Key: k, Event: replay.Start, Line: 1},
-		{Time: utc("2023-07-11T04:43:25Z"), Key: k, Event: replay.Exit, Code: 137, Failed: true, Cause: "OOMKilled, killed by signal KILL", Line: 1},
-	}, recs)
-	rep := replayFile(t, name)
-	assert.Equal(t, map[string]keyRow{k: {Runs: 1, Failures: 1}}, keyRows(rep))
+	running := keyRow{Runs: 1}
+	for _, c := range []struct {
+		file, key, at, cause string
+		code, counted        int
+		others               map[string]keyRow
+	}{
+		{"kube-pods-minikube-crashloop-2023.json", "message-pod-crashloop-backoff/init-demo/nginx", "2023-07-11T03:33:15Z",
+			"ContainerCannotRun, exited with status 127", 127, 4, nil},
+		{"kube-pods-minikube-init-crashloop-2023.json", "message-pod-init-crashloop-backoff/init-demo2/install", "2023-07-11T04:01:16Z",
+			"ContainerCannotRun, exited with status 127", 127, 1, nil},
+		{"kube-pods-minikube-oomkilled-2023.json", "message-oomkill-pod/oom-kill-job3-gbb89/memory-eater", "2023-07-11T04:43:25Z",
+			"OOMKilled, killed by signal KILL", 137, 0, nil},
+		{"kube-pods-k3s-support-bundle-2025.json", "default/backend-api-75fb46b7bd-xtkrh/api-server", "2025-09-11T20:53:27Z",
+			"Error, exited with status 1", 1, 5, map[string]keyRow{
+				"default/cpu-intensive-app-7bcfc5d944-9479r/cpu-burner": running,
+				"default/memory-hungry-app-59c695fbfb-4vnq4/memory-hog": running,
+				"default/memory-hungry-app-59c695fbfb-xsvn8/memory-hog": running,
+			}},
+	} {
+		recs := readKube(t, c.file)
+		assert.Equal(t, []replay.Record{
+			{Time: utc(c.at), Key: c.key, Event: replay.Start, Line: 1, Counted: c.counted},
+			{Time: utc(c.at), Key: c.key, Event: replay.Exit, Code: c.code, Failed: true, Cause: c.cause, Line: 1, Counted: c.counted},
+		}, recordsOf(recs, c.key), c.file)
+		want := map[string]keyRow{c.key: {Runs: 1, Failures: 1, Counted: c.counted, Unseen: c.counted}}
+		for k, row := range c.others {
+			want[k] = row
+		}
+		rep := replayFile(t, c.file)
+		assert.Equal(t, want, keyRows(rep), c.file)
+		assert.Equal(t, c.counted, rep.Totals.RestartsUnseen, c.file)
+	}
 }
 
 // kube-pods-minikube-default-2021.json: kubectl get pods -o json of the
@@ -227,8 +259,7 @@ func TestRealKubePodOOMKilled(t *testing.T) {
 func TestRealKubePodsMinikubeDefault(t *testing.T) {
 	t.Parallel()
 	name := "kube-pods-minikube-default-2021.json"
-	recs, r := readFile(t, name)
-	assert.Equal(t, replay.FormatKubernetes, r.Format())
+	recs := readKube(t, name)
 	assert.Len(t, recs, 11)
 	rep := replayFile(t, name)
 	d := "default/"
@@ -257,8 +288,7 @@ func TestRealKubePodsMinikubeDefault(t *testing.T) {
 func TestRealKubePodsMinikubeKubeSystem(t *testing.T) {
 	t.Parallel()
 	name := "kube-pods-minikube-kube-system-2021.json"
-	_, r := readFile(t, name)
-	assert.Equal(t, replay.FormatKubernetes, r.Format())
+	readKube(t, name)
 	rep := replayFile(t, name)
 	s := "kube-system/"
 	assert.Equal(t, map[string]keyRow{
@@ -276,4 +306,92 @@ func TestRealKubePodsMinikubeKubeSystem(t *testing.T) {
 	assert.Equal(t, 8, rep.Totals.Failures)
 	assert.Equal(t, 511, rep.Totals.RestartsUnseen)
 	assert.Equal(t, 0, rep.Totals.Parks)
+}
+
+// kube-events-k3s-support-bundle-2025.json: the events of the default
+// namespace in a troubleshoot.sh support bundle of k3s v1.33.4 (September
+// 2025). A person reads: backend-api's container api-server started six
+// times from 20:50:20 to 20:53:27 (the image pulled before each start, at
+// 20:50:20, :22, :40, 20:51:13, 20:51:56 and 20:53:27: kubelet restarted it
+// at once, then after 10s, 20s, 40s and 80s of back-off), failing each
+// time ("Back-off restarting failed container", 25 times: kubelet's, at
+// its syncs, not one per restart); three other containers started once.
+// Under the defaults (3 restarts a minute) api-server is parked at its
+// 4th failure.
+func TestRealKubeEventsK3sCrashLoop(t *testing.T) {
+	t.Parallel()
+	name := "kube-events-k3s-support-bundle-2025.json"
+	recs := readKube(t, name) // 25 back-offs in 3m30s are kubelet's syncs, no count to cut
+	k := "default/backend-api-75fb46b7bd-xtkrh/api-server"
+	var starts []time.Time
+	for _, rec := range recordsOf(recs, k) {
+		if rec.Event == replay.Start {
+			starts = append(starts, rec.Time)
+		}
+	}
+	require.Len(t, starts, 6)
+	assert.Equal(t, utc("2025-09-11T20:50:20Z"), starts[0])
+	assert.Equal(t, utc("2025-09-11T20:53:27Z"), starts[5])
+	for i, pulled := range []string{"20:50:22", "20:50:40", "20:51:13", "20:51:56"} {
+		assert.InDelta(t, 0, starts[i+1].Sub(utc("2025-09-11T"+pulled+"Z")).Seconds(), 6,
+			"start %d: inferred within 6s of its image pull", i+2)
+	}
+
+	rep := replayFile(t, name)
+	assert.Equal(t, map[string]keyRow{
+		k: {Runs: 6, Failures: 6, Restarts: 5, Parks: 1, Inferred: 9},
+		"default/cpu-intensive-app-7bcfc5d944-9479r/cpu-burner": {Runs: 1},
+		"default/memory-hungry-app-59c695fbfb-4vnq4/memory-hog": {Runs: 1},
+		"default/memory-hungry-app-59c695fbfb-xsvn8/memory-hog": {Runs: 1},
+	}, keyRows(rep))
+	assert.Equal(t, 2, rep.Totals.Spared)
+}
+
+// kube-events-k3s-kube-system-2025.json: kube-system's events of the same
+// bundle: k3s's start. A person reads: the Job helm-install-traefik's
+// container started three times from 20:40:06 to 20:40:23 (restarted at
+// once, then after a back-off, "Back-off restarting failed container" at
+// 20:40:11), its first two runs failed; coredns's and metrics-server's
+// first pods replaced by new ones the second they started ("Stopping
+// container": stops); the other containers started once.
+func TestRealKubeEventsK3sKubeSystem(t *testing.T) {
+	t.Parallel()
+	name := "kube-events-k3s-kube-system-2025.json"
+	recs := readKube(t, name) // three starts in 17s: at once, then after 10s of back-off
+	h := "kube-system/helm-install-traefik-vdfpr/helm"
+	assert.Equal(t, []replay.Record{
+		{Time: utc("2025-09-11T20:40:06Z"), Key: h, Event: replay.Start, Line: 52},
+		{Time: utc("2025-09-11T20:40:09.5Z"), Key: h, Event: replay.Start, Line: 52, Inferred: true},
+		{Time: utc("2025-09-11T20:40:11Z"), Key: h, Event: replay.Exit, Code: -1, Failed: true, Cause: "back-off after a failed run", Line: 54},
+		{Time: utc("2025-09-11T20:40:23Z"), Key: h, Event: replay.Start, Line: 52},
+	}, recordsOf(recs, h))
+	rep := replayFile(t, name)
+	s := "kube-system/"
+	assert.Equal(t, map[string]keyRow{
+		s + "coredns-5688667fd4-v5z66/coredns":    {Runs: 1, Stops: 1},
+		s + "coredns-64fd4b4794-p72lf/coredns":    {Runs: 1},
+		s + "helm-install-traefik-crd-dshw8/helm": {Runs: 1},
+		h: {Runs: 3, Failures: 2, Restarts: 2, Inferred: 1},
+		s + "local-path-provisioner-774c6665dc-n8q8g/local-path-provisioner": {Runs: 1},
+		s + "metrics-server-6f4c6675d5-98986/metrics-server":                 {Runs: 1, Stops: 1},
+		s + "metrics-server-7bfffcd44-vjjg6/metrics-server":                  {Runs: 1},
+		s + "svclb-traefik-9ce4920b-v8m6k/lb-tcp-443":                        {Runs: 1},
+		s + "svclb-traefik-9ce4920b-v8m6k/lb-tcp-80":                         {Runs: 1},
+		s + "traefik-c98fdf6fb-6jpj2/traefik":                                {Runs: 1},
+	}, keyRows(rep))
+}
+
+// kube-pods-k3s-kube-system-2025.json: kube-system's pods of the same
+// bundle: the two helm-install Jobs' containers Completed (status 0), the
+// second after restartCount 2; the rest running. A person reads no
+// failure, two restarts not shown.
+func TestRealKubePodsK3sKubeSystem(t *testing.T) {
+	t.Parallel()
+	name := "kube-pods-k3s-kube-system-2025.json"
+	rep := replayFile(t, name)
+	assert.Equal(t, 8, rep.Totals.Keys)
+	assert.Equal(t, 8, rep.Totals.Runs)
+	assert.Equal(t, 0, rep.Totals.Failures)
+	assert.Equal(t, keyRow{Runs: 1, Counted: 2, Unseen: 2}, keyRows(rep)["kube-system/helm-install-traefik-vdfpr/helm"])
+	assert.Equal(t, 2, rep.Totals.RestartsUnseen)
 }

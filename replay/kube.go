@@ -65,10 +65,15 @@ const (
 	maxKubeOccs  = 500_000
 	maxEventOccs = 10_000
 	// kubeMinGap is the shortest time between two restarts of a
-	// container by kubelet after its first (its back-off starts at 10s):
-	// an event counted more often than that over its span is not replayed
-	// beyond it.
+	// container by kubelet after its first, which is at once (its back-off
+	// starts at 10s): an event of runs counted more often than that over
+	// its span is not replayed beyond it.
 	kubeMinGap = 10 * time.Second
+	// kubeMinSyncGap bounds BackOff events: kubelet logs one at each sync
+	// of a pod whose container is in back-off, not one per restart (and
+	// client-go's event spam filter lets 25 through, then one per 5
+	// minutes); more than one a second over the span is not replayed.
+	kubeMinSyncGap = time.Second
 )
 
 // kubeReader reads Kubernetes JSON: Lists (kubectl get events/pods -o
@@ -308,7 +313,11 @@ func (k *kubeReader) event(r *Reader, it *kubeItem, n int) error {
 	if k.full {
 		return nil
 	}
-	_, err := kubeSpan(base, last.UTC(), from, count, func(t time.Time, inferred bool) bool {
+	gap := kubeMinGap
+	if it.Reason == "BackOff" {
+		gap = kubeMinSyncGap
+	}
+	_, err := kubeSpan(base, last.UTC(), from, count, gap, func(t time.Time, inferred bool) bool {
 		if len(k.occs) >= maxKubeOccs {
 			k.full = true
 			return false
@@ -324,13 +333,18 @@ func (k *kubeReader) event(r *Reader, it *kubeItem, n int) error {
 
 // kubeSpan calls add for the occurrences from+1 to count of an event whose
 // occurrence from (or, when from is 0, its first) was at base and whose
-// last was at last. It places them as kubelet's back-off spaces a
-// container's restarts, each gap twice the one before up to 30 times the
-// first (10s doubling to 300s), scaled to the span; the times between the
-// ends are inferred. A count is a number: more occurrences than kubelet
-// can make in the span (one per kubeMinGap) or than maxEventOccs are not
-// placed (one at least, at last), and an error says how many were.
-func kubeSpan(base, last time.Time, from, count int, add func(t time.Time, inferred bool) bool) (int, error) {
+// last was at last; the times between the ends are inferred. An event of
+// runs (gap kubeMinGap) is placed as kubelet spaces a container's
+// restarts: each gap is kubelet's back-off before that restart (none
+// before the first, then 10s doubling to 300s) and an equal share of what
+// the span holds beyond the back-offs (the runs, the image pulls); in a
+// span shorter than the back-offs, the back-offs scaled down to it. A
+// BackOff (kubelet's, at each sync of a pod in back-off) is spread evenly.
+// A count is a number: more occurrences than the span can hold (one per
+// gap, and for runs the second occurrence at once) or than maxEventOccs
+// are not placed (one at least, at last), and an error says how many
+// were.
+func kubeSpan(base, last time.Time, from, count int, gap time.Duration, add func(t time.Time, inferred bool) bool) (int, error) {
 	if last.Before(base) {
 		last = base
 	}
@@ -346,16 +360,34 @@ func kubeSpan(base, last time.Time, from, count int, add func(t time.Time, infer
 	if want <= 0 {
 		return first, nil
 	}
-	n := min(want, maxEventOccs-first, max(int(span/kubeMinGap), 1))
-	weight := func(i int) float64 { return float64(min(int64(1)<<min(i, 62), 30)) }
+	runs := gap == kubeMinGap
+	can := int(span / gap)
+	if runs && from == 1 {
+		can++ // kubelet's first restart is at once
+	}
+	n := min(want, maxEventOccs-first, max(can, 1))
+	// backoff is kubelet's back-off before occurrence j (from 1) of a
+	// container's restarts.
+	backoff := func(j int) float64 {
+		if !runs || j <= 1 {
+			return 0
+		}
+		return float64(min(kubeMinGap<<min(j-2, 10), 300*time.Second))
+	}
 	total := 0.0
 	for i := range n {
-		total += weight(from + i - 1)
+		total += backoff(from + i)
+	}
+	share, scale := 0.0, 1.0
+	if rest := float64(span) - total; rest >= 0 {
+		share = rest / float64(n)
+	} else {
+		scale = float64(span) / total
 	}
 	sum := 0.0
 	for i := range n {
-		sum += weight(from + i - 1)
-		t := base.Add(time.Duration(float64(span) * sum / total))
+		sum += backoff(from+i)*scale + share
+		t := base.Add(time.Duration(sum))
 		if i == n-1 {
 			t = last
 		}
