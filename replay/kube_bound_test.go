@@ -138,3 +138,27 @@ func TestKubernetesListInBoundedMemory(t *testing.T) {
 	t.Logf("peak heap: %d KiB for 20,000 events, %d KiB for 200,000", small>>10, big>>10)
 	assert.Less(t, big, small+4<<20, "ten times the events may not take 4 MiB more")
 }
+
+// TestBackOffSpreadEvenly: a BackOff's occurrences (kubelet's, at each
+// sync of a pod in back-off) are spread evenly over its span, and only
+// the first after a start ends that run.
+func TestBackOffSpreadEvenly(t *testing.T) {
+	t.Parallel()
+	ev := func(reason, message, first, last string, count int) string {
+		return `{"kind":"Event","involvedObject":{"namespace":"a","name":"p","fieldPath":"spec.containers{c}"},` +
+			`"reason":"` + reason + `","message":"` + message + `","firstTimestamp":"2024-05-01T10:00:` + first + `Z",` +
+			`"lastTimestamp":"2024-05-01T10:00:` + last + `Z","count":` + fmt.Sprint(count) + `}`
+	}
+	list := `{"kind":"List","items":[` + ev("Started", "Started container c", "00", "30", 3) + "," +
+		ev("BackOff", "Back-off restarting failed container c in pod p", "05", "25", 3) + `]}`
+	recs, r := readAll(t, list, replay.FormatAuto)
+	assert.Equal(t, []string{"0"}, malformed(r))
+	var got []string
+	for _, rec := range recs {
+		got = append(got, fmt.Sprintf("%s %v", rec.Time.Sub(t0), rec.Event))
+	}
+	// Starts at 0, 10s (at once, then 10s of back-off, and 10s more in
+	// each gap) and 30s; back-offs at 5s, 15s, 25s: the one at 25s comes
+	// after the second run ended.
+	assert.Equal(t, []string{"0s start", "5s exit", "10s start", "15s exit", "30s start"}, got)
+}
