@@ -7,13 +7,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/replay"
 )
 
 // The tests of this file hold claims of docs/replay.md that no other test
-// holds: the limits on a line and on the malformed lines kept, and
-// systemd's clean signals.
+// holds: the limits on a line and on the malformed lines kept, systemd's
+// clean signals, and an operator's resume in crashloop's own log.
 
 // TestLineLongerThan16MiBIsMalformed: a line longer than 16 MiB is
 // malformed, named by its number, and the lines after it are read; so is a
@@ -85,4 +87,33 @@ func TestJournaldCleanSignals(t *testing.T) {
 			assert.Equal(t, replay.Record{Time: at(time.Second), Key: "a.service", Event: replay.Exit, Code: c.exit, Failed: c.failed, Cause: c.cause, Line: 2}, recs[1])
 		}
 	}
+}
+
+// TestCrashloopLogResumed: an operator's resume in crashloop's own log
+// (agent.resumed) lifts the key's park: a replay does not count the next
+// start as spared.
+func TestCrashloopLogResumed(t *testing.T) {
+	t.Parallel()
+	lines := []string{
+		clLog(time.Second, "ERROR", `session "w" parked (permanent_error)`,
+			`,"event":"agent.startup_exhausted","key":"w","reason":"permanent_error","last_error":"crashloop: permanent failure: ./w exited with status 3"`),
+		clLog(60*time.Second, "INFO", `resumed "w"`, `,"event":"agent.resumed","key":"w"`),
+		clLog(70*time.Second, "WARN", `session "w" failed; respawn 1/3 in 500ms`,
+			`,"event":"agent.respawn_scheduled","key":"w","attempts":1,"limit":3,"window":"1m","backoff":"500ms","last_error":"./w exited with status 1"`),
+	}
+	history := strings.Join(lines, "\n") + "\n"
+	recs, r := readAll(t, history, replay.FormatAuto)
+	assert.Equal(t, []string{"0"}, malformed(r))
+	var got []string
+	for _, rec := range recs {
+		got = append(got, fmt.Sprintf("%s %v", rec.Time.Sub(t0), rec.Event))
+	}
+	assert.Equal(t, []string{"1s start", "1s exit", "1m0s resume", "1m10s start", "1m10s exit"}, got)
+
+	res, err := replay.Replay([]replay.Source{{Name: "h", R: strings.NewReader(history)}},
+		[]replay.Candidate{{Config: crashloop.DefaultSupervisorConfig()}}, replay.Options{})
+	require.NoError(t, err)
+	tot := res.Reports[0].Totals
+	assert.Equal(t, 1, tot.Parks, "the permanent exit parks")
+	assert.Equal(t, 0, tot.Spared, "the start after the resume is the operator's")
 }
