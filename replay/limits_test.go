@@ -117,3 +117,21 @@ func TestCrashloopLogResumed(t *testing.T) {
 	assert.Equal(t, 1, tot.Parks, "the permanent exit parks")
 	assert.Equal(t, 0, tot.Spared, "the start after the resume is the operator's")
 }
+
+// TestKubernetesPodInstances: a second pod of a name (another
+// metadata.uid, as a StatefulSet's pod made again) is another key,
+// "(pod UID8)" after the first's.
+func TestKubernetesPodInstances(t *testing.T) {
+	t.Parallel()
+	pod := func(uid, started string) string {
+		return `{"apiVersion":"v1","kind":"Pod","metadata":{"namespace":"db","name":"pg-0","uid":"` + uid + `"},"status":{"containerStatuses":[` +
+			`{"name":"pg","restartCount":0,"state":{"running":{"startedAt":"` + started + `"}},"lastState":{}}]}}` + "\n"
+	}
+	recs, r := readAll(t, pod("0f1e2d3c-aaaa-bbbb-cccc-000000000001", "2024-05-01T10:00:00Z")+
+		pod("9b2d7c11-aaaa-bbbb-cccc-000000000002", "2024-05-01T10:05:00Z"), replay.FormatAuto)
+	assert.Equal(t, []string{"0"}, malformed(r))
+	assert.Equal(t, []replay.Record{
+		{Time: at(0), Key: "db/pg-0/pg", Event: replay.Start, Line: 1},
+		{Time: at(5 * time.Minute), Key: "db/pg-0/pg (pod 9b2d7c11)", Event: replay.Start, Line: 2},
+	}, recs)
+}
