@@ -1,6 +1,13 @@
 package replay_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -394,4 +401,85 @@ func TestRealKubePodsK3sKubeSystem(t *testing.T) {
 	assert.Equal(t, 0, rep.Totals.Failures)
 	assert.Equal(t, keyRow{Runs: 1, Counted: 2, Unseen: 2}, keyRows(rep)["kube-system/helm-install-traefik-vdfpr/helm"])
 	assert.Equal(t, 2, rep.Totals.RestartsUnseen)
+}
+
+// TestRealKubeEventsAsEventsK8sIO: kubectl get events.events.k8s.io -o
+// json of the same clusters: the API server serves every Event in both
+// groups, converting core/v1's names to events.k8s.io/v1's (involvedObject
+// to regarding, message to note, count to deprecatedCount,
+// firstTimestamp and lastTimestamp to deprecatedFirstTimestamp and
+// deprecatedLastTimestamp, source to deprecatedSource,
+// reportingComponent to reportingController). The real exports so
+// converted read as the same records.
+func TestRealKubeEventsAsEventsK8sIO(t *testing.T) {
+	t.Parallel()
+	rename := map[string]string{"involvedObject": "regarding", "message": "note", "count": "deprecatedCount",
+		"firstTimestamp": "deprecatedFirstTimestamp", "lastTimestamp": "deprecatedLastTimestamp", "source": "deprecatedSource",
+		"reportingComponent": "reportingController"}
+	for _, name := range []string{"kube-events-k3s-support-bundle-2025.json", "kube-events-k3s-kube-system-2025.json",
+		"kube-events-minikube-image-pull-deleted-pod-2023.json", "kube-events-minikube-failed-starts-2023.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "real", name))
+		require.NoError(t, err)
+		var list struct {
+			Items []map[string]json.RawMessage `json:"items"`
+		}
+		require.NoError(t, json.Unmarshal(b, &list))
+		for _, it := range list.Items {
+			for from, to := range rename {
+				if v, ok := it[from]; ok {
+					it[to] = v
+					delete(it, from)
+				}
+			}
+			it["apiVersion"] = json.RawMessage(`"events.k8s.io/v1"`)
+		}
+		converted, err := json.Marshal(map[string]any{"apiVersion": "events.k8s.io/v1", "kind": "EventList", "items": list.Items})
+		require.NoError(t, err)
+
+		r := replay.NewReader(bytes.NewReader(converted), name, replay.FormatAuto)
+		var got []replay.Record
+		for {
+			rec, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			require.NoError(t, err)
+			got = append(got, rec)
+		}
+		n, _ := r.Malformed()
+		assert.Equal(t, 0, n, name)
+		assert.Equal(t, replay.FormatKubernetes, r.Format(), name)
+		want := readKube(t, name)
+		for i := range want {
+			want[i].Line = 0
+		}
+		for i := range got {
+			got[i].Line = 0 // the converted list is one line
+		}
+		assert.Equal(t, want, got, name)
+	}
+}
+
+// TestEventsK8sIOSeries: an Event of events.k8s.io/v1's own recorders
+// (no deprecated fields) happened series.count times from eventTime to
+// series.lastObservedTime.
+func TestEventsK8sIOSeries(t *testing.T) {
+	t.Parallel()
+	doc := `{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"p.1","namespace":"a","uid":"e1"},` +
+		`"eventTime":"2024-05-01T10:00:00.000000Z","series":{"count":3,"lastObservedTime":"2024-05-01T10:01:00.000000Z"},` +
+		`"reportingController":"kubelet","reportingInstance":"node-1","action":"Started","reason":"Started",` +
+		`"regarding":{"kind":"Pod","namespace":"a","name":"p","uid":"u1","fieldPath":"spec.containers{c}"},` +
+		`"note":"Started container c","type":"Normal"}`
+	r := replay.NewReader(strings.NewReader(doc), "h", replay.FormatAuto)
+	var got []string
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		got = append(got, fmt.Sprintf("%s %v %v", rec.Time.Format("15:04:05"), rec.Event, rec.Inferred))
+	}
+	// kubelet's back-offs (none, then 10s) and 25s more in each gap.
+	assert.Equal(t, []string{"10:00:00 start false", "10:00:25 start true", "10:01:00 start false"}, got)
 }

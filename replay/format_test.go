@@ -308,7 +308,7 @@ func TestKubernetesEvents(t *testing.T) {
 	assert.Equal(t, []string{"3",
 		"h:6: item 6: involvedObject without a name",
 		"h:7: item 7: json: cannot unmarshal string into Go struct field kubeItem.count of type float64",
-		"h:8: item 8: neither an Event (involvedObject) nor a Pod (status)",
+		"h:8: item 8: neither an Event (involvedObject, regarding) nor a Pod (status)",
 	}, malformed(r))
 
 	// A list cut short: the items before the cut are read.

@@ -12,22 +12,33 @@ import (
 	"time"
 )
 
-// kubeItem is the part of a Kubernetes Event or Pod that replay reads.
+// kubeItem is the part of a Kubernetes Event (core/v1, or events.k8s.io/v1
+// in its own names: see events) or Pod that replay reads.
 type kubeItem struct {
-	Kind           string `json:"kind"`
-	InvolvedObject *struct {
-		Namespace string `json:"namespace"`
-		Name      string `json:"name"`
-		UID       string `json:"uid"`
-		FieldPath string `json:"fieldPath"`
-	} `json:"involvedObject"`
-	Reason         string     `json:"reason"`
-	Message        string     `json:"message"`
-	FirstTimestamp *time.Time `json:"firstTimestamp"`
-	LastTimestamp  *time.Time `json:"lastTimestamp"`
-	EventTime      *time.Time `json:"eventTime"`
-	Count          float64    `json:"count"` // a number, never a loop: see kubeSpan
-	Metadata       struct {
+	Kind           string   `json:"kind"`
+	InvolvedObject *kubeRef `json:"involvedObject"`
+	Regarding      *kubeRef `json:"regarding"` // events.k8s.io/v1's involvedObject
+	Reason         string   `json:"reason"`
+	Message        string   `json:"message"`
+	Note           string   `json:"note"` // events.k8s.io/v1's message
+	// FirstTimestamp and LastTimestamp are core/v1's;
+	// events.k8s.io/v1 names them deprecatedFirstTimestamp and
+	// deprecatedLastTimestamp, and its own recorders leave them out for
+	// eventTime and series.lastObservedTime.
+	FirstTimestamp           *time.Time `json:"firstTimestamp"`
+	LastTimestamp            *time.Time `json:"lastTimestamp"`
+	DeprecatedFirstTimestamp *time.Time `json:"deprecatedFirstTimestamp"`
+	DeprecatedLastTimestamp  *time.Time `json:"deprecatedLastTimestamp"`
+	EventTime                *time.Time `json:"eventTime"`
+	// Count is core/v1's (events.k8s.io/v1: deprecatedCount, or
+	// series.count): a number, never a loop: see kubeSpan.
+	Count           float64 `json:"count"`
+	DeprecatedCount float64 `json:"deprecatedCount"`
+	Series          *struct {
+		Count            float64    `json:"count"`
+		LastObservedTime *time.Time `json:"lastObservedTime"`
+	} `json:"series"`
+	Metadata struct {
 		Namespace string `json:"namespace"`
 		Name      string `json:"name"`
 		UID       string `json:"uid"`
@@ -36,6 +47,31 @@ type kubeItem struct {
 		InitContainerStatuses []kubeContainer `json:"initContainerStatuses"`
 		ContainerStatuses     []kubeContainer `json:"containerStatuses"`
 	} `json:"status"`
+}
+
+// kubeRef is the object an Event is about.
+type kubeRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	FieldPath string `json:"fieldPath"`
+}
+
+// events gives an events.k8s.io/v1 Event core/v1's names, as the API
+// server converts one to the other (regarding is involvedObject, note
+// message, deprecatedCount count, deprecatedFirstTimestamp and
+// deprecatedLastTimestamp firstTimestamp and lastTimestamp); an event of
+// its own recorders, without those, counts series.count times from
+// eventTime to series.lastObservedTime.
+func (it *kubeItem) events() {
+	if it.InvolvedObject != nil || it.Regarding == nil {
+		return
+	}
+	it.InvolvedObject, it.Message = it.Regarding, it.Note
+	it.FirstTimestamp, it.LastTimestamp, it.Count = it.DeprecatedFirstTimestamp, it.DeprecatedLastTimestamp, it.DeprecatedCount
+	if s := it.Series; s != nil && it.Count == 0 {
+		it.Count, it.LastTimestamp = s.Count, s.LastObservedTime
+	}
 }
 
 type kubeContainer struct {
@@ -210,13 +246,14 @@ func (k *kubeReader) value(r *Reader, dec *json.Decoder, n *int) error {
 // item reads one Event or Pod.
 func (k *kubeReader) item(r *Reader, it *kubeItem, n int) {
 	var err error
+	it.events()
 	switch {
 	case it.InvolvedObject != nil:
 		err = k.event(r, it, n)
 	case it.Status != nil:
 		err = k.pod(it, n)
 	default:
-		err = errors.New("neither an Event (involvedObject) nor a Pod (status)")
+		err = errors.New("neither an Event (involvedObject, regarding) nor a Pod (status)")
 	}
 	if err != nil {
 		r.malformed(n, fmt.Errorf("item %d: %v", n, err))
@@ -267,7 +304,7 @@ func runEnd(reason, message string) string {
 	return ""
 }
 
-// event adds the occurrences of a core/v1 Event.
+// event adds the occurrences of an Event.
 func (k *kubeReader) event(r *Reader, it *kubeItem, n int) error {
 	end := runEnd(it.Reason, it.Message)
 	if end == "" {
