@@ -94,7 +94,7 @@ type journalEntry struct {
 // pass over the line (scanEntry) when it is as journalctl writes it, else
 // with encoding/json.
 func decodeEntry(b []byte, e *rawEntry) error {
-	if scanEntry(b, e) && !(e.messageRaw && (len(e.MessageID) == 0 || len(e.UnitResult) == 0)) {
+	if scanEntry(b, e) && !(e.messageRaw && e.needsMessage()) {
 		return nil
 	}
 	var j journalEntry
@@ -194,6 +194,13 @@ func oneOfOurs(b []byte) bool {
 		return true
 	}
 	return false
+}
+
+// needsMessage reports whether e's MESSAGE is read: for an entry of
+// systemd before 240, which has no MESSAGE_ID, and for a failure without
+// UNIT_RESULT (see unitResult).
+func (e *rawEntry) needsMessage() bool {
+	return len(e.MessageID) == 0 || (string(e.MessageID) == msgUnitFailed && len(e.UnitResult) == 0)
 }
 
 // kind tells which of systemd's messages e is ("" for none): its
