@@ -170,7 +170,7 @@ func TestPlainCSVAndJSONLines(t *testing.T) {
 	assert.Equal(t, want, recs)
 	assert.Equal(t, []string{"5",
 		`h:8: time "yesterday": neither RFC 3339 nor Unix seconds`,
-		`h:9: event "begin": not start, exit, ready or resume`,
+		`h:9: event "begin": not start, exit, ready, resume or stop`,
 		`h:10: code "999": not an exit status 0-255`,
 		`h:11: code "1" on a start: only an exit has a code`,
 		`h:12: 2 fields, want time,key,event[,code]`,
@@ -308,7 +308,7 @@ func TestKubernetesEvents(t *testing.T) {
 	assert.Equal(t, []string{"3",
 		"h:6: item 6: involvedObject without a name",
 		"h:7: item 7: json: cannot unmarshal string into Go struct field kubeItem.count of type float64",
-		"h:8: item 8: neither an Event (involvedObject) nor a Pod (status)",
+		"h:8: item 8: neither an Event (involvedObject, regarding) nor a Pod (status)",
 	}, malformed(r))
 
 	// A list cut short: the items before the cut are read.

@@ -23,6 +23,9 @@ const (
 	msgStopped          = "9d1aaa27d60140bd96365438aad20286" // "Stopped ...": a stop job ended
 )
 
+// journalIDs are the MESSAGE_IDs above.
+var journalIDs = [...]string{msgStarting, msgStarted, msgProcessExit, msgUnitFailed, msgRestartScheduled, msgSuccess, msgStopping, msgStopped}
+
 // The CODE_FUNC of systemd's messages that carry no MESSAGE_ID before
 // systemd 240 (RHEL 8, Debian 10, Ubuntu 18.04).
 const (
@@ -70,39 +73,39 @@ func (f *journalField) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// journalEntry is the part of a journal entry that replay reads.
+// journalEntry is rawEntry for encoding/json: the line scanEntry leaves
+// to it (a field as an array of bytes or of several values, escapes).
 type journalEntry struct {
-	MessageID  journalField `json:"MESSAGE_ID"`
-	Unit       journalField `json:"UNIT"`
-	UserUnit   journalField `json:"USER_UNIT"`
-	Realtime   journalField `json:"__REALTIME_TIMESTAMP"`
-	ExitCode   journalField `json:"EXIT_CODE"`
-	ExitStatus journalField `json:"EXIT_STATUS"`
-	UnitResult journalField `json:"UNIT_RESULT"`
-	CodeFunc   journalField `json:"CODE_FUNC"`
-	UID        journalField `json:"_UID"`
-	Invocation journalField `json:"INVOCATION_ID"` // USER_INVOCATION_ID for a user manager's: see journald.line
-	Message    journalField `json:"-"`             // read only when needed: see journald.line
+	MessageID      journalField `json:"MESSAGE_ID"`
+	Unit           journalField `json:"UNIT"`
+	UserUnit       journalField `json:"USER_UNIT"`
+	Realtime       journalField `json:"__REALTIME_TIMESTAMP"`
+	ExitCode       journalField `json:"EXIT_CODE"`
+	ExitStatus     journalField `json:"EXIT_STATUS"`
+	UnitResult     journalField `json:"UNIT_RESULT"`
+	CodeFunc       journalField `json:"CODE_FUNC"`
+	UID            journalField `json:"_UID"`
+	Message        journalField `json:"MESSAGE"`
+	Invocation     journalField `json:"INVOCATION_ID"`
+	UserInvocation journalField `json:"USER_INVOCATION_ID"`
 }
 
-// rareFields are the fields of a journal entry that few of systemd's
-// messages need: decoded, in a second pass, only for those.
-type rareFields struct {
-	CodeFunc journalField `json:"CODE_FUNC"` // an entry without MESSAGE_ID (systemd before 240)
-	UID      journalField `json:"_UID"`      // a user manager's unit
-	Message  journalField `json:"MESSAGE"`   // a result of systemd before 240
-}
-
-// plainEntry is journalEntry when every field it reads is a plain string,
-// as systemd writes them: decoded without journalField's three forms.
-type plainEntry struct {
-	MessageID  string `json:"MESSAGE_ID"`
-	Unit       string `json:"UNIT"`
-	UserUnit   string `json:"USER_UNIT"`
-	Realtime   string `json:"__REALTIME_TIMESTAMP"`
-	ExitCode   string `json:"EXIT_CODE"`
-	ExitStatus string `json:"EXIT_STATUS"`
-	UnitResult string `json:"UNIT_RESULT"`
+// decodeEntry reads the fields replay reads of the journal entry b: in one
+// pass over the line (scanEntry) when it is as journalctl writes it, else
+// with encoding/json.
+func decodeEntry(b []byte, e *rawEntry) error {
+	if scanEntry(b, e) && !(e.messageRaw && e.needsMessage()) {
+		return nil
+	}
+	var j journalEntry
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = rawEntry{MessageID: []byte(j.MessageID), Unit: []byte(j.Unit), UserUnit: []byte(j.UserUnit), Realtime: []byte(j.Realtime),
+		ExitCode: []byte(j.ExitCode), ExitStatus: []byte(j.ExitStatus), UnitResult: []byte(j.UnitResult),
+		CodeFunc: []byte(j.CodeFunc), UID: []byte(j.UID), Message: []byte(j.Message),
+		Invocation: []byte(j.Invocation), UserInvocation: []byte(j.UserInvocation)}
+	return nil
 }
 
 // journald reads journalctl -o json (and -o json-pretty, whose entries the
@@ -138,32 +141,7 @@ func newJournald() *journald { return &journald{state: make(map[string]keyRun)} 
 var (
 	messageIDKey  = []byte(`"MESSAGE_ID"`)
 	servicePrefix = []byte("service_")
-	invocationKey = []byte(`"INVOCATION_ID"`)
-	userInvKey    = []byte(`"USER_INVOCATION_ID"`)
 )
-
-// plainValue returns the value of key in the JSON object b when it is a
-// plain string (no escape) right after the key, its colon and spaces, as
-// journalctl writes ids; nil otherwise. It does not allocate.
-func plainValue(b, key []byte) []byte {
-	i := bytes.Index(b, key)
-	if i < 0 {
-		return nil
-	}
-	v := bytes.TrimLeft(b[i+len(key):], " \t")
-	if len(v) == 0 || v[0] != ':' {
-		return nil
-	}
-	v = bytes.TrimLeft(v[1:], " \t")
-	if len(v) == 0 || v[0] != '"' {
-		return nil
-	}
-	end := bytes.IndexAny(v[1:], `"\`)
-	if end < 0 || v[1+end] != '"' {
-		return nil
-	}
-	return v[1 : 1+end]
-}
 
 // invHash hashes an invocation id (FNV-1a, 64 bits; never 0 for one).
 func invHash(id []byte) uint64 {
@@ -218,20 +196,32 @@ func oneOfOurs(b []byte) bool {
 	return false
 }
 
+// needsMessage reports whether e's MESSAGE is read: for an entry of
+// systemd before 240, which has no MESSAGE_ID, and for a failure without
+// UNIT_RESULT (see unitResult).
+func (e *rawEntry) needsMessage() bool {
+	return len(e.MessageID) == 0 || (string(e.MessageID) == msgUnitFailed && len(e.UnitResult) == 0)
+}
+
 // kind tells which of systemd's messages e is ("" for none): its
 // MESSAGE_ID, or for an entry of systemd before 240, which has none, the
 // message its CODE_FUNC writes.
-func (e *journalEntry) kind() string {
-	if e.MessageID != "" {
-		return string(e.MessageID)
+func (e *rawEntry) kind() string {
+	if len(e.MessageID) != 0 {
+		for _, id := range journalIDs {
+			if string(e.MessageID) == id {
+				return id
+			}
+		}
+		return "other"
 	}
 	switch string(e.CodeFunc) {
 	case funcProcessExit:
-		if e.ExitCode != "" {
+		if len(e.ExitCode) != 0 {
 			return msgProcessExit
 		}
 	case funcUnitFailed:
-		if strings.Contains(string(e.Message), "Failed with result") {
+		if bytes.Contains(e.Message, []byte("Failed with result")) {
 			return msgUnitFailed
 		}
 	}
@@ -240,8 +230,8 @@ func (e *journalEntry) kind() string {
 
 // unitResult returns the unit's result: UNIT_RESULT, or before systemd 240
 // the result its message names ("Failed with result 'exit-code'.").
-func (e *journalEntry) unitResult() string {
-	if e.UnitResult != "" {
+func (e *rawEntry) unitResult() string {
+	if len(e.UnitResult) != 0 {
 		return string(e.UnitResult)
 	}
 	if _, rest, ok := strings.Cut(string(e.Message), "Failed with result '"); ok {
@@ -273,29 +263,9 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 	if !oneOfOurs(b) {
 		return nil // not one of systemd's messages: a unit's own output
 	}
-	var e journalEntry
-	if p := (plainEntry{}); json.Unmarshal(b, &p) == nil {
-		// The common case, decoded without journalField's three forms and
-		// without the fields few messages need.
-		e = journalEntry{MessageID: journalField(p.MessageID), Unit: journalField(p.Unit), UserUnit: journalField(p.UserUnit),
-			Realtime: journalField(p.Realtime), ExitCode: journalField(p.ExitCode), ExitStatus: journalField(p.ExitStatus),
-			UnitResult: journalField(p.UnitResult)}
-		if e.MessageID == "" || e.Unit == "" {
-			var r rareFields
-			_ = json.Unmarshal(b, &r) // read before: the line is JSON
-			e.CodeFunc, e.UID, e.Message = r.CodeFunc, r.UID, r.Message
-		}
-	} else {
-		// Fields in another of journalField's forms: declared here, so that
-		// only such a line pays for the decoder's copy of the entry.
-		var fb journalEntry
-		if err := json.Unmarshal(b, &fb); err != nil {
-			return err
-		}
-		var r rareFields
-		_ = json.Unmarshal(b, &r)
-		fb.Message = r.Message
-		e = fb
+	var e rawEntry
+	if err := decodeEntry(b, &e); err != nil {
+		return err
 	}
 	kind := e.kind()
 	switch kind {
@@ -303,7 +273,8 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 	default:
 		return nil // the restart scheduled: the Started that follows says it; other messages
 	}
-	unit, key := string(e.Unit), string(e.Unit)
+	unit := string(e.Unit)
+	key := unit
 	if unit == "" {
 		// A user manager's unit: the same name under two users is two units.
 		unit = string(e.UserUnit)
@@ -325,12 +296,9 @@ func (j *journald) line(b []byte, n int, out *[]Record) error {
 	set := func(st runState) { j.state[key] = keyRun{st: st, inv: kr.inv} }
 	switch kind {
 	case msgStarting, msgStarted:
-		id := []byte(e.Invocation)
+		id := e.Invocation
 		if len(id) == 0 {
-			id = plainValue(b, invocationKey)
-		}
-		if len(id) == 0 {
-			id = plainValue(b, userInvKey)
+			id = e.UserInvocation // a user manager's unit
 		}
 		inv := invHash(id)
 		if inv != 0 && inv == kr.inv {

@@ -12,22 +12,33 @@ import (
 	"time"
 )
 
-// kubeItem is the part of a Kubernetes Event or Pod that replay reads.
+// kubeItem is the part of a Kubernetes Event (core/v1, or events.k8s.io/v1
+// in its own names: see events) or Pod that replay reads.
 type kubeItem struct {
-	Kind           string `json:"kind"`
-	InvolvedObject *struct {
-		Namespace string `json:"namespace"`
-		Name      string `json:"name"`
-		UID       string `json:"uid"`
-		FieldPath string `json:"fieldPath"`
-	} `json:"involvedObject"`
-	Reason         string     `json:"reason"`
-	Message        string     `json:"message"`
-	FirstTimestamp *time.Time `json:"firstTimestamp"`
-	LastTimestamp  *time.Time `json:"lastTimestamp"`
-	EventTime      *time.Time `json:"eventTime"`
-	Count          float64    `json:"count"` // a number, never a loop: see kubeSpan
-	Metadata       struct {
+	Kind           string   `json:"kind"`
+	InvolvedObject *kubeRef `json:"involvedObject"`
+	Regarding      *kubeRef `json:"regarding"` // events.k8s.io/v1's involvedObject
+	Reason         string   `json:"reason"`
+	Message        string   `json:"message"`
+	Note           string   `json:"note"` // events.k8s.io/v1's message
+	// FirstTimestamp and LastTimestamp are core/v1's;
+	// events.k8s.io/v1 names them deprecatedFirstTimestamp and
+	// deprecatedLastTimestamp, and its own recorders leave them out for
+	// eventTime and series.lastObservedTime.
+	FirstTimestamp           *time.Time `json:"firstTimestamp"`
+	LastTimestamp            *time.Time `json:"lastTimestamp"`
+	DeprecatedFirstTimestamp *time.Time `json:"deprecatedFirstTimestamp"`
+	DeprecatedLastTimestamp  *time.Time `json:"deprecatedLastTimestamp"`
+	EventTime                *time.Time `json:"eventTime"`
+	// Count is core/v1's (events.k8s.io/v1: deprecatedCount, or
+	// series.count): a number, never a loop: see kubeSpan.
+	Count           float64 `json:"count"`
+	DeprecatedCount float64 `json:"deprecatedCount"`
+	Series          *struct {
+		Count            float64    `json:"count"`
+		LastObservedTime *time.Time `json:"lastObservedTime"`
+	} `json:"series"`
+	Metadata struct {
 		Namespace string `json:"namespace"`
 		Name      string `json:"name"`
 		UID       string `json:"uid"`
@@ -36,6 +47,31 @@ type kubeItem struct {
 		InitContainerStatuses []kubeContainer `json:"initContainerStatuses"`
 		ContainerStatuses     []kubeContainer `json:"containerStatuses"`
 	} `json:"status"`
+}
+
+// kubeRef is the object an Event is about.
+type kubeRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	FieldPath string `json:"fieldPath"`
+}
+
+// events gives an events.k8s.io/v1 Event core/v1's names, as the API
+// server converts one to the other (regarding is involvedObject, note
+// message, deprecatedCount count, deprecatedFirstTimestamp and
+// deprecatedLastTimestamp firstTimestamp and lastTimestamp); an event of
+// its own recorders, without those, counts series.count times from
+// eventTime to series.lastObservedTime.
+func (it *kubeItem) events() {
+	if it.InvolvedObject != nil || it.Regarding == nil {
+		return
+	}
+	it.InvolvedObject, it.Message = it.Regarding, it.Note
+	it.FirstTimestamp, it.LastTimestamp, it.Count = it.DeprecatedFirstTimestamp, it.DeprecatedLastTimestamp, it.DeprecatedCount
+	if s := it.Series; s != nil && it.Count == 0 {
+		it.Count, it.LastTimestamp = s.Count, s.LastObservedTime
+	}
 }
 
 type kubeContainer struct {
@@ -65,10 +101,15 @@ const (
 	maxKubeOccs  = 500_000
 	maxEventOccs = 10_000
 	// kubeMinGap is the shortest time between two restarts of a
-	// container by kubelet after its first (its back-off starts at 10s):
-	// an event counted more often than that over its span is not replayed
-	// beyond it.
+	// container by kubelet after its first, which is at once (its back-off
+	// starts at 10s): an event of runs counted more often than that over
+	// its span is not replayed beyond it.
 	kubeMinGap = 10 * time.Second
+	// kubeMinSyncGap bounds BackOff events: kubelet logs one at each sync
+	// of a pod whose container is in back-off, not one per restart (and
+	// client-go's event spam filter lets 25 through, then one per 5
+	// minutes); more than one a second over the span is not replayed.
+	kubeMinSyncGap = time.Second
 )
 
 // kubeReader reads Kubernetes JSON: Lists (kubectl get events/pods -o
@@ -205,13 +246,14 @@ func (k *kubeReader) value(r *Reader, dec *json.Decoder, n *int) error {
 // item reads one Event or Pod.
 func (k *kubeReader) item(r *Reader, it *kubeItem, n int) {
 	var err error
+	it.events()
 	switch {
 	case it.InvolvedObject != nil:
 		err = k.event(r, it, n)
 	case it.Status != nil:
 		err = k.pod(it, n)
 	default:
-		err = errors.New("neither an Event (involvedObject) nor a Pod (status)")
+		err = errors.New("neither an Event (involvedObject, regarding) nor a Pod (status)")
 	}
 	if err != nil {
 		r.malformed(n, fmt.Errorf("item %d: %v", n, err))
@@ -262,7 +304,7 @@ func runEnd(reason, message string) string {
 	return ""
 }
 
-// event adds the occurrences of a core/v1 Event.
+// event adds the occurrences of an Event.
 func (k *kubeReader) event(r *Reader, it *kubeItem, n int) error {
 	end := runEnd(it.Reason, it.Message)
 	if end == "" {
@@ -308,7 +350,11 @@ func (k *kubeReader) event(r *Reader, it *kubeItem, n int) error {
 	if k.full {
 		return nil
 	}
-	_, err := kubeSpan(base, last.UTC(), from, count, func(t time.Time, inferred bool) bool {
+	gap := kubeMinGap
+	if it.Reason == "BackOff" {
+		gap = kubeMinSyncGap
+	}
+	_, err := kubeSpan(base, last.UTC(), from, count, gap, func(t time.Time, inferred bool) bool {
 		if len(k.occs) >= maxKubeOccs {
 			k.full = true
 			return false
@@ -324,13 +370,18 @@ func (k *kubeReader) event(r *Reader, it *kubeItem, n int) error {
 
 // kubeSpan calls add for the occurrences from+1 to count of an event whose
 // occurrence from (or, when from is 0, its first) was at base and whose
-// last was at last. It places them as kubelet's back-off spaces a
-// container's restarts, each gap twice the one before up to 30 times the
-// first (10s doubling to 300s), scaled to the span; the times between the
-// ends are inferred. A count is a number: more occurrences than kubelet
-// can make in the span (one per kubeMinGap) or than maxEventOccs are not
-// placed (one at least, at last), and an error says how many were.
-func kubeSpan(base, last time.Time, from, count int, add func(t time.Time, inferred bool) bool) (int, error) {
+// last was at last; the times between the ends are inferred. An event of
+// runs (gap kubeMinGap) is placed as kubelet spaces a container's
+// restarts: each gap is kubelet's back-off before that restart (none
+// before the first, then 10s doubling to 300s) and an equal share of what
+// the span holds beyond the back-offs (the runs, the image pulls); in a
+// span shorter than the back-offs, the back-offs scaled down to it. A
+// BackOff (kubelet's, at each sync of a pod in back-off) is spread evenly.
+// A count is a number: more occurrences than the span can hold (one per
+// gap, and for runs the second occurrence at once) or than maxEventOccs
+// are not placed (one at least, at last), and an error says how many
+// were.
+func kubeSpan(base, last time.Time, from, count int, gap time.Duration, add func(t time.Time, inferred bool) bool) (int, error) {
 	if last.Before(base) {
 		last = base
 	}
@@ -346,16 +397,34 @@ func kubeSpan(base, last time.Time, from, count int, add func(t time.Time, infer
 	if want <= 0 {
 		return first, nil
 	}
-	n := min(want, maxEventOccs-first, max(int(span/kubeMinGap), 1))
-	weight := func(i int) float64 { return float64(min(int64(1)<<min(i, 62), 30)) }
+	runs := gap == kubeMinGap
+	can := int(span / gap)
+	if runs && from == 1 {
+		can++ // kubelet's first restart is at once
+	}
+	n := min(want, maxEventOccs-first, max(can, 1))
+	// backoff is kubelet's back-off before occurrence j (from 1) of a
+	// container's restarts.
+	backoff := func(j int) float64 {
+		if !runs || j <= 1 {
+			return 0
+		}
+		return float64(min(kubeMinGap<<min(j-2, 10), 300*time.Second))
+	}
 	total := 0.0
 	for i := range n {
-		total += weight(from + i - 1)
+		total += backoff(from + i)
+	}
+	share, scale := 0.0, 1.0
+	if rest := float64(span) - total; rest >= 0 {
+		share = rest / float64(n)
+	} else {
+		scale = float64(span) / total
 	}
 	sum := 0.0
 	for i := range n {
-		sum += weight(from + i - 1)
-		t := base.Add(time.Duration(float64(span) * sum / total))
+		sum += backoff(from+i)*scale + share
+		t := base.Add(time.Duration(sum))
 		if i == n-1 {
 			t = last
 		}

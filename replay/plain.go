@@ -104,7 +104,7 @@ func plainRecord(ts string, key, event, code string, n int) (Record, error) {
 	}
 	ev, ok := parseEvent(event)
 	if !ok {
-		return rec, fmt.Errorf("event %q: not start, exit, ready or resume", event)
+		return rec, fmt.Errorf("event %q: not start, exit, ready, resume or stop", event)
 	}
 	rec.Event = ev
 	if ev == Exit {

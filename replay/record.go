@@ -209,6 +209,9 @@ type Reader struct {
 	nunk    int
 	pretty  []byte // the entry of journalctl -o json-pretty being joined
 	prettyN int    // its first line
+	// prettySkip: the entry being joined was too long; its lines are
+	// dropped to its closing "}".
+	prettySkip bool
 }
 
 // NewReader returns a Reader of r, named name in errors (a file name, say).
@@ -298,7 +301,7 @@ func (r *Reader) readLine() ([]byte, error) {
 		long := append([]byte(nil), b...)
 		for err == bufio.ErrBufferFull {
 			b, err = r.src.ReadSlice('\n')
-			if len(long) < maxLine {
+			if len(long) <= maxLine { // beyond maxLine: enough to tell the line is too long
 				long = append(long, b...)
 			}
 		}
@@ -349,6 +352,11 @@ func (r *Reader) parse(b []byte) {
 		}
 		r.p = newParser(r.format)
 	}
+	if r.prettySkip {
+		// The rest of an entry too long to read, reported already.
+		r.prettySkip = string(t) != "}"
+		return
+	}
 	if r.format == FormatJournald && (r.pretty != nil || string(t) == "{") {
 		// journalctl -o json-pretty: an entry over many lines, "{" to "}".
 		if r.pretty == nil {
@@ -356,7 +364,7 @@ func (r *Reader) parse(b []byte) {
 		}
 		if len(r.pretty)+len(t) > maxLine {
 			r.malformed(r.prettyN, fmt.Errorf("entry longer than %d bytes", maxLine))
-			r.pretty = nil
+			r.pretty, r.prettySkip = nil, string(t) != "}"
 			return
 		}
 		r.pretty = append(r.pretty, t...)

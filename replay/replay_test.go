@@ -112,3 +112,27 @@ func TestReplayHorizonAndResume(t *testing.T) {
 		assert.Equal(t, 1, tot.Spared, "a's start after its park; b's came after the resume")
 	}
 }
+
+// TestReplayerJudgesRecordsBuiltByHand: NewReplayer, Feed and Finish judge
+// records built by hand, in time order, as Replay judges the same history
+// read from a file.
+func TestReplayerJudgesRecordsBuiltByHand(t *testing.T) {
+	t.Parallel()
+	cands := []replay.Candidate{{Name: "defaults", Config: crashloop.DefaultSupervisorConfig()}}
+	var csv strings.Builder
+	p, err := replay.NewReplayer(cands, replay.Options{})
+	require.NoError(t, err)
+	for i := range 5 { // five crashes a second apart: the defaults park at the 4th
+		s, e := at(time.Duration(i)*time.Second), at(time.Duration(i)*time.Second+500*time.Millisecond)
+		p.Feed(replay.Record{Time: s, Key: "a", Event: replay.Start})
+		p.Feed(replay.Record{Time: e, Key: "a", Event: replay.Exit, Code: 1, Failed: true})
+		fmt.Fprintf(&csv, "%d,a,start\n%d.5,a,exit,1\n", s.Unix(), s.Unix())
+	}
+	byHand := p.Finish()
+	res, err := replay.Replay([]replay.Source{{Name: "h", R: strings.NewReader(csv.String())}}, cands, replay.Options{})
+	require.NoError(t, err)
+	require.Len(t, byHand, 1)
+	assert.Equal(t, res.Reports[0].Totals, byHand[0].Totals)
+	assert.Equal(t, 1, byHand[0].Totals.Parks)
+	assert.Equal(t, 1, byHand[0].Totals.Spared)
+}

@@ -210,13 +210,17 @@ func (p *pm2) Failed(start, end time.Time) (time.Duration, bool) {
 	return p.prev, true
 }
 
-// nomad is Nomad's restart block in mode "fail" (its RestartTracker): an
-// interval begins at the first start; within it, attempts restarts wait
-// delay and the next failure fails the task; a failure after the interval
-// ended begins a new one at the failure.
+// nomad is Nomad's restart block (its RestartTracker, client/allocrunner/
+// taskrunner/restarts): an interval begins when the task is first started;
+// a failure after the interval's end begins a new one at the failure. Each
+// failure counts in its interval; up to attempts of them restart after
+// delay, and the next one fails the task in mode "fail", or in mode
+// "delay" (delayMode) waits for the interval's end, whose next failure
+// begins a new interval.
 type nomad struct {
 	delay, interval time.Duration
 	attempts        int
+	delayMode       bool
 	begin           time.Time
 	started         bool
 	count           int
@@ -228,11 +232,13 @@ func (n *nomad) Failed(start, end time.Time) (time.Duration, bool) {
 	}
 	if end.After(n.begin.Add(n.interval)) {
 		n.count, n.begin = 0, end
-		return n.delay, true
 	}
 	n.count++
 	if n.count > n.attempts {
-		return 0, false
+		if !n.delayMode {
+			return 0, false
+		}
+		return n.begin.Add(n.interval).Sub(end), true
 	}
 	return n.delay, true
 }

@@ -89,6 +89,11 @@ func TestReferencePoliciesFollowTheirCurves(t *testing.T) {
 		{"nomad", crasher(20 * time.Minute), 90 * time.Minute, replay.Simulation{Starts: secs(0, 1215, 2430, 3645, 4860)}},
 		{"nomad", outage(30 * time.Second), time.Hour, replay.Simulation{Starts: secs(0, 15, 30), Recovered: true}},
 		{"nomad", outage(5 * time.Minute), time.Hour, replay.Simulation{Starts: secs(0, 15, 30), GaveUp: true, GaveUpAt: 30 * time.Second}},
+		// A failure after the interval begins a new one, and counts in it
+		// (RestartTracker.GetState: count = 0, then count++): failures at
+		// 600s, 1215s, 1830s (a new interval), 2445s, and the 3060s one is
+		// the 3rd of the interval begun at 1830s: the task fails.
+		{"nomad", crasher(10 * time.Minute), 2 * time.Hour, replay.Simulation{Starts: secs(0, 615, 1230, 1845, 2460), GaveUp: true, GaveUpAt: 3060 * time.Second}},
 	} {
 		sim, err := replay.Simulate(reference(t, c.policy), c.prog, c.horizon)
 		require.NoError(t, err)

@@ -109,6 +109,16 @@ func heapBytes() uint64 {
 	return s[0].Value.Uint64()
 }
 
+// liveHeapBytes is the heap the last garbage collection found live: what a
+// reader holds, whatever the collector's pace on a busy machine (between
+// collections the heap also holds the garbage not yet collected, as much
+// as the collector lets grow).
+func liveHeapBytes() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
 // replayJournal replays n generated entries of units under the defaults
 // and returns the records judged and the peak heap seen while reading.
 func replayJournal(tb testing.TB, n, units int) (int, uint64) {

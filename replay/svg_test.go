@@ -210,3 +210,22 @@ func TestSVGAxisNeverOverlaps(t *testing.T) {
 		}
 	}
 }
+
+// TestSVGRowsDefaultTo40: with rows < 1 (the command's --svg-rows is 40 by
+// default) the timeline shows the 40 busiest keys and says how many there
+// were.
+func TestSVGRowsDefaultTo40(t *testing.T) {
+	t.Parallel()
+	var h strings.Builder
+	for i := range 41 {
+		fmt.Fprintf(&h, "%d,k%02d,start\n", 1714557600+i, i)
+	}
+	tl := replay.NewTimeline()
+	res, err := replay.Replay([]replay.Source{{Name: "h", R: strings.NewReader(h.String())}},
+		[]replay.Candidate{{Name: "defaults", Config: crashloop.DefaultSupervisorConfig()}}, replay.Options{Timeline: tl})
+	require.NoError(t, err)
+	var b strings.Builder
+	require.NoError(t, tl.WriteSVG(&b, res.Reports, 0))
+	assert.Contains(t, b.String(), "41 keys; the 40 busiest shown")
+	assert.Equal(t, 40, strings.Count(b.String(), `text-anchor="end">k`))
+}

@@ -268,3 +268,47 @@ func TestReplayOfItsOwnLogUnderItsDefaults(t *testing.T) {
 	assert.Equal(t, 0, rep.Totals.FleetTrips)
 	assert.Equal(t, 1, rep.Totals.Parks)
 }
+
+// TestReplayColumnsFromStdin: a history on standard input ("-"); the
+// policy flags apply over each --config file, --defaults adds a column of
+// the defaults themselves beside the files or beside the flags' column,
+// --key all adds the rows of every key, and the operator stops' row shows
+// when the history has any.
+func TestReplayColumnsFromStdin(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	wide := filepath.Join(dir, "wide.json")
+	require.NoError(t, os.WriteFile(wide, []byte(`{"budget": {"max_respawns": 10}}`), 0o644))
+	history := "1714557600,a,start\n1714557601,a,exit,1\n1714557602,a,start\n1714557603,a,exit,1\n" +
+		"1714557604,a,start\n1714557605,a,exit,1\n1714557606,a,start\n1714557607,a,exit,1\n" +
+		"1714557610,b,start\n1714557620,b,stop\n"
+	run := func(args ...string) result {
+		cmd := command(append([]string{"replay"}, args...)...)
+		cmd.Stdin = strings.NewReader(history)
+		return runCmd(t, cmd)
+	}
+	row := func(out, name string) string {
+		for line := range strings.SplitSeq(out, "\n") {
+			if strings.HasPrefix(line, name+"  ") {
+				return strings.Join(strings.Fields(strings.TrimPrefix(line, name)), " ")
+			}
+		}
+		return "no row " + name
+	}
+
+	r := run("--defaults", "--config", wide, "--max-respawns", "1", "--key", "all", "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.True(t, strings.HasPrefix(r.stdout, "stdin: csv, 10 lines, 10 records\n"), r.stdout)
+	assert.Equal(t, "defaults wide", row(r.stdout, ""), "the columns")
+	assert.Equal(t, "1 1", row(r.stdout, "parks"), "the defaults park at the 4th failure; wide, with --max-respawns 1 over its 10, at the 2nd")
+	assert.Equal(t, "3 1", row(r.stdout, "restarts it would allow"))
+	assert.Equal(t, "1 1", row(r.stdout, "operator stops (not failures)"))
+	assert.Contains(t, r.stdout, "\nkey a\n")
+	assert.Contains(t, r.stdout, "\nkey b\n")
+
+	r = run("--defaults", "--max-respawns", "1", "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "defaults flags", row(r.stdout, ""), "the defaults beside the flags' column")
+	assert.Equal(t, "3 1", row(r.stdout, "restarts it would allow"))
+	assert.NotContains(t, r.stdout, "\nkey ")
+}

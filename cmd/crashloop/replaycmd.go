@@ -27,7 +27,8 @@ fleet trips, the delay its backoffs would have added). Each --config FILE
 is a candidate (the format of crashloop --config); the policy flags
 (--max-respawns, --window, ... as crashloop takes them) apply over every
 one, and with no --config they make the one candidate, over the defaults.
---defaults adds a first column for the defaults beside the --config ones.
+--defaults adds a first column for the defaults beside the --config ones
+(or beside the policy flags' column).
 
 HISTORY is a file, or - for standard input, in any of these formats,
 detected from the content: journalctl -o json, kubectl get events -o json,
@@ -100,7 +101,9 @@ func candidateFlags(fs *flagSet, configs *listFlag) (*settings, func() ([]replay
 			files = []string{""}
 		}
 		var cands []replay.Candidate
-		if defaults && len(*configs) > 0 {
+		if defaults && (len(*configs) > 0 || len(s.fs.given) > 0) {
+			// Beside the files, or beside the flags' own column: a column
+			// named defaults is the defaults.
 			cfg := crashloop.DefaultSupervisorConfig()
 			cfg.Fleet = nil // as crashloop runs: see settings.fleetOf
 			cands = append(cands, replay.Candidate{Name: "defaults", Config: cfg})
@@ -119,7 +122,7 @@ func candidateFlags(fs *flagSet, configs *listFlag) (*settings, func() ([]replay
 			switch {
 			case file != "":
 				name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
-			case len(s.fs.given) > 0 && !defaults:
+			case len(s.fs.given) > 0:
 				name = "flags"
 			}
 			if _, err := crashloop.NewSupervisor(cfg); err != nil {
