@@ -183,9 +183,10 @@ func TestRealKubeEventExporter(t *testing.T) {
 }
 
 // kube-pod-openshift-ci-2021.json: kubectl get pod NAME -o json of an
-// OpenShift CI pod (cri-o, March 2021; spec cut out): two init containers
-// that completed, then two containers running. A person reads four runs:
-// two clean ends, two under way, no restart.
+// OpenShift CI pod (cri-o, March 2021; spec cut out), from a test of a
+// debugging branch of openshift/kubernetes: two init containers that
+// completed, then two containers running. A person reads four runs of
+// four containers: two clean ends, two under way, no restart.
 func TestRealKubePod(t *testing.T) {
 	t.Parallel()
 	recs, r := readFile(t, "kube-pod-openshift-ci-2021.json")
@@ -199,7 +200,12 @@ func TestRealKubePod(t *testing.T) {
 		{Time: utc("2021-03-10T17:47:24Z"), Key: p + "test", Event: replay.Start, Line: 1},
 		{Time: utc("2021-03-10T17:47:25Z"), Key: p + "sidecar", Event: replay.Start, Line: 1},
 	}, recs)
+	n, _ := r.Malformed()
+	assert.Equal(t, 0, n)
 	rep := replayFile(t, "kube-pod-openshift-ci-2021.json")
+	assert.Equal(t, 4, rep.Totals.Keys)
 	assert.Equal(t, 4, rep.Totals.Runs)
 	assert.Equal(t, 0, rep.Totals.Failures)
+	assert.Equal(t, 0, rep.Totals.Restarts)
+	assert.Equal(t, 0, rep.Totals.RestartsUnseen, "every restartCount is 0")
 }
