@@ -142,11 +142,15 @@ func TestRealDockerPre122(t *testing.T) {
 	}, recs)
 }
 
-// kube-event-exporter-probe-2022.jsonl: a kube event exporter's log
-// (Docker Desktop, May 2022): every update of an Event, one a line, its
-// count rising. The container app-target fails its liveness probe three
-// times and kubelet restarts it each time (kubectl get pods: RESTARTS 3).
-// A person reads four runs, three ended by probe kills.
+// kube-event-exporter-probe-2022.jsonl: kubernetes-event-exporter v0.11's
+// stdout (kubectl logs of its pod, Docker Desktop, May 2022), whole: two
+// klog lines, then 23 updates of four Events, one a line, each repeating
+// its event with count one higher (Unhealthy 1 to 11, Killing 1 to 3,
+// Pulled, Created and Started 2 to 4). The container app-target fails its
+// liveness probe three times and kubelet restarts it each time (kubectl
+// get pods: RESTARTS 3). A person reads four runs, three ended by probe
+// kills; the klog lines are not events. A record's Line is the item (the
+// JSON object, from 1): the file's line less the two klog lines.
 func TestRealKubeEventExporter(t *testing.T) {
 	t.Parallel()
 	recs, r := readFile(t, "kube-event-exporter-probe-2022.jsonl")
@@ -154,18 +158,24 @@ func TestRealKubeEventExporter(t *testing.T) {
 	k := "probes/app-target-6664868868-b84vm/app-target"
 	kill := "killed: failed its probe"
 	assert.Equal(t, []replay.Record{
-		{Time: utc("2022-05-19T18:56:32Z"), Key: k, Event: replay.Start, Line: 5},
-		{Time: utc("2022-05-19T19:35:31Z"), Key: k, Event: replay.Exit, Code: 137, Failed: true, Cause: kill, Line: 2},
-		{Time: utc("2022-05-19T19:36:01Z"), Key: k, Event: replay.Start, Line: 5},
-		{Time: utc("2022-05-19T19:36:41Z"), Key: k, Event: replay.Exit, Code: 137, Failed: true, Cause: kill, Line: 6},
-		{Time: utc("2022-05-19T19:37:11Z"), Key: k, Event: replay.Start, Line: 7},
-		{Time: utc("2022-05-19T19:37:51Z"), Key: k, Event: replay.Exit, Code: 137, Failed: true, Cause: kill, Line: 8},
-		{Time: utc("2022-05-19T19:38:21Z"), Key: k, Event: replay.Start, Line: 9},
+		{Time: utc("2022-05-19T18:56:32Z"), Key: k, Event: replay.Start, Line: 7},
+		{Time: utc("2022-05-19T19:35:31Z"), Key: k, Event: replay.Exit, Code: 137, Failed: true, Cause: kill, Line: 4},
+		{Time: utc("2022-05-19T19:36:01Z"), Key: k, Event: replay.Start, Line: 7},
+		{Time: utc("2022-05-19T19:36:41Z"), Key: k, Event: replay.Exit, Code: 137, Failed: true, Cause: kill, Line: 11},
+		{Time: utc("2022-05-19T19:37:11Z"), Key: k, Event: replay.Start, Line: 14},
+		{Time: utc("2022-05-19T19:37:51Z"), Key: k, Event: replay.Exit, Code: 137, Failed: true, Cause: kill, Line: 18},
+		{Time: utc("2022-05-19T19:38:21Z"), Key: k, Event: replay.Start, Line: 21},
 	}, recs)
-	n, _ := r.Malformed()
-	assert.Equal(t, 0, n)
+	n, errs := r.Malformed()
+	assert.Equal(t, 2, n, "the exporter's two klog lines")
+	require.Len(t, errs, 2)
+	for i, e := range errs {
+		assert.Equal(t, i+1, e.Line)
+		assert.Equal(t, "unknown format: not journalctl -o json, kubectl -o json, docker events, crashloop's JSON log, CSV (time,key,event,code) or JSON lines", e.Err.Error())
+	}
 
 	rep := replayFile(t, "kube-event-exporter-probe-2022.jsonl")
+	assert.Equal(t, 1, rep.Totals.Keys)
 	assert.Equal(t, 4, rep.Totals.Runs)
 	assert.Equal(t, 3, rep.Totals.Failures)
 	assert.Equal(t, 3, rep.Totals.Restarts)
@@ -173,9 +183,10 @@ func TestRealKubeEventExporter(t *testing.T) {
 }
 
 // kube-pod-openshift-ci-2021.json: kubectl get pod NAME -o json of an
-// OpenShift CI pod (cri-o, March 2021; spec cut out): two init containers
-// that completed, then two containers running. A person reads four runs:
-// two clean ends, two under way, no restart.
+// OpenShift CI pod (cri-o, March 2021; spec cut out), from a test of a
+// debugging branch of openshift/kubernetes: two init containers that
+// completed, then two containers running. A person reads four runs of
+// four containers: two clean ends, two under way, no restart.
 func TestRealKubePod(t *testing.T) {
 	t.Parallel()
 	recs, r := readFile(t, "kube-pod-openshift-ci-2021.json")
@@ -189,7 +200,12 @@ func TestRealKubePod(t *testing.T) {
 		{Time: utc("2021-03-10T17:47:24Z"), Key: p + "test", Event: replay.Start, Line: 1},
 		{Time: utc("2021-03-10T17:47:25Z"), Key: p + "sidecar", Event: replay.Start, Line: 1},
 	}, recs)
+	n, _ := r.Malformed()
+	assert.Equal(t, 0, n)
 	rep := replayFile(t, "kube-pod-openshift-ci-2021.json")
+	assert.Equal(t, 4, rep.Totals.Keys)
 	assert.Equal(t, 4, rep.Totals.Runs)
 	assert.Equal(t, 0, rep.Totals.Failures)
+	assert.Equal(t, 0, rep.Totals.Restarts)
+	assert.Equal(t, 0, rep.Totals.RestartsUnseen, "every restartCount is 0")
 }
