@@ -4,6 +4,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,4 +210,41 @@ func TestRealKubePod(t *testing.T) {
 	assert.Equal(t, 0, rep.Totals.Failures)
 	assert.Equal(t, 0, rep.Totals.Restarts)
 	assert.Equal(t, 0, rep.Totals.RestartsUnseen, "every restartCount is 0")
+}
+
+// The same exporter's log with one of its klog lines moved between two
+// events, as kubectl logs shows an exporter whose client is throttled
+// mid-stream (its README warns that other lines mix in): the klog line is
+// reported at its file line and skipped, and every event after it is read.
+// Before, the reading stopped at it: 2 runs instead of 4.
+func TestKlogLineAmidAnExporterStream(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("testdata", "real", "kube-event-exporter-probe-2022.jsonl"))
+	require.NoError(t, err)
+	lines := strings.SplitAfter(string(data), "\n")
+	require.True(t, strings.HasPrefix(lines[1], "I0519 "), "line 2 is a klog line")
+	moved := strings.Join(slices.Concat(lines[:1], lines[2:12], lines[1:2], lines[12:]), "")
+	r := replay.NewReader(strings.NewReader(moved), "moved.jsonl", replay.FormatAuto)
+	var recs []replay.Record
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		recs = append(recs, rec)
+	}
+	runs := 0
+	for _, rec := range recs {
+		if rec.Event == replay.Start {
+			runs++
+		}
+	}
+	assert.Equal(t, 4, runs)
+	assert.Len(t, recs, 7)
+	n, errs := r.Malformed()
+	require.Equal(t, 2, n)
+	assert.Equal(t, 1, errs[0].Line)
+	assert.Equal(t, 12, errs[1].Line, "the moved klog line, at its line in the file")
+	assert.ErrorContains(t, errs[1].Err, "a klog line")
 }

@@ -158,7 +158,7 @@ func (k *kubeReader) next(r *Reader) {
 		return
 	}
 	k.done = true
-	dec := json.NewDecoder(k.src)
+	dec := json.NewDecoder(newKlogFilter(k.src, k.first, func(line int) { r.malformed(line, errKlog) }))
 	n := 0
 	for {
 		if t, err := dec.Token(); err == io.EOF {
