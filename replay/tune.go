@@ -87,6 +87,8 @@ type SettingEffect struct {
 
 // Tuned is the result of Tune. It is a plain value.
 type Tuned struct {
+	// Sources says what was read from each source (History.Sources).
+	Sources       []SourceResult
 	Records, Keys int
 	First, Last   time.Time
 	// Loops counts the real crash loops in the history (a key's failures,
@@ -97,6 +99,9 @@ type Tuned struct {
 	// LoopFailures counts the failures of the real crash loops: what a
 	// policy that never parks spends on them.
 	LoopFailures int
+	// NeverPark is what a policy that never parks does: it spends every
+	// failure of the real crash loops on a restart, and parks none.
+	NeverPark Verdict
 	// Searched counts the candidates judged in the search; Invalid the
 	// combinations of the grid that are no valid configuration (a window
 	// too short for the respawns and the curve), not judged.
@@ -160,15 +165,24 @@ func Tune(h *History, opts TuneOptions) (*Tuned, error) {
 	}
 	tr := truthOf(h, opts.Horizon, opts.SoundRun)
 	j := &judge{h: h, tr: tr, opts: opts}
-	res := &Tuned{Records: len(h.recs), Keys: len(h.keys), Loops: len(tr.loops), Recovered: tr.recovered,
+	res := &Tuned{Sources: h.Sources, Records: len(h.recs), Keys: len(h.keys), Loops: len(tr.loops), Recovered: tr.recovered,
 		Horizon: opts.Horizon, SoundRun: opts.SoundRun, MaxFalseParks: opts.MaxFalseParks}
 	res.First, res.Last = h.record(0).Time, h.record(len(h.recs)-1).Time
 	loopKeys := map[int32]bool{}
+	var span time.Duration
+	res.NeverPark.Name = "never parks"
 	for _, e := range tr.loops {
-		loopKeys[tr.episodes[e].key] = true
-		res.LoopFailures += tr.episodes[e].failures
+		ep := &tr.episodes[e]
+		loopKeys[ep.key] = true
+		res.LoopFailures += ep.failures
+		span += ep.last.Sub(ep.first)
+		res.NeverPark.ToParkMax = max(res.NeverPark.ToParkMax, ep.last.Sub(ep.first))
 	}
 	res.LoopKeys = len(loopKeys)
+	res.NeverPark.Spent = res.LoopFailures
+	if len(tr.loops) > 0 {
+		res.NeverPark.ToParkMean = (span / time.Duration(len(tr.loops))).Round(time.Second)
+	}
 
 	compare := append([]Candidate{{Name: "defaults", Config: tuneDefaults()}}, opts.Compare...)
 	first, invalid := firstGrid()
