@@ -35,7 +35,7 @@ type histRecord struct {
 	cause   int32 // into History.causes
 	code    int32
 	counted int32
-	event   Event
+	event   uint8 // an Event
 	flags   uint8
 }
 
@@ -90,7 +90,7 @@ func loadHistory(sources []Source, reorder time.Duration, limit int) (*History, 
 			t = now
 		}
 		now = t
-		r := histRecord{sec: t.Unix(), nsec: int32(t.Nanosecond()), key: intern(keys, &h.keys, rec.Key), cause: -1, code: int32(rec.Code), counted: int32(min(rec.Counted, math.MaxInt32)), event: rec.Event}
+		r := histRecord{sec: t.Unix(), nsec: int32(t.Nanosecond()), key: intern(keys, &h.keys, rec.Key), cause: -1, code: int32(rec.Code), counted: int32(min(rec.Counted, math.MaxInt32)), event: uint8(rec.Event)}
 		if rec.Cause != "" {
 			r.cause = intern(causes, &h.causes, rec.Cause)
 		}
@@ -126,7 +126,7 @@ func (h *History) Keys() int { return len(h.keys) }
 // record returns the i-th record as a Replayer reads it.
 func (h *History) record(i int) Record {
 	r := &h.recs[i]
-	rec := Record{Time: time.Unix(r.sec, int64(r.nsec)).UTC(), Key: h.keys[r.key], Event: r.event, Code: int(r.code), Counted: int(r.counted),
+	rec := Record{Time: time.Unix(r.sec, int64(r.nsec)).UTC(), Key: h.keys[r.key], Event: Event(r.event), Code: int(r.code), Counted: int(r.counted),
 		Failed: r.flags&recFailed != 0, Permanent: r.flags&recPermanent != 0, Inferred: r.flags&recInferred != 0}
 	if r.cause >= 0 {
 		rec.Cause = h.causes[r.cause]

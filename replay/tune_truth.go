@@ -76,7 +76,7 @@ func truthOf(h *History, horizon, sound time.Duration) *truth {
 		end = t
 		k := &runs[r.key]
 		epOf[i] = -1
-		switch r.event {
+		switch Event(r.event) {
 		case Start:
 			if k.open {
 				epOf[i] = fail(k, r.key, t)
