@@ -94,8 +94,12 @@ func WriteTune(w io.Writer, t *Tuned) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	for _, v := range t.Compared {
-		fmt.Fprintf(w, "Beside %s (%s): %s.\n", v.Name, settingsText(v), besideText(rec, v, t.Loops))
+	for i, v := range t.Compared {
+		name := "the defaults"
+		if i > 0 {
+			name = v.Name + " (" + settingsText(v) + ")"
+		}
+		fmt.Fprintf(w, "Beside %s: %s.\n", name, besideText(rec, v, t.Loops))
 	}
 	_, err := fmt.Fprintf(w, "Beside a policy that never parks: %s.\n", besideText(rec, t.NeverPark, t.Loops))
 	return err
