@@ -146,13 +146,13 @@ func effectText(e SettingEffect, rec Verdict, loops int) string {
 	w := e.Without
 	var parts []string
 	if w.LoopsParked != rec.LoopsParked {
-		parts = append(parts, fmt.Sprintf("it would park %d of the %d real crash loops, not %d", w.LoopsParked, loops, rec.LoopsParked))
+		parts = append(parts, fmt.Sprintf("it would park %d of the %s, not %d", w.LoopsParked, errtext.Plural(loops, "real crash loop"), rec.LoopsParked))
 	}
 	if w.FalseParks != rec.FalseParks {
 		parts = append(parts, fmt.Sprintf("park falsely %s, not %d", errtext.Plural(w.FalseParks, "time"), rec.FalseParks))
 	}
 	if w.Spent != rec.Spent {
-		parts = append(parts, fmt.Sprintf("spend %d restarts on the loops, not %d", w.Spent, rec.Spent))
+		parts = append(parts, fmt.Sprintf("spend %s on the loops, not %d", errtext.Plural(w.Spent, "restart"), rec.Spent))
 	}
 	if w.ToParkMean != rec.ToParkMean {
 		parts = append(parts, fmt.Sprintf("park them %s after their first failure on average, not %s", Duration(w.ToParkMean), Duration(rec.ToParkMean)))
@@ -170,10 +170,10 @@ func effectText(e SettingEffect, rec Verdict, loops int) string {
 func besideText(rec, v Verdict, loops int) string {
 	var parts []string
 	if v.LoopsParked != rec.LoopsParked {
-		parts = append(parts, fmt.Sprintf("parks %d of the %d real crash loops where it parks %d", rec.LoopsParked, loops, v.LoopsParked))
+		parts = append(parts, fmt.Sprintf("parks %d of the %s where it parks %d", rec.LoopsParked, errtext.Plural(loops, "real crash loop"), v.LoopsParked))
 	}
 	if v.Spent != rec.Spent {
-		parts = append(parts, fmt.Sprintf("spends %d restarts on them where it spends %d", rec.Spent, v.Spent))
+		parts = append(parts, fmt.Sprintf("spends %s on them where it spends %d", errtext.Plural(rec.Spent, "restart"), v.Spent))
 	}
 	if v.ToParkMean != rec.ToParkMean {
 		verb := "parks them"

@@ -159,10 +159,10 @@ func TestTuneProgress(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := progress(&out, func() time.Time { return now }, 2*time.Second)
+	show, end := progress(&out, func() time.Time { return now }, 2*time.Second)
 	step := func(d time.Duration, done, total int) {
 		now = now.Add(d)
-		p(done, total)
+		show(done, total)
 	}
 	step(time.Second, 16, 100)
 	step(900*time.Millisecond, 32, 100)
@@ -171,12 +171,38 @@ func TestTuneProgress(t *testing.T) {
 	step(time.Second, 64, 100)
 	step(time.Second, 80, 120)
 	step(100*time.Millisecond, 120, 120)
+	now = now.Add(time.Second)
+	end()
 	assert.Equal(t, "crashloop tune: 48 of 100 policies judged (48%), 2s\n"+
 		"crashloop tune: 80 of 120 policies judged (66%), 4s\n"+
-		"crashloop tune: 120 of 120 policies judged (100%), 4s\n", out.String())
+		"crashloop tune: 120 policies judged in 5s\n", out.String())
 
 	out.Reset()
-	p = progress(&out, func() time.Time { return now }, 2*time.Second)
+	show, end = progress(&out, func() time.Time { return now }, 2*time.Second)
 	step(time.Second, 100, 100)
+	end()
 	assert.Empty(t, out.String(), "a search that ends quickly says nothing")
+}
+
+// TestTuneDocsFiles: replay/testdata/tuned.json is what tune --write
+// writes for the history of docs/tune.md, and docs/tune-timeline.svg is
+// replay's picture of it beside the defaults, as docs/tune.md makes them.
+func TestTuneDocsFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file, svg := filepath.Join(dir, "tuned.json"), filepath.Join(dir, "tune.svg")
+	r := runCL(t, "tune", "--write", file, tuneHistory)
+	require.Equal(t, 0, r.code, r.stderr)
+	got, err := os.ReadFile(file)
+	require.NoError(t, err)
+	want, err := os.ReadFile("../../replay/testdata/tuned.json")
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(got))
+	r = runCL(t, "replay", "--defaults", "--config", "../../replay/testdata/tuned.json", "--svg", svg, tuneHistory)
+	require.Equal(t, 0, r.code, r.stderr)
+	got, err = os.ReadFile(svg)
+	require.NoError(t, err)
+	want, err = os.ReadFile("../../docs/tune-timeline.svg")
+	require.NoError(t, err)
+	assert.True(t, string(want) == string(got), "regenerate with the command in docs/tune.md")
 }

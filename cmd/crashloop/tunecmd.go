@@ -136,9 +136,11 @@ func tuneCmd(args []string, stdout, stderr io.Writer) error {
 	case err != nil:
 		return fail(exitError, "%s", strings.TrimPrefix(err.Error(), "replay: "))
 	}
+	show, end := progress(stderr, time.Now, progressAfter)
 	opts := replay.TuneOptions{Horizon: horizon, SoundRun: sound, MaxFalseParks: maxFalse, PermanentCodes: perm, Compare: compare,
-		Progress: progress(stderr, time.Now, progressAfter)}
+		Progress: show}
 	t, err := replay.Tune(h, opts)
+	end()
 	if err != nil {
 		return s.explain(err)
 	}
@@ -182,22 +184,26 @@ func writeConfig(path string, v replay.Verdict) error {
 	return nil
 }
 
-// progress returns a TuneOptions.Progress that writes to w, once a search
-// has run for after and then at most once each after, how many candidates
-// were judged, and a last line at the end if it wrote any.
-func progress(w io.Writer, now func() time.Time, after time.Duration) func(done, total int) {
+// progress returns a TuneOptions.Progress that writes to w how many
+// policies were judged, once a search has run for after and then at most
+// once each after, and a function that ends the search: a last line, if
+// any was written.
+func progress(w io.Writer, now func() time.Time, after time.Duration) (func(done, total int), func()) {
 	start := now()
-	last := start
-	shown := false
-	return func(done, total int) {
+	last, shown, judged := start, false, 0
+	show := func(done, total int) {
 		t := now()
-		if t.Sub(start) < after || t.Sub(last) < after && done < total {
-			return
-		}
-		if done == total && !shown {
+		judged = done
+		if t.Sub(last) < after {
 			return
 		}
 		last, shown = t, true
 		fmt.Fprintf(w, "crashloop tune: %d of %d policies judged (%d%%), %s\n", done, total, done*100/max(total, 1), replay.Duration(t.Sub(start).Round(time.Second)))
 	}
+	end := func() {
+		if shown {
+			fmt.Fprintf(w, "crashloop tune: %d policies judged in %s\n", judged, replay.Duration(now().Sub(start).Round(time.Second)))
+		}
+	}
+	return show, end
 }
