@@ -242,13 +242,16 @@ type judge struct {
 	mu    sync.Mutex // serializes Progress
 }
 
-// batch is how many candidates one Replayer judges at once: the records
-// are read once for them all.
-const batch = 16
+// batchOf returns how many candidates one Replayer judges at once (the
+// records are read once for them all): 16, fewer for a history of more
+// than 4,096 keys, so that a batch keeps state for at most 65,536 keys
+// and candidates (about 2 KB each), down to one candidate.
+func batchOf(keys int) int { return max(1, min(16, 65536/max(keys, 1))) }
 
 // judgeAll judges the candidates, in parallel, and returns their verdicts
 // in their order.
 func (j *judge) judgeAll(cands []Candidate) ([]Verdict, error) {
+	batch := batchOf(len(j.h.keys))
 	out := make([]Verdict, len(cands))
 	batches := (len(cands) + batch - 1) / batch
 	var next atomic.Int64
@@ -288,7 +291,7 @@ func (j *judge) judgeBatch(cands []Candidate, out []Verdict) error {
 	loops := len(j.tr.loops)
 	tally := make([]loopTally, len(cands)*loops)
 	cur := int32(-1)
-	opts := Options{Horizon: j.opts.Horizon, PermanentCodes: j.opts.PermanentCodes, OnDecision: func(d Decided) {
+	opts := Options{Horizon: j.opts.Horizon, PermanentCodes: j.opts.PermanentCodes, totalsOnly: true, OnDecision: func(d Decided) {
 		if cur < 0 {
 			return
 		}

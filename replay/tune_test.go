@@ -370,3 +370,12 @@ func TestTune50000RecordsUnderAMinute(t *testing.T) {
 	assert.Equal(t, len(truth.Loops), res.Recommended.LoopsParked)
 	assert.Zero(t, res.Recommended.FalseParks)
 }
+
+// TestTuneBatchBoundsMemory: a batch keeps state for at most 65,536 keys
+// and candidates, and for one candidate at least.
+func TestTuneBatchBoundsMemory(t *testing.T) {
+	t.Parallel()
+	for keys, want := range map[int]int{0: 16, 1: 16, 4096: 16, 4097: 15, 10_000: 6, 65_536: 1, 1_000_000: 1} {
+		assert.Equal(t, want, batchOf(keys), "%d keys", keys)
+	}
+}
