@@ -116,19 +116,11 @@ func tuneCmd(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	var sources []replay.Source
-	for _, path := range fs.Args() {
-		if path == "-" {
-			sources = append(sources, replay.Source{Name: "stdin", R: os.Stdin, Format: f})
-			continue
-		}
-		file, err := os.Open(path)
-		if err != nil {
-			return usagef("%s: %v", path, unwrapPath(err))
-		}
-		defer file.Close()
-		sources = append(sources, replay.Source{Name: path, R: file, Format: f})
+	sources, closeAll, err := openHistories(fs.Args(), f)
+	if err != nil {
+		return err
 	}
+	defer closeAll()
 	h, err := replay.LoadHistory(sources, reorder)
 	switch {
 	case errors.Is(err, replay.ErrNoHistory), errors.Is(err, replay.ErrHistoryTooLong):
