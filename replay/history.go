@@ -18,7 +18,8 @@ var ErrHistoryTooLong = errors.New("replay: history too long to keep in memory")
 // History is a history read once into memory, in the order a replay judges
 // it, to be judged many times (History.Replay, Tune). Each record takes 32
 // bytes; keys and causes are kept once each. It is safe for concurrent
-// use: nothing changes it after LoadHistory.
+// use: nothing changes it after LoadHistory. Its zero value is a history
+// of no record, which Tune refuses (ErrNoHistory).
 type History struct {
 	// Sources says what was read from each source.
 	Sources []SourceResult
