@@ -147,7 +147,7 @@ func TestUnknownCommand(t *testing.T) {
 	}
 	r := runCL(t, "help")
 	assert.Equal(t, 0, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "Help topics: run, status, resume, replay, simulate, endpoints, exit-status, limits and json.\n")
+	assert.Contains(t, r.stdout, "Help topics: run, status, resume, replay, simulate, tune, endpoints, exit-status, limits and json.\n")
 	help := runCL(t, "--help")
 	for topic, want := range map[string]string{
 		"run": help.stdout, "status": statusHelp, "resume": resumeHelp, "replay": replayHelp, "simulate": simulateHelp,

@@ -59,9 +59,16 @@ func TestTuneWritesAConfigEveryCommandTakes(t *testing.T) {
 	assert.Equal(t, 2337, got.NeverPark.Spent)
 	written, err := os.ReadFile(file)
 	require.NoError(t, err)
-	assert.JSONEq(t, string(got.Recommended.Config), string(written))
 	assert.JSONEq(t, `{"budget": {"max_respawns": 8, "window": "1h", "initial_backoff": "500ms", "max_backoff": "5s"}, "healthy_after": "15m",
-		"backoff": null, "chain": {"max_chain": 3, "reset_gap": "20m"}, "fleet": null, "guard": null, "hourly_cap": 0, "restart_on_clean_exit": false}`, string(written))
+		"backoff": null, "chain": {"max_chain": 3, "reset_gap": "20m"}, "guard": null, "hourly_cap": 0, "restart_on_clean_exit": false}`, string(written),
+		"no fleet: crashloop keeps its own default for it")
+	var judged map[string]any
+	require.NoError(t, json.Unmarshal(got.Recommended.Config, &judged))
+	assert.Nil(t, judged["fleet"], "judged without the fleet breaker")
+	delete(judged, "fleet")
+	data, err := json.Marshal(judged)
+	require.NoError(t, err)
+	assert.JSONEq(t, string(data), string(written), "the policy tune judged")
 
 	rr := runCL(t, "replay", "--json", "--config", file, tuneHistory)
 	require.Equal(t, 0, rr.code, rr.stderr)
@@ -79,7 +86,7 @@ func TestTuneWritesAConfigEveryCommandTakes(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(rr.stdout), &rep), rr.stdout)
 	require.Len(t, rep.Reports, 1)
 	assert.Equal(t, "tuned", rep.Reports[0].Name)
-	assert.JSONEq(t, string(got.Recommended.Config), string(rep.Reports[0].Config), "replay runs it as tune judged it")
+	assert.JSONEq(t, string(got.Recommended.Config), string(rep.Reports[0].Config), "replay runs it as tune judged it: without the fleet breaker")
 	assert.JSONEq(t, string(got.Recommended.Totals), string(rep.Reports[0].Totals), "the same verdict")
 	var parked []string
 	for _, k := range rep.Reports[0].Keys {
@@ -113,7 +120,12 @@ func TestTuneTable(t *testing.T) {
 		"docs/tune.md shows the command's output")
 	again := runCL(t, "tune", "--config", "../../replay/testdata/loose.json", tuneHistory)
 	assert.Equal(t, r.stdout, again.stdout, "deterministic")
-	assert.Empty(t, r.stderr, "no progress for a search this short")
+	for _, line := range strings.SplitAfter(r.stderr+again.stderr, "\n") {
+		if line != "" {
+			assert.Regexp(t, `^crashloop tune: \d+ (of \d+ policies judged \(\d+%\), |policies judged in )\S+\n$`, line,
+				"stderr has progress alone (a slow run, under the race detector, shows it)")
+		}
+	}
 }
 
 // TestTuneBadInput: bad input is refused with exit status 2 and one line
@@ -205,4 +217,28 @@ func TestTuneDocsFiles(t *testing.T) {
 	want, err = os.ReadFile("../../docs/tune-timeline.svg")
 	require.NoError(t, err)
 	assert.True(t, string(want) == string(got), "regenerate with the command in docs/tune.md")
+}
+
+// TestTuneRealExports: the command runs on every real export of replay's
+// corpus, with exit status 0, a recommendation and a --write file that
+// crashloop replay takes.
+func TestTuneRealExports(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("../../replay/testdata/real/*")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	n := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "README.md") {
+			continue
+		}
+		n++
+		file := filepath.Join(dir, filepath.Base(f)+".json")
+		r := runCL(t, "tune", "--write", file, f)
+		require.Equal(t, 0, r.code, "%s: %s", f, r.stderr)
+		assert.Contains(t, r.stdout, "\nRecommended (tuned): ", f)
+		rr := runCL(t, "replay", "--config", file, f)
+		assert.Equal(t, 0, rr.code, "%s: %s", f, rr.stderr)
+	}
+	assert.Equal(t, 6, n, "the six exports of the corpus")
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -42,7 +43,8 @@ Flags:
                          apply over each, as in crashloop replay
   --write FILE           write the recommended policy to FILE, a --config
                          file crashloop, crashloop replay and crashloop
-                         tune take as it is
+                         tune take as it is (without "fleet": crashloop
+                         keeps its own default for the fleet breaker)
   --max-false-parks N    the most false parks the recommended policy may
                          make (default 0)
   --horizon DURATION     a healthy run this long after a park makes it
@@ -164,13 +166,22 @@ func checkWritable(path string) error {
 }
 
 // writeConfig writes the configuration of v to path, as a --config file
-// holds it.
+// holds it, without "fleet": tune judges without the fleet breaker, as
+// crashloop runs one key alone, and leaves crashloop its own default for
+// it (on with --redis, where the keys of a fleet meet).
 func writeConfig(path string, v replay.Verdict) error {
-	data, err := json.MarshalIndent(v.Config, "", "  ")
+	v.Config.Fleet = nil
+	data, err := json.Marshal(v.Config)
 	if err != nil {
 		return fail(exitError, "--write %s: %v", path, err)
 	}
-	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+	data = bytes.Replace(data, []byte(`"fleet":null,`), nil, 1)
+	var out bytes.Buffer
+	if err := json.Indent(&out, data, "", "  "); err != nil {
+		return fail(exitError, "--write %s: %v", path, err)
+	}
+	out.WriteByte('\n')
+	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
 		return fail(exitError, "--write %s: %v", path, unwrapPath(err))
 	}
 	return nil
