@@ -19,11 +19,18 @@
 // candidate configurations and under the reference policies of other
 // systems (Kubernetes, systemd, Docker, PM2; see ReferencePolicies).
 //
+// Tune searches candidate configurations for the one a history asks for:
+// it reads the history once (LoadHistory), judges some 1,300 candidates
+// over it as Replay would, in parallel, and returns the Pareto front of
+// restarts spent on real crash loops, time to park and false parks, and
+// the policy it recommends.
+//
 // Every function of the package is safe for concurrent use: each call has
 // state of its own. A Reader, a Replayer, a Timeline and a Policy's
-// Restarter are not safe for concurrent use, as their types say; the
-// other types are plain values.
+// Restarter are not safe for concurrent use, as their types say; a
+// History is, as nothing changes it; the other types are plain values.
 //
 // The package uses the standard library only. See docs/replay.md in the
-// repository for the formats and the measures.
+// repository for the formats and the measures, and docs/tune.md for
+// Tune.
 package replay

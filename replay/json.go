@@ -181,15 +181,8 @@ func measuresOf(m Measures) measuresJSON {
 // MarshalJSON writes the Result in crashloop's one schema for JSON
 // (docs/schema/replay.json).
 func (r Result) MarshalJSON() ([]byte, error) {
-	doc := resultJSON{Sources: []sourceJSON{}, Reports: []reportJSON{}}
-	for _, s := range r.Sources {
-		sj := sourceJSON{Name: s.Name, Format: s.Format.String(), Lines: s.Lines, Records: s.Records, Malformed: s.Malformed,
-			OtherLines: s.Other}
-		for _, e := range s.Errors {
-			sj.Errors = append(sj.Errors, lineErrorJSON{Line: e.Line, Error: e.Err.Error()})
-		}
-		doc.Sources = append(doc.Sources, sj)
-	}
+	doc := resultJSON{Reports: []reportJSON{}}
+	doc.Sources = sourcesOf(r.Sources)
 	for _, rep := range r.Reports {
 		rj := reportJSON{Name: rep.Name, Config: rep.Config, First: timeOf(rep.First), Last: timeOf(rep.Last), Records: rep.Records,
 			Late: rep.Late, Totals: measuresOf(rep.Totals), Keys: []keyJSON{}}
@@ -217,4 +210,18 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		doc.Reports = append(doc.Reports, rj)
 	}
 	return json.Marshal(doc)
+}
+
+// sourcesOf returns what was read from each source in its JSON form.
+func sourcesOf(sources []SourceResult) []sourceJSON {
+	out := []sourceJSON{}
+	for _, s := range sources {
+		sj := sourceJSON{Name: s.Name, Format: s.Format.String(), Lines: s.Lines, Records: s.Records, Malformed: s.Malformed,
+			OtherLines: s.Other}
+		for _, e := range s.Errors {
+			sj.Errors = append(sj.Errors, lineErrorJSON{Line: e.Line, Error: e.Err.Error()})
+		}
+		out = append(out, sj)
+	}
+	return out
 }

@@ -39,6 +39,8 @@ type Options struct {
 	OnDecision func(Decided)
 	// Timeline, when set, collects what WriteSVG draws.
 	Timeline *Timeline
+	// totalsOnly leaves Report.Keys empty (Tune reads the totals alone).
+	totalsOnly bool
 }
 
 // Decided is one decision of a candidate during a replay. It is a plain
@@ -403,7 +405,9 @@ func (p *Replayer) Finish() []Report {
 				kr.StillParked = ps.parked
 				toPark = append(toPark, ps.toPark)
 			}
-			rep.Keys = append(rep.Keys, kr)
+			if !p.opts.totalsOnly {
+				rep.Keys = append(rep.Keys, kr)
+			}
 			rep.Totals.add(kr)
 		}
 		for _, t := range c.trips {

@@ -50,9 +50,23 @@ func Replay(sources []Source, cands []Candidate, opts Options) (*Result, error) 
 		return nil, err
 	}
 	res := &Result{}
+	res.Sources, err = readMerged(sources, p.opts.Reorder, p.Feed)
+	if err != nil {
+		return res, err
+	}
+	res.Reports = p.Finish()
+	return res, nil
+}
+
+// readMerged reads the sources, merges them in time order (putting records
+// up to reorder out of order back in order, per source) and hands each
+// record to feed. It fails as Replay does: with a source's read error, or
+// with ErrNoHistory when not one record could be read.
+func readMerged(sources []Source, reorder time.Duration, feed func(Record)) ([]SourceResult, error) {
+	var results []SourceResult
 	streams := make([]*ordered, len(sources))
 	for i, s := range sources {
-		streams[i] = &ordered{r: NewReader(s.R, s.Name, s.Format), window: p.opts.Reorder}
+		streams[i] = &ordered{r: NewReader(s.R, s.Name, s.Format), window: reorder}
 	}
 	var firstErr error
 	m := &merge{}
@@ -63,7 +77,7 @@ func Replay(sources []Source, cands []Candidate, opts Options) (*Result, error) 
 	}
 	for m.Len() > 0 {
 		s := (*m)[0]
-		p.Feed(s.head)
+		feed(s.head)
 		if s.advance() {
 			heap.Fix(m, 0)
 		} else {
@@ -73,7 +87,7 @@ func Replay(sources []Source, cands []Candidate, opts Options) (*Result, error) 
 	records := 0
 	for i, s := range streams {
 		bad, errs := s.r.Malformed()
-		res.Sources = append(res.Sources, SourceResult{Name: sources[i].Name, Format: s.r.Format(), Lines: s.r.Lines(),
+		results = append(results, SourceResult{Name: sources[i].Name, Format: s.r.Format(), Lines: s.r.Lines(),
 			Records: s.n, Malformed: bad, Errors: errs, Other: s.r.Other()})
 		records += s.n
 		if s.err != nil && !errors.Is(s.err, ErrNoHistory) && firstErr == nil {
@@ -81,24 +95,23 @@ func Replay(sources []Source, cands []Candidate, opts Options) (*Result, error) 
 		}
 	}
 	if firstErr != nil {
-		return res, firstErr
+		return results, firstErr
 	}
 	if records == 0 {
 		for _, s := range streams {
 			if s.err != nil {
-				return res, s.err
+				return results, s.err
 			}
 		}
 		// Lines read, none of them malformed, and no record: name each
 		// source and what it was read as.
 		var why []string
-		for _, s := range res.Sources {
+		for _, s := range results {
 			why = append(why, fmt.Sprintf("%s: %d lines read as %s, none of them a start or an end of a run", s.Name, s.Lines, s.Format))
 		}
-		return res, fmt.Errorf("%w: %s", ErrNoHistory, strings.Join(why, "; "))
+		return results, fmt.Errorf("%w: %s", ErrNoHistory, strings.Join(why, "; "))
 	}
-	res.Reports = p.Finish()
-	return res, nil
+	return results, nil
 }
 
 // ordered is one source's records, put back in time order within a

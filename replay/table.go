@@ -33,22 +33,7 @@ func WriteTable(w io.Writer, res *Result, keys []string, horizon time.Duration) 
 	if horizon == 0 {
 		horizon = 24 * time.Hour
 	}
-	for _, s := range res.Sources {
-		fmt.Fprintf(w, "%s: %s, %d lines, %d records", s.Name, s.Format, s.Lines, s.Records)
-		if s.Other > 0 {
-			fmt.Fprintf(w, ", %d other lines (the program's own)", s.Other)
-		}
-		if s.Malformed > 0 {
-			fmt.Fprintf(w, ", %d malformed", s.Malformed)
-		}
-		fmt.Fprintln(w)
-		for _, e := range s.Errors {
-			fmt.Fprintf(w, "  malformed: %v\n", e)
-		}
-		if s.Malformed > len(s.Errors) {
-			fmt.Fprintf(w, "  ... and %d more\n", s.Malformed-len(s.Errors))
-		}
-	}
+	writeSources(w, res.Sources)
 	if len(res.Reports) == 0 {
 		return nil
 	}
@@ -84,6 +69,27 @@ func WriteTable(w io.Writer, res *Result, keys []string, horizon time.Duration) 
 		}
 	}
 	return nil
+}
+
+// writeSources writes what was read from each source, with the malformed
+// lines by number.
+func writeSources(w io.Writer, sources []SourceResult) {
+	for _, s := range sources {
+		fmt.Fprintf(w, "%s: %s, %d lines, %d records", s.Name, s.Format, s.Lines, s.Records)
+		if s.Other > 0 {
+			fmt.Fprintf(w, ", %d other lines (the program's own)", s.Other)
+		}
+		if s.Malformed > 0 {
+			fmt.Fprintf(w, ", %d malformed", s.Malformed)
+		}
+		fmt.Fprintln(w)
+		for _, e := range s.Errors {
+			fmt.Fprintf(w, "  malformed: %v\n", e)
+		}
+		if s.Malformed > len(s.Errors) {
+			fmt.Fprintf(w, "  ... and %d more\n", s.Malformed-len(s.Errors))
+		}
+	}
 }
 
 // measures returns the key's report as Measures.

@@ -139,6 +139,7 @@ Usage:
   crashloop resume --state FILE | --redis URL [KEY]
   crashloop replay [--config FILE]... HISTORY...              (see crashloop replay --help)
   crashloop simulate [--crash-after D] [--outage D] [--json]  (see crashloop simulate --help)
+  crashloop tune [--config FILE]... [--write FILE] HISTORY... (see crashloop tune --help)
   crashloop help [TOPIC]
   crashloop --version
 `

@@ -35,7 +35,9 @@ const limitsHelp = `crashloop reads at most, and refuses past that, without read
   the body of POST /resume 4 KiB (it needs none)
   a request's header       16 KiB
 
-History files of replay are read line by line, in constant memory.
+History files of replay are read line by line, in constant memory. tune
+keeps a history's records, 32 bytes each, and refuses a history of more
+than 4,000,000 records (after reading it).
 `
 
 // jsonHelp is "crashloop help json".

@@ -12,6 +12,7 @@
 //	crashloop resume --state FILE | --redis URL [KEY]
 //	crashloop replay [--config FILE]... HISTORY...
 //	crashloop simulate [--config FILE]... [--crash-after D] [--outage D] [--json]
+//	crashloop tune [--config FILE]... [--write FILE] [--json] HISTORY...
 //	crashloop help [TOPIC]
 //	crashloop --version
 //
@@ -82,6 +83,8 @@ func dispatch(args []string, stdout io.Writer, out *output) (int, error) {
 			return 0, replayCmd(args[1:], stdout)
 		case "simulate":
 			return 0, simulateCmd(args[1:], stdout)
+		case "tune":
+			return 0, tuneCmd(args[1:], stdout, out.stderr)
 		case "help":
 			return 0, helpCmd(args[1:], stdout)
 		}

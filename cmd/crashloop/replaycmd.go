@@ -175,23 +175,11 @@ func replayCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var sources []replay.Source
-	for _, path := range fs.Args() {
-		if path == "-" {
-			sources = append(sources, replay.Source{Name: "stdin", R: os.Stdin, Format: f})
-			continue
-		}
-		file, err := os.Open(path)
-		if err != nil {
-			var pe *os.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
-			}
-			return usagef("%s: %v", path, err)
-		}
-		defer file.Close()
-		sources = append(sources, replay.Source{Name: path, R: file, Format: f})
+	sources, closeAll, err := openHistories(fs.Args(), f)
+	if err != nil {
+		return err
 	}
+	defer closeAll()
 	opts := replay.Options{Horizon: horizon, Reorder: reorder, PermanentCodes: perm}
 	var tl *replay.Timeline
 	if svg != "" {

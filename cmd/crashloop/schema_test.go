@@ -57,11 +57,11 @@ func valid(t testing.TB, s *jsonschema.Schema, doc string) {
 
 // TestEveryJSONOutputHasItsSchema validates every JSON document crashloop
 // writes against its JSON Schema in docs/schema/: status of a state file
-// and of Redis, GET /status, replay, simulate and each line of the JSON
+// and of Redis, GET /status, replay, simulate, tune and each line of the JSON
 // log, with a park in each, and checks that they agree on the park.
 func TestEveryJSONOutputHasItsSchema(t *testing.T) {
 	t.Parallel()
-	s := schemas(t, "status", "live", "replay", "simulate", "log")
+	s := schemas(t, "status", "live", "replay", "simulate", "tune", "log")
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state.json")
 	logs := map[string]string{}
@@ -207,6 +207,21 @@ func TestEveryJSONOutputHasItsSchema(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(data), "null", "absent values are left out")
 
+	// tune --json of a history with real crash loops, compared with a
+	// --config, and of one with none (no time to park).
+	for _, args := range [][]string{{"tune", "--json", "--config", cfg, tuneHistory}, {"tune", "--json", "--max-false-parks=1", history},
+		{"tune", "--json", "../../replay/testdata/real/docker-stop-deck-chores-2019.jsonl"}} {
+		r = runCL(t, args...)
+		require.Equal(t, 0, r.code, r.stderr)
+		valid(t, s["tune"], r.stdout)
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc))
+		data, err := json.Marshal(dropConfigs(doc))
+		require.NoError(t, err)
+		assert.NotContains(t, string(data), "null", "absent values are left out: %v", args)
+		assert.NotContains(t, string(data), "0001-01-01", "no zero time")
+	}
+
 	// simulate --json, the table's programs and programs of one's own.
 	for _, args := range [][]string{{"simulate", "--json"}, {"simulate", "--json", "--crash-after=30s", "--outage=2m", "--max-respawns=5"}} {
 		r = runCL(t, args...)
@@ -224,4 +239,21 @@ func TestEveryJSONOutputHasItsSchema(t *testing.T) {
 	}
 	assert.Contains(t, logs["park by a signal"], `"signal":"KILL"`)
 	assert.Contains(t, logs["park with --state"], `"exit_code":3`)
+}
+
+// dropConfigs returns v without its "config" values (the format of
+// --config, where null turns a guard off), at every depth.
+func dropConfigs(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		delete(v, "config")
+		for k, x := range v {
+			v[k] = dropConfigs(x)
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = dropConfigs(x)
+		}
+	}
+	return v
 }
