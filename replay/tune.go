@@ -266,12 +266,12 @@ func (j *judge) judgeAll(cands []Candidate) ([]Verdict, error) {
 				}
 				lo, hi := b*batch, min((b+1)*batch, len(cands))
 				errs[b] = j.judgeBatch(cands[lo:hi], out[lo:hi])
+				j.mu.Lock() // done counted and told in one step: told in order
 				done := j.done.Add(int64(hi - lo))
 				if j.opts.Progress != nil {
-					j.mu.Lock()
 					j.opts.Progress(int(done), int(j.total.Load()))
-					j.mu.Unlock()
 				}
+				j.mu.Unlock()
 			}
 		})
 	}

@@ -285,8 +285,9 @@ func TestHistoryReplaysAsReplay(t *testing.T) {
 
 // TestTuneRealExports: tune runs on every real export of the corpus, and
 // finds what a person reads in each (testdata/real/README.md): a real
-// crash loop in bootkube's restarts (status 127, five seconds apart) and
-// in the container its liveness probe kills three times, none elsewhere.
+// crash loop in bootkube's restarts (status 127, five seconds apart), in
+// each container a liveness probe kills three times, in the k3s add-on
+// and in the minikube containers that fail to start; none elsewhere.
 func TestTuneRealExports(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("testdata/real/*")
@@ -298,6 +299,24 @@ func TestTuneRealExports(t *testing.T) {
 		"journald-fedora-deactivated.json":     "1 records, 0 loops: the defaults",
 		"kube-event-exporter-probe-2022.jsonl": "7 records, 1 loops: healthy_after 1h0m0s, budget.max_respawns 1, budget.window 5m0s; 1 parked, 0 false",
 		"kube-pod-openshift-ci-2021.json":      "6 records, 0 loops: the defaults",
+		// the crash loop of a k3s add-on (status 1, restarted in back-off)
+		"kube-events-k3s-kube-system-2025.json":    "15 records, 1 loops: budget.max_respawns 1; 1 parked, 0 false",
+		"kube-events-k3s-support-bundle-2025.json": "15 records, 1 loops: budget.max_respawns 1; 1 parked, 0 false",
+		// init-demo's nginx and init-demo2's install failing to start
+		"kube-events-minikube-failed-starts-2023.json": "14 records, 2 loops: budget.max_respawns 1; 2 parked, 0 false",
+		// the second failing-liveness-pod, killed by its probe three times
+		"kube-events-minikube-image-pull-deleted-pod-2023.json": "13 records, 1 loops: healthy_after 30s, budget.max_respawns 1; 1 parked, 0 false",
+		// a Job's one start; the pulls that fail are no runs
+		"kube-events-minikube-image-pull-oom-job-2023.json": "1 records, 0 loops: the defaults",
+		// pods show each container's last end only: the restarts kubelet
+		// counted before it are not runs the history shows
+		"kube-pods-k3s-kube-system-2025.json":         "10 records, 0 loops: the defaults",
+		"kube-pods-k3s-support-bundle-2025.json":      "5 records, 0 loops: the defaults",
+		"kube-pods-minikube-crashloop-2023.json":      "2 records, 0 loops: the defaults",
+		"kube-pods-minikube-default-2021.json":        "11 records, 0 loops: the defaults",
+		"kube-pods-minikube-init-crashloop-2023.json": "2 records, 0 loops: the defaults",
+		"kube-pods-minikube-kube-system-2021.json":    "30 records, 0 loops: the defaults",
+		"kube-pods-minikube-oomkilled-2023.json":      "2 records, 0 loops: the defaults",
 	}
 	var seen []string
 	for _, f := range files {
