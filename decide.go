@@ -159,6 +159,10 @@ func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Tim
 func (s *Supervisor) classify(err error, healthy bool) (Ending, error) {
 	_, perm := errors.AsType[*permanentError](err)
 	_, planned := errors.AsType[*restartError](err)
+	rule := ExitRestart
+	if !perm && !planned {
+		rule = exitActionOf(s.cfg.ExitRules, err) // ExitRules apply to what neither marks
+	}
 	switch {
 	case err == nil && !s.cfg.RestartOnCleanExit:
 		return EndingClean, nil
@@ -166,10 +170,12 @@ func (s *Supervisor) classify(err error, healthy bool) (Ending, error) {
 		return EndingPlanned, nil
 	case err == nil:
 		return EndingFailedStart, errCleanExitEarly
-	case perm:
+	case perm || rule == ExitPark:
 		return EndingPermanent, err
-	case planned:
+	case planned || rule == ExitPlanned:
 		return EndingPlanned, err
+	case rule == ExitStop: // supervision ends with the run's error
+		return EndingClean, err
 	case healthy:
 		return EndingCrash, err
 	}
@@ -204,7 +210,7 @@ func (s *Supervisor) apply(r *record, j *Judgment, cause error, v Verdict, evs *
 		return Decision{Action: ActionStop, Err: v.Park}
 	case j.Ending == EndingClean:
 		s.setState(r, StateExited, v.Now)
-		return Decision{Action: ActionStop}
+		return Decision{Action: ActionStop, Err: cause} // nil, or the run's error an ExitStop rule matched
 	}
 
 	var wait time.Duration

@@ -124,6 +124,11 @@ const (
 	// HEALTHCHECK marks a container unhealthy. It is the reason of the
 	// command's own log line, not of an Event.
 	ReasonUnhealthy = "unhealthy"
+	// ReasonOOMKilled: the kernel's OOM killer killed a run of the
+	// crashloop command's program (the oom_kill count of its cgroup v2
+	// rose). It is the reason of the command's own log line, not of an
+	// Event; the rule "oom" of ExitRules matches such an end.
+	ReasonOOMKilled = "oom_killed"
 	// ReasonFleetRestartRate: the fleet breaker tripped on RestartsPerHour
 	// restarts in the rolling hour (Event.Attempts). Announced by
 	// EventFleetTripped, and by the EventFleetRearmed that ends that trip.
