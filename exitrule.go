@@ -97,7 +97,7 @@ func (r *ExitRule) UnmarshalText(text []byte) error {
 }
 
 // exitMatchRule is the rule a Match must follow.
-const exitMatchRule = `exit statuses from 1 to 255 ("3", "64-78", "1,2,5-9"), a signal ("SIGSEGV" or "SEGV") or "oom"`
+const exitMatchRule = `a MATCH of exit statuses from 1 to 255 (3, 64-78, 1,2,5-9), a signal (SIGSEGV or SEGV) or oom`
 
 // checkExitMatch returns "" for a valid Match, else the rule it breaks.
 func checkExitMatch(m string) string {
@@ -108,7 +108,7 @@ func checkExitMatch(m string) string {
 		return ""
 	case isSignalMatch(m):
 		if !knownSignal(trimSig(m)) {
-			return "a POSIX signal name such as SIGKILL, SIGSEGV or SEGV"
+			return "a MATCH naming a POSIX signal such as SIGKILL, SIGSEGV or SEGV"
 		}
 		return ""
 	}

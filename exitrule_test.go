@@ -43,7 +43,7 @@ func TestParseExitRule(t *testing.T) {
 		assert.Equal(t, tc.want, r, tc.in)
 		assert.Equal(t, tc.in, r.String())
 	}
-	const codes = `exit statuses from 1 to 255 ("3", "64-78", "1,2,5-9"), a signal ("SIGSEGV" or "SEGV") or "oom"`
+	const codes = `a MATCH of exit statuses from 1 to 255 (3, 64-78, 1,2,5-9), a signal (SIGSEGV or SEGV) or oom`
 	for _, tc := range []struct{ in, rule string }{
 		{"78", "MATCH=ACTION, such as 78=park or SIGKILL=stop"},
 		{"78=retry", "an ACTION of restart, park, stop or planned"},
@@ -57,8 +57,8 @@ func TestParseExitRule(t *testing.T) {
 		{"+3=park", codes},
 		{"-3=park", codes},
 		{"3-=park", codes},
-		{"SIGFOO=park", "a POSIX signal name such as SIGKILL, SIGSEGV or SEGV"},
-		{"SIG=park", "a POSIX signal name such as SIGKILL, SIGSEGV or SEGV"},
+		{"SIGFOO=park", "a MATCH naming a POSIX signal such as SIGKILL, SIGSEGV or SEGV"},
+		{"SIG=park", "a MATCH naming a POSIX signal such as SIGKILL, SIGSEGV or SEGV"},
 	} {
 		_, err := crashloop.ParseExitRule(tc.in)
 		assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules", Value: tc.in, Rule: tc.rule}, err, tc.in)
@@ -70,7 +70,7 @@ func TestExitRulesJSON(t *testing.T) {
 	cfg := crashloop.DefaultSupervisorConfig()
 	err := json.Unmarshal([]byte(`{"exit_rules": ["oom=park", "78=park", "SIGSEGV=stop", "0=park"]}`), &cfg)
 	assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules[3]", Value: "0=park",
-		Rule: `exit statuses from 1 to 255 ("3", "64-78", "1,2,5-9"), a signal ("SIGSEGV" or "SEGV") or "oom"`}, err)
+		Rule: `a MATCH of exit statuses from 1 to 255 (3, 64-78, 1,2,5-9), a signal (SIGSEGV or SEGV) or oom`}, err)
 	err = json.Unmarshal([]byte(`{"exit_rules": [78]}`), &cfg)
 	assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules[0]", Value: "78", Rule: `a "MATCH=ACTION" string such as "78=park"`}, err)
 	err = json.Unmarshal([]byte(`{"exit_rules": "78=park"}`), &cfg)
@@ -98,7 +98,7 @@ func TestExitRulesJSON(t *testing.T) {
 	cfg.ExitRules = []crashloop.ExitRule{{}}
 	_, err = crashloop.NewSupervisor(cfg)
 	assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules[0]", Value: "",
-		Rule: `exit statuses from 1 to 255 ("3", "64-78", "1,2,5-9"), a signal ("SIGSEGV" or "SEGV") or "oom"`}, err)
+		Rule: `a MATCH of exit statuses from 1 to 255 (3, 64-78, 1,2,5-9), a signal (SIGSEGV or SEGV) or oom`}, err)
 }
 
 // Each action on the failures of real child processes, judged by Decide:

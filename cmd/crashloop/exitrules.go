@@ -29,7 +29,7 @@ func (v onExitValue) String() string {
 func (v onExitValue) Set(s string) error {
 	r, err := crashloop.ParseExitRule(s)
 	if ce, ok := errors.AsType[*crashloop.ConfigError](err); ok {
-		return fmt.Errorf("%q is not %s", s, strings.TrimPrefix(ce.Rule, "a "))
+		return fmt.Errorf("%q must be %s", s, ce.Rule)
 	}
 	*v.rules = append(*v.rules, r)
 	return nil
