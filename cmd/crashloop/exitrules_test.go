@@ -54,7 +54,7 @@ func TestOnExitParkAndTheFirstMatchWins(t *testing.T) {
 	got := jsonLines(t, r.stderr)
 	require.Len(t, got, 2, r.stderr)
 	assert.Equal(t, map[string]any{"level": "ERROR", "event": "agent.startup_exhausted", "key": "p", "reason": "permanent_error",
-		"msg": `key "p" parked (permanent_error); nothing records the park (no --state or --redis): it ends with this crashloop, and the next one starts the program`,
+		"msg":   `key "p" parked (permanent_error); nothing records the park (no --state or --redis): it ends with this crashloop, and the next one starts the program`,
 		"limit": 3.0, "window": "10s", "last_error": helper + " exited with status 4", "exit_code": 4.0}, got[0])
 	assert.Equal(t, map[string]any{"level": "ERROR", "key": "p", "reason": "permanent_error", "attempts": 0.0, "starts": 1.0,
 		"msg":        "giving up on p: permanent_error after 1 start; last exit: exited with status 4",
