@@ -141,6 +141,7 @@ Usage:
   crashloop resume --state FILE | --redis URL [KEY]
   crashloop replay [--config FILE]... HISTORY...              (see crashloop replay --help)
   crashloop simulate [--crash-after D] [--outage D] [--json]  (see crashloop simulate --help)
+  crashloop plan [policy flags | --config FILE] [--json]      (see crashloop plan --help)
   crashloop help [TOPIC]
   crashloop --version
 `

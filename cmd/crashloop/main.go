@@ -82,6 +82,8 @@ func dispatch(args []string, stdout io.Writer, out *output) (int, error) {
 			return 0, replayCmd(args[1:], stdout)
 		case "simulate":
 			return 0, simulateCmd(args[1:], stdout)
+		case "plan":
+			return 0, planCmd(args[1:], stdout)
 		case "help":
 			return 0, helpCmd(args[1:], stdout)
 		}
