@@ -125,7 +125,7 @@ const (
 	// command's own log line, not of an Event.
 	ReasonUnhealthy = "unhealthy"
 	// ReasonOOMKilled: the kernel's OOM killer killed a run of the
-	// crashloop command's program (the oom_kill count of its cgroup v2
+	// crashloop command's program (the oom_kill count of its memory cgroup
 	// rose). It is the reason of the command's own log line, not of an
 	// Event; the rule "oom" of ExitRules matches such an end.
 	ReasonOOMKilled = "oom_killed"

@@ -123,7 +123,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	defer cancel()
 	r := &runner{key: key, argv: argv, dir: s.chdir, grace: s.grace, watchdog: s.watchdog, healthy: cfg.HealthyAfter, log: log, cancel: cancel}
 	if r.oom, err = newOOMCounter(); err != nil && hasOOMRule(cfg.ExitRules) {
-		log.Warn("crashloop cannot tell OOM kills ("+err.Error()+"): an --on-exit oom rule never matches; it needs cgroup v2 with the memory controller on crashloop's cgroup", "key", key)
+		log.Warn("crashloop cannot tell OOM kills ("+err.Error()+"): an --on-exit oom rule never matches; it needs the memory controller on crashloop's cgroup (v2, or a v1 memory hierarchy)", "key", key)
 	}
 	sigs := readSigState() // before crashloop changes it
 	defer handleSignals(r)()
