@@ -84,7 +84,8 @@ func (s *Supervisor) Decide(ctx context.Context, key string, r RunResult) Decisi
 // A nil error ends supervision. An error before the run was healthy is a
 // failed start, judged by the respawn budget; one after is a rescue, judged
 // by the chain. Permanent(err) parks at once; Restart(err) restarts at once
-// and spends no budget. Every restart also passes the per-key guard, the
+// and spends no budget; an ExitRules rule that matches how a program ended
+// parks, restarts at once, or stops with the error (see ExitRule). Every restart also passes the per-key guard, the
 // hourly cap and the fleet breaker. docs/supervisor.md has the whole table.
 //
 // A parked key stops with its *ParkedError. If ctx ends first (it bounds the

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/redisstore/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -158,4 +159,28 @@ func TestOnExitErrorsNameTheFlag(t *testing.T) {
 		assert.Equal(t, exitUsage, r.code, c.args)
 		assert.Equal(t, "crashloop: "+c.want+"\n", r.stderr, c.args)
 	}
+}
+
+// The rules decide the same on Redis: a stop ends with the program's
+// status and leaves nothing parked; a park is the deployment's, with how
+// the program ended.
+func TestOnExitOnRedis(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	r := runCL(t, with("--redis", srv.URL(), "--key=job", "--on-exit=3=stop", "--on-exit=78=park", "--", helper, "exit=3")...)
+	assert.Equal(t, 3, r.code, r.stderr)
+	r = runCL(t, "status", "--redis", srv.URL(), "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var st struct{ Parks []map[string]any }
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	assert.Empty(t, st.Parks, "a stop parks nothing")
+
+	r = runCL(t, with("--redis", srv.URL(), "--key=job", "--on-exit=3=stop", "--on-exit=78=park", "--", helper, "exit=78")...)
+	assert.Equal(t, exitParked, r.code, r.stderr)
+	r = runCL(t, "status", "--redis", srv.URL(), "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	require.Len(t, st.Parks, 1, r.stdout)
+	assert.Equal(t, map[string]any{"key": "job", "reason": "permanent_error", "since": st.Parks[0]["since"], "attempts": 0.0,
+		"last_error": helper + " exited with status 78", "exit_code": 78.0}, st.Parks[0])
 }
