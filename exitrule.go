@@ -3,7 +3,6 @@ package crashloop
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -261,15 +260,14 @@ func exitActionOf(rules []ExitRule, err error) ExitAction {
 }
 
 // checkExitRules returns a *ConfigError for the first rule that is not
-// valid, naming it "exit_rules[N]".
+// valid: Field "exit_rules", Value the rule.
 func checkExitRules(rules []ExitRule) error {
-	for i, r := range rules {
-		field := fmt.Sprintf("exit_rules[%d]", i)
+	for _, r := range rules {
 		if rule := checkExitMatch(r.Match); rule != "" {
-			return &ConfigError{Field: field, Value: r.Match, Rule: rule}
+			return &ConfigError{Field: "exit_rules", Value: r.String(), Rule: rule}
 		}
 		if r.Action < ExitRestart || r.Action > ExitPlanned {
-			return &ConfigError{Field: field, Value: r.Action, Rule: "an action of restart, park, stop or planned"}
+			return &ConfigError{Field: "exit_rules", Value: r.String(), Rule: "an ACTION of restart, park, stop or planned"}
 		}
 	}
 	return nil
@@ -293,16 +291,15 @@ func (v exitRulesValue) decode(raw json.RawMessage, path string) error {
 		return &ConfigError{Field: path, Value: abbreviate(raw), Rule: `a list of "MATCH=ACTION" strings such as ["78=park"]`}
 	}
 	var rules []ExitRule // nil for [], as the default
-	for i, item := range list {
-		field := fmt.Sprintf("%s[%d]", path, i)
+	for _, item := range list {
 		var s string
 		if err := unmarshalScalar(item, &s); err != nil {
-			return &ConfigError{Field: field, Value: abbreviate(item), Rule: `a "MATCH=ACTION" string such as "78=park"`}
+			return &ConfigError{Field: path, Value: abbreviate(item), Rule: `a "MATCH=ACTION" string such as "78=park"`}
 		}
 		r, err := ParseExitRule(s)
 		if err != nil {
 			ce, _ := errors.AsType[*ConfigError](err)
-			return &ConfigError{Field: field, Value: s, Rule: ce.Rule}
+			return &ConfigError{Field: path, Value: s, Rule: ce.Rule}
 		}
 		rules = append(rules, r)
 	}

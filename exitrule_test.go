@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 
@@ -69,10 +70,10 @@ func TestParseExitRule(t *testing.T) {
 func TestExitRulesJSON(t *testing.T) {
 	cfg := crashloop.DefaultSupervisorConfig()
 	err := json.Unmarshal([]byte(`{"exit_rules": ["oom=park", "78=park", "SIGSEGV=stop", "0=park"]}`), &cfg)
-	assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules[3]", Value: "0=park",
+	assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules", Value: "0=park",
 		Rule: `a MATCH of exit statuses from 1 to 255 (3, 64-78, 1,2,5-9), a signal (SIGSEGV or SEGV) or oom`}, err)
 	err = json.Unmarshal([]byte(`{"exit_rules": [78]}`), &cfg)
-	assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules[0]", Value: "78", Rule: `a "MATCH=ACTION" string such as "78=park"`}, err)
+	assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules", Value: "78", Rule: `a "MATCH=ACTION" string such as "78=park"`}, err)
 	err = json.Unmarshal([]byte(`{"exit_rules": "78=park"}`), &cfg)
 	assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules", Value: `"78=park"`, Rule: `a list of "MATCH=ACTION" strings such as ["78=park"]`}, err)
 
@@ -94,10 +95,10 @@ func TestExitRulesJSON(t *testing.T) {
 	cfg = crashloop.DefaultSupervisorConfig()
 	cfg.ExitRules = []crashloop.ExitRule{{Match: "3", Action: crashloop.ExitPark}, {Match: "KILL", Action: 9}}
 	_, err = crashloop.NewSupervisor(cfg)
-	assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules[1]", Value: crashloop.ExitAction(9), Rule: "an action of restart, park, stop or planned"}, err)
+	assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules", Value: "KILL=ExitAction(9)", Rule: "an ACTION of restart, park, stop or planned"}, err)
 	cfg.ExitRules = []crashloop.ExitRule{{}}
 	_, err = crashloop.NewSupervisor(cfg)
-	assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules[0]", Value: "",
+	assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules", Value: "=restart",
 		Rule: `a MATCH of exit statuses from 1 to 255 (3, 64-78, 1,2,5-9), a signal (SIGSEGV or SEGV) or oom`}, err)
 }
 
@@ -182,3 +183,46 @@ func TestExitRuleStopEndsRun(t *testing.T) {
 	assert.Equal(t, 7, ee.ExitCode())
 	assert.Equal(t, 1, runs)
 }
+
+// FuzzExitRule reads random rules: a rejected one is a *ConfigError of
+// "exit_rules" carrying the rule as typed; an accepted one writes back as
+// it was typed, and a Supervisor takes it and judges real-looking failures
+// with it without a panic.
+func FuzzExitRule(f *testing.F) {
+	for _, s := range []string{"78=park", "1-9,12=restart", "SIGKILL=stop", "segv=planned", "oom=park", "0=park", "9-3=stop",
+		"1,,2=park", "=park", "78", "SIG=stop", "sigsig=stop", "1-255=planned", "255-255=stop", "+1=park", "1=park=stop"} {
+		f.Add(s, 3, "KILL")
+	}
+	f.Fuzz(func(t *testing.T, s string, code int, signal string) {
+		r, err := crashloop.ParseExitRule(s)
+		if err != nil {
+			ce, ok := errors.AsType[*crashloop.ConfigError](err)
+			if !ok || ce.Field != "exit_rules" || ce.Value != s || ce.Rule == "" || !errors.Is(err, crashloop.ErrInvalidConfig) {
+				t.Fatalf("ParseExitRule(%q) = %#v", s, err)
+			}
+			return
+		}
+		if r.String() != s {
+			t.Fatalf("ParseExitRule(%q).String() = %q", s, r.String())
+		}
+		cfg := crashloop.DefaultSupervisorConfig()
+		cfg.ExitRules = []crashloop.ExitRule{r}
+		sup, err := crashloop.NewSupervisor(cfg)
+		if err != nil {
+			t.Fatalf("NewSupervisor rejects the rule %q ParseExitRule accepted: %v", s, err)
+		}
+		for _, e := range []error{exitCodeError(code), errors.New(signal)} {
+			d := sup.DecideAt(context.Background(), "k", crashloop.RunResult{Err: e}, testT0)
+			if d.Action == 0 {
+				t.Fatalf("no action for %v under %q", e, s)
+			}
+		}
+	})
+}
+
+// exitCodeError is an error that tells an exit status, as *exec.ExitError
+// does.
+type exitCodeError int
+
+func (e exitCodeError) Error() string { return "exited with status " + strconv.Itoa(int(e)) }
+func (e exitCodeError) ExitCode() int { return int(e) }

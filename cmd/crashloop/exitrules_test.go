@@ -152,7 +152,7 @@ func TestOnExitErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--on-exit=SIGFOO=park", "--", "true"}, `--on-exit: "SIGFOO=park" must be a MATCH naming a POSIX signal such as SIGKILL, SIGSEGV or SEGV`},
 		{[]string{"--on-exit=", "--", "true"}, `--on-exit: must not be empty`},
 		{[]string{"--permanent-exit-codes=1,256", "--", "true"}, `--permanent-exit-codes: "256" is not an exit status from 1 to 255`},
-		{[]string{"--config=" + badRule, "--", "true"}, badRule + `: exit_rules[1]: must be an ACTION of restart, park, stop or planned (got 3=again)`},
+		{[]string{"--config=" + badRule, "--", "true"}, badRule + `: exit_rules: must be an ACTION of restart, park, stop or planned (got 3=again)`},
 		{[]string{"--config=" + notList, "--", "true"}, notList + `: exit_rules: must be a list of "MATCH=ACTION" strings such as ["78=park"] (got "3=stop")`},
 	} {
 		r := runCL(t, c.args...)
