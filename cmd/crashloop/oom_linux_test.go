@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -151,13 +152,26 @@ func TestOnExitOOMParksARealOOMKill(t *testing.T) {
 			script := `echo $$ > "$1/cgroup.procs" && shift && exec "$@"`
 			cmd := command()
 			cmd.Path = "/bin/sh"
-			cmd.Args = append([]string{"sh", "-c", script, "sh", dir, binary}, with("--key=oom", "--log-format=json", "--on-exit=oom=park", "--",
+			state := filepath.Join(t.TempDir(), "state.json")
+			cmd.Args = append([]string{"sh", "-c", script, "sh", dir, binary}, with("--key=oom", "--log-format=json", "--on-exit=oom=park", "--state", state, "--",
 				helper, "record="+f, "alloc=1073741824", "hang")...)
 			r := runCmd(t, cmd)
 			assert.Equal(t, exitParked, r.code, r.stderr)
 			assert.Len(t, lines(t, f), 1)
 			got := jsonLines(t, r.stderr)
-			require.Len(t, got, 3, r.stderr)
+			require.Len(t, got, 4, r.stderr)
+			assert.Equal(t, map[string]any{"level": "INFO", "key": "oom", "msg": "parked in " + state + "; once the cause is fixed, run: crashloop resume --state " + state + " oom"}, got[3])
+			got = got[:3]
+
+			// The park in the state file, as status --json tells it.
+			st := runCL(t, "status", "--state", state, "--json")
+			require.Equal(t, 0, st.code, st.stderr)
+			valid(t, schemas(t, "status")["status"], st.stdout)
+			var doc struct{ Parks []map[string]any }
+			require.NoError(t, json.Unmarshal([]byte(st.stdout), &doc))
+			require.Len(t, doc.Parks, 1, st.stdout)
+			assert.Equal(t, map[string]any{"key": "oom", "reason": "permanent_error", "since": doc.Parks[0]["since"], "attempts": 0.0,
+				"last_error": helper + " killed by the kernel's OOM killer (signal KILL)", "signal": "KILL", "oom_killed": true}, doc.Parks[0])
 			assert.Equal(t, "the kernel's OOM killer killed the program (oom_kill in "+counter+" rose from 0 to 1)", got[0]["msg"])
 			assert.Greater(t, got[0]["pid"], 1.0)
 			delete(got[0], "pid")
@@ -165,7 +179,7 @@ func TestOnExitOOMParksARealOOMKill(t *testing.T) {
 			assert.Equal(t, map[string]any{"level": "WARN", "key": "oom", "reason": "oom_killed"}, got[0])
 			last := helper + " killed by the kernel's OOM killer (signal KILL)"
 			assert.Equal(t, map[string]any{"level": "ERROR", "event": "agent.startup_exhausted", "key": "oom", "reason": "permanent_error",
-				"msg":   `key "oom" parked (permanent_error); nothing records the park (no --state or --redis): it ends with this crashloop, and the next one starts the program`,
+				"msg":   `key "oom" parked (permanent_error); it stays parked until an operator resumes it`,
 				"limit": 3.0, "window": "10s", "last_error": last, "signal": "KILL", "oom_killed": true}, got[1])
 			assert.Equal(t, map[string]any{"level": "ERROR", "key": "oom", "reason": "permanent_error", "attempts": 0.0, "starts": 1.0,
 				"msg":        "giving up on oom: permanent_error after 1 start; last exit: killed by the kernel's OOM killer (signal KILL)",

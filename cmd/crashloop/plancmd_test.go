@@ -78,6 +78,20 @@ func TestPlanOfCustomFlags(t *testing.T) {
 	assert.Equal(t, []any{}, doc["warnings"])
 }
 
+// A config file's curve (a factor of its own), with a flag over it.
+func TestPlanOfAConfigFile(t *testing.T) {
+	file := writeFile(t, t.TempDir(), "c.json", `{"budget": {"max_respawns": 4, "window": "10m"}, "healthy_after": "0s",
+		"backoff": {"kind": "exponential", "initial": "2s", "factor": 1.5, "max": "5s"}, "chain": null, "hourly_cap": 30}`)
+	doc := runPlan(t, "--config="+file, "--outage=20s")
+	assert.Equal(t, "budget 4 in 10m; exponential 2s x1.5 to 5s; healthy on READY=1 only; hourly cap 30", doc["policy"])
+	assert.Equal(t, steps("2s", "2s", "3s", "5s", "4.5s", "9.5s", "5s", "14.5s"), doc["schedule"])
+	assert.Equal(t, map[string]any{"after": "14.5s", "reason": "respawn_budget_exhausted", "failed_starts": 5.0}, doc["park"])
+	assert.Equal(t, map[string]any{"after": "10m0s"}, doc["refill"], "only READY=1 refills it at once")
+	assert.Equal(t, []any{map[string]any{"outage": "20s", "parked": true, "restarts": 4.0, "parked_after": "14.5s"}}, doc["outages"])
+	doc = runPlan(t, "--config="+file, "--max-respawns=2", "--outage=20s")
+	assert.Equal(t, steps("2s", "2s", "3s", "5s"), doc["schedule"])
+}
+
 // The warnings of limits that never trip, each computed by the guards.
 func TestPlanWarnsOfLimitsThatNeverTrip(t *testing.T) {
 	// A chain gap shorter than the shortest gap between crashes after
