@@ -164,7 +164,7 @@ func TestSupervisorUsesCurve(t *testing.T) {
 		for _, ev := range eventsOf(rec, crashloop.EventRespawnScheduled) {
 			backoffs = append(backoffs, ev.Backoff)
 		}
-		assert.Equal(t, 1, rec.count(crashloop.EventStartupExhausted))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStartupExhausted))
 		return st.times(), backoffs
 	}
 

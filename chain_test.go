@@ -71,7 +71,7 @@ func TestChainEscalatesOnFourthReactiveRescue(t *testing.T) {
 	require.Len(t, evs, 2)
 	assert.Equal(t, Event{Kind: EventResumed, Key: "seat-7", Incarnation: "sess-a", Time: at(24 * 60), Reason: ReasonNeedsHuman,
 		Attempts: 3, Limit: 3, Window: 20 * time.Minute}, evs[1])
-	assert.True(t, evs[1].Kind.Resumes())
+	assert.Equal(t, EventResumed, evs[1].Kind)
 
 	// Clearing a key that was not marked announces nothing.
 	d.Clear("seat-7")

@@ -3,6 +3,7 @@ package crashloop
 import (
 	"context"
 	"errors"
+	"github.com/crashloopguard/crashloop/internal/seam"
 	"strconv"
 	"time"
 
@@ -13,23 +14,16 @@ import (
 // plain value; its zero value is a clean exit of a run whose start is
 // unknown.
 type RunResult struct {
-	// Err is what the run returned: nil for a clean exit; Restart(err) for
-	// a planned restart; Permanent(err) for a failure restarting cannot fix;
-	// anything else is a failure.
+	// Err is what the run returned: nil, Restart(err), Permanent(err) or a
+	// failure.
 	Err error
-	// Started is when the run started. A run that lasted HealthyAfter was a
-	// healthy start. The zero time means unknown: only Ready makes such a
-	// run healthy.
-	Started time.Time
-	// Ready reports that the run proved it was up and healthy (see Ready).
-	Ready bool
-	// Incarnation is what ran under the key; "" keeps the key's current
-	// incarnation (the first one is "KEY#1").
-	Incarnation string
-	// Reset reports that the run asked for a fresh start of the key (see
-	// ResetRestarts): the budget's window and the chain are cleared before
-	// the run is judged; with Incarnation "" the key gets its next default
-	// incarnation. It does not make the run healthy.
+	// Started is when the run started (zero: unknown); a run that lasted
+	// HealthyAfter was a healthy start.
+	Started     time.Time
+	Ready       bool   // the run proved it was up and healthy (see Ready)
+	Incarnation string // what ran under the key; "" keeps the current one
+	// Reset clears the budget's window and the chain before the run is
+	// judged (see ResetRestarts); it does not make the run healthy.
 	Reset bool
 }
 
@@ -89,7 +83,7 @@ func (s *Supervisor) Decide(ctx context.Context, key string, r RunResult) Decisi
 // hourly cap and the fleet breaker. docs/supervisor.md has the whole table.
 //
 // A parked key stops with its *ParkedError. If ctx ends first (it bounds the
-// wait on a shared Ledger), DecideAt returns ActionStop with ctx's error and
+// wait on a shared layer), DecideAt returns ActionStop with ctx's error and
 // commits nothing. DecideAt is safe for concurrent use.
 func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now time.Time) Decision {
 	ctx = orBackground(ctx)
@@ -99,15 +93,9 @@ func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now 
 	if err := checkKey(key); err != nil {
 		return Decision{Action: ActionStop, Err: err}
 	}
-	if s.shared != nil {
-		lctx, cancel := s.decisionContext(ctx)
-		defer cancel()
-		if use, err := s.useShared(lctx, now); err != nil {
-			return Decision{Action: ActionStop, Err: err}
-		} else if use {
-			if d, ok := s.decideShared(lctx, key, r, now); ok {
-				return d
-			}
+	if s.share != nil {
+		if d, ok := s.decideShared(ctx, key, r, now); ok {
+			return d
 		}
 	}
 	var evs events
@@ -116,9 +104,8 @@ func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now 
 	j, cause := s.judgment(rec, key, r, now)
 	v := s.rules.judge(&rec.keyGuards, &s.book, &j, t, now)
 	d := s.apply(rec, &j, cause, v, &evs)
-	if v.NewPark && s.shared != nil {
-		rec.park.Version = rec.ver // the version it was decided on: the write-back names it
-		s.decidedAlone(key, rec.park, now)
+	if v.NewPark && s.share != nil {
+		s.share.Alone(key, rec.park, now) // to write back
 	}
 	s.mu.Unlock()
 	emitAll(s.o.handler, evs.list())
@@ -130,10 +117,10 @@ func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now 
 // healthy while RestartOnCleanExit is set: a clean-exit loop is a crash loop.
 var errCleanExitEarly = errors.New("crashloop: exited cleanly before it was healthy")
 
-// judgment turns how a run of key ended into the Judgment the guards
+// judgment turns how a run of key ended into the seam.Judgment the guards
 // settle, with the error the decision carries. It changes nothing. s.mu
 // must be held.
-func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Time) (Judgment, error) {
+func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Time) (seam.Judgment, error) {
 	inc := res.Incarnation
 	if inc == "" && res.Reset {
 		inc = incarnationOf(key, r.runs+1) // a new incarnation ends the chain
@@ -148,7 +135,7 @@ func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Tim
 	ending, cause := s.classify(res.Err, healthy)
 	// a reset clears the respawn window as a healthy run does, without
 	// making the failure a crash
-	j := Judgment{Key: key, Ending: ending, Healthy: healthy || res.Reset, Incarnation: inc, Now: now,
+	j := seam.Judgment{Key: key, Ending: ending, Healthy: healthy || res.Reset, Incarnation: inc, Now: now,
 		Members: s.members - b2i(member(r.state)), Failing: s.failing - b2i(failing(r.state))}
 	if cause != nil {
 		j.Cause = errtext.Text(cause) // with how the program ended, when the failure tells
@@ -157,7 +144,7 @@ func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Tim
 }
 
 // classify tells how a run ended, with the error the judgment carries.
-func (s *Supervisor) classify(err error, healthy bool) (Ending, error) {
+func (s *Supervisor) classify(err error, healthy bool) (seam.Ending, error) {
 	_, perm := errors.AsType[*permanentError](err)
 	_, planned := errors.AsType[*restartError](err)
 	rule := ExitRestart
@@ -166,21 +153,21 @@ func (s *Supervisor) classify(err error, healthy bool) (Ending, error) {
 	}
 	switch {
 	case err == nil && !s.cfg.RestartOnCleanExit:
-		return EndingClean, nil
+		return seam.EndingClean, nil
 	case err == nil && healthy:
-		return EndingPlanned, nil
+		return seam.EndingPlanned, nil
 	case err == nil:
-		return EndingFailedStart, errCleanExitEarly
+		return seam.EndingFailedStart, errCleanExitEarly
 	case perm || rule == ExitPark:
-		return EndingPermanent, err
+		return seam.EndingPermanent, err
 	case planned || rule == ExitPlanned:
-		return EndingPlanned, err
+		return seam.EndingPlanned, err
 	case rule == ExitStop: // supervision ends with the run's error
-		return EndingClean, err
+		return seam.EndingClean, err
 	case healthy:
-		return EndingCrash, err
+		return seam.EndingCrash, err
 	}
-	return EndingFailedStart, err
+	return seam.EndingFailedStart, err
 }
 
 // apply acts on the verdict v of judgment j for the record r: it commits
@@ -188,7 +175,7 @@ func (s *Supervisor) classify(err error, healthy bool) (Ending, error) {
 // last wait, and a mirror of the guards' counts and park when a shared
 // ledger decided), works out the wait on the restart curve, adds the events
 // that announce the decision, and returns it. s.mu must be held.
-func (s *Supervisor) apply(r *record, j *Judgment, cause error, v Verdict, evs *events) Decision {
+func (s *Supervisor) apply(r *record, j *seam.Judgment, cause error, v verdict, evs *events) Decision {
 	if j.Incarnation != r.incarnation {
 		if j.Incarnation == incarnationOf(j.Key, r.runs+1) {
 			r.runs++
@@ -209,20 +196,20 @@ func (s *Supervisor) apply(r *record, j *Judgment, cause error, v Verdict, evs *
 		r.park = v.Park
 		s.setState(r, stateOf(v.Park), v.Now)
 		return Decision{Action: ActionStop, Err: v.Park}
-	case j.Ending == EndingClean:
+	case j.Ending == seam.EndingClean:
 		s.setState(r, StateExited, v.Now)
 		return Decision{Action: ActionStop, Err: cause} // nil, or the run's error an ExitStop rule matched
 	}
 
 	var wait time.Duration
 	switch j.Ending {
-	case EndingFailedStart:
+	case seam.EndingFailedStart:
 		if v.Attempt == 1 {
 			r.prev = 0 // an empty window forgets the last wait
 		}
 		wait = s.curve.Delay(v.Attempt, r.prev)
 		r.prev = wait
-	case EndingCrash:
+	case seam.EndingCrash:
 		wait = s.curve.Delay(1, 0)
 	}
 	d := Decision{Action: ActionRestart, Wait: wait}
@@ -237,7 +224,7 @@ func (s *Supervisor) apply(r *record, j *Judgment, cause error, v Verdict, evs *
 	if s.o.handler != nil {
 		ev := Event{Kind: EventRestartScheduled, Key: j.Key, Incarnation: j.Incarnation, Time: v.Now, Reason: restartReason(j),
 			LastError: cause, Attempts: v.Restarts, Backoff: d.Wait, Held: v.Held}
-		if j.Ending == EndingFailedStart {
+		if j.Ending == seam.EndingFailedStart {
 			ev = s.cfg.Budget.scheduled(j.Key, v.Now, cause, v.Attempt, d.Wait)
 			ev.Held = v.Held
 		}
@@ -250,9 +237,9 @@ func (s *Supervisor) apply(r *record, j *Judgment, cause error, v Verdict, evs *
 }
 
 // restartReason is the Reason of the EventRestartScheduled of j.
-func restartReason(j *Judgment) string {
+func restartReason(j *seam.Judgment) string {
 	switch {
-	case j.Ending == EndingCrash:
+	case j.Ending == seam.EndingCrash:
 		return ReasonCrashed
 	case j.Cause == "":
 		return ReasonCleanExit // a clean exit after a healthy run, with RestartOnCleanExit
@@ -263,7 +250,7 @@ func restartReason(j *Judgment) string {
 // parked commits the park the verdict v made, with this Supervisor's own
 // error values, and adds the event of the guard that decided it, then the
 // fleet trip it caused. s.mu must be held.
-func (s *Supervisor) parked(r *record, j *Judgment, cause error, v Verdict, evs *events) Decision {
+func (s *Supervisor) parked(r *record, j *seam.Judgment, cause error, v verdict, evs *events) Decision {
 	pe := *v.Park
 	pe.LastError = cause
 	if pe.Reason == ReasonNeedsHuman {
@@ -349,15 +336,9 @@ func (s *Supervisor) ProceedAt(ctx context.Context, key string, now time.Time) D
 	if err := ctx.Err(); err != nil {
 		return Decision{Action: ActionStop, Err: err}
 	}
-	if s.shared != nil {
-		lctx, cancel := s.decisionContext(ctx)
-		defer cancel()
-		if use, err := s.useShared(lctx, now); err != nil {
-			return Decision{Action: ActionStop, Err: err}
-		} else if use {
-			if d, ok := s.proceedShared(lctx, key, now); ok {
-				return d
-			}
+	if s.share != nil {
+		if d, ok := s.proceedShared(ctx, key, now); ok {
+			return d
 		}
 	}
 	var evs events
@@ -372,7 +353,7 @@ func (s *Supervisor) ProceedAt(ctx context.Context, key string, now time.Time) D
 }
 
 // proceeded acts on the verdict of a Proceed for r. s.mu must be held.
-func (s *Supervisor) proceeded(r *record, v Verdict) Decision {
+func (s *Supervisor) proceeded(r *record, v verdict) Decision {
 	switch {
 	case r.park != nil:
 		return Decision{Action: ActionStop, Err: r.park} // the verdict's park, or a newer one the mirror knows
@@ -386,4 +367,69 @@ func (s *Supervisor) proceeded(r *record, v Verdict) Decision {
 		s.setState(r, StateBackoff, v.Now)
 	}
 	return Decision{Action: ActionRestart}
+}
+
+// decideShared is DecideAt through the shared layer; it reports false when
+// the layer cannot decide, for the caller to decide alone.
+func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult, now time.Time) (Decision, bool) {
+	s.mu.Lock()
+	r := s.keys[key]
+	if r == nil {
+		r = &record{state: StateExited, since: now} // made only once the layer has decided
+	}
+	j, cause := s.judgment(r, key, res, now)
+	s.mu.Unlock()
+	ctx, cancel := s.share.Context(ctx) // one deadline for the whole decision
+	defer cancel()
+	v, ok, err := s.share.Judge(ctx, j)
+	if err != nil {
+		return Decision{Action: ActionStop, Err: err}, true
+	}
+	if !ok {
+		return Decision{}, false
+	}
+	var evs events
+	s.mu.Lock()
+	rec := s.record(key, now)
+	known := rec.park
+	d := s.apply(rec, &j, cause, v, &evs)
+	s.share.Judged(key, v, known, now)
+	s.mu.Unlock()
+	s.share.Announce(ctx, v, evs.list())
+	return d, true
+}
+
+// proceedShared is ProceedAt through the shared layer, as decideShared.
+func (s *Supervisor) proceedShared(ctx context.Context, key string, now time.Time) (Decision, bool) {
+	ctx, cancel := s.share.Context(ctx)
+	defer cancel()
+	v, ok, err := s.share.Proceed(ctx, key, now)
+	if err != nil {
+		return Decision{Action: ActionStop, Err: err}, true
+	}
+	if !ok {
+		return Decision{}, false
+	}
+	var evs events
+	s.mu.Lock()
+	d := Decision{Action: ActionRestart}
+	if r := s.keys[key]; r != nil {
+		s.share.Proceeded(key, v, now)
+		d = s.proceeded(r, v)
+	}
+	if v.Rearmed != nil {
+		evs.add(s.cfg.Fleet.event(EventFleetRearmed, s.fleetName, v.Now, v.Rearmed))
+	}
+	s.mu.Unlock()
+	emitAll(s.o.handler, evs.list())
+	return d, true
+}
+
+// orBackground returns ctx, or context.Background() for a nil ctx: every
+// method that takes a context reads nil as no bound, as Run does.
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
 }

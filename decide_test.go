@@ -18,7 +18,7 @@ import (
 func decideSupervisor(t *testing.T, cfg crashloop.SupervisorConfig) (*crashloop.Supervisor, *recorder) {
 	t.Helper()
 	rec := newRecorder()
-	rec.start = testT0
+	rec.Start = testT0
 	s, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0)), crashloop.WithEventHandler(rec))
 	require.NoError(t, err)
 	return s, rec
@@ -49,7 +49,7 @@ func TestDecideJudgesEachEnding(t *testing.T) {
 		respawnEv(time.Second, "w", boom, 2, time.Second),
 		respawnEv(2*time.Second, "w", boom, 3, millis(1500)),
 		exhaustedEv(3*time.Second, "w", crashloop.ReasonBudgetExhausted, boom, 3),
-	}, rec.events())
+	}, rec.Events())
 	rec.Take()
 
 	// A crash after a healthy run (it lasted HealthyAfter, or it was
@@ -90,7 +90,7 @@ func TestDecideJudgesEachEnding(t *testing.T) {
 	assert.Equal(t, crashloop.StateExited, st.Keys["c"].State)
 	assert.Equal(t, "h#1", st.Keys["h"].Incarnation, "a loop of the caller's own is one incarnation")
 	rearm := at(24*time.Second + 120*time.Second)
-	assert.Equal(t, &crashloop.FleetStatus{BreakerTripped: true, FleetRestartsPerHour: 40, FailingChannels: 2, TotalChannels: 3,
+	assert.Equal(t, &crashloop.FleetStatus{BreakerTripped: true, FleetRestartsPerHour: 40, FailingKeys: 2, Keys: 3,
 		RestartsInHour: 7, RearmAt: &rearm}, st.Fleet, "w and p parked; c exited cleanly and is no longer a member")
 }
 
@@ -166,8 +166,8 @@ func TestForgetAndMembership(t *testing.T) {
 		}
 	}
 	st := s.Status(context.Background())
-	assert.Equal(t, 2, st.Fleet.FailingChannels)
-	assert.Equal(t, 2, st.Fleet.TotalChannels)
+	assert.Equal(t, 2, st.Fleet.FailingKeys)
+	assert.Equal(t, 2, st.Fleet.Keys)
 	assert.True(t, st.Fleet.BreakerTripped)
 
 	for i := range 100 {
@@ -178,8 +178,8 @@ func TestForgetAndMembership(t *testing.T) {
 	st = s.Status(context.Background())
 	assert.Equal(t, []string{"y"}, s.Parked())
 	assert.Len(t, st.Keys, 1)
-	assert.Equal(t, 1, st.Fleet.FailingChannels)
-	assert.Equal(t, 1, st.Fleet.TotalChannels)
+	assert.Equal(t, 1, st.Fleet.FailingKeys)
+	assert.Equal(t, 1, st.Fleet.Keys)
 	// A forgotten key is new again: a full budget (once the breaker that
 	// its park tripped has re-armed).
 	assert.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: millis(500)},

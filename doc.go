@@ -16,43 +16,22 @@
 //
 // The guards are pure logic: no goroutines, no I/O, no globals. Each reads an
 // injectable Clock (WithClock; *clock.Mock from github.com/benbjohnson/clock
-// works as is), and each time-reading method has an explicit form taking the
-// time as its last argument (Record is shorthand for RecordAt(clock.Now())).
-// Time never runs backwards for an object: a reading earlier than one it
-// already used is read as that later one. State changes are announced
-// through one EventHandler, after the change is committed and with no lock
-// held. Every guard, the Supervisor and FileStore are safe for concurrent
-// use; configuration, status and event types are plain values.
+// works as is), and each method that reads it has a form taking the time
+// last (Record is shorthand for RecordAt(clock.Now())). Time never runs
+// backwards for an object. State changes are announced through one
+// EventHandler, after the change is committed and with no lock held. Every
+// guard, the Supervisor and FileStore are safe for concurrent use.
 //
 // Above the guards, a Supervisor composes them per key: Run restarts a
-// function when it fails (see Decide for what each way of ending means);
-// Decide is the same judgment as one call for the restart loops of other
-// tools, and Wrap and Process adapt it to a func(ctx) error service and to a
-// work queue. Every guard and the Supervisor export their state with
-// Snapshot and take it back with Restore, and WithStore makes a Supervisor
-// save it by itself, so that a restart of the supervising program does not
-// forget a crash loop. NewSharedSupervisor keeps the guards' state in a
-// Ledger shared by several Supervisors (the replicas of a service). The
-// Supervisor's methods that can wait on a shared Ledger (Decide, Proceed,
-// Resume, Forget, Status, Flush and their At forms) take a context.Context
-// first, and Run, Wrap and Process pass theirs to the ledger: a context
-// that is done, or ends while the call waits, ends the call at once with
-// its error, committing nothing (a nil one is context.Background()). The
-// guards' in-memory methods take none.
-// The command under cmd/crashloop supervises any process with the library.
-//
-// # Writing a ledger
-//
-// Most programs never need this section: NewSupervisor keeps state in
-// memory, WithStore in a file, and package redisstore of this module on
-// Redis. A program that keeps the guards' shared state elsewhere implements
-// Ledger, and only then meets the names that serve it alone: Ledger,
-// LedgerChange, Judgment, Ending, Verdict, FleetChange and MemoryLedger,
-// the in-process reference. A ledger is checked with
-// package ledgertest of this module, which holds a ledger to MemoryLedger's
-// answers; docs/ledger.md has the contract. They stay in this package
-// because the Supervisor and a ledger exchange them, and a package of their
-// own would have to import this one.
+// function when it fails; Decide is the same judgment for the restart
+// loops of other tools; Wrap and Process adapt it to a service and a work
+// queue. Snapshot and Restore export and take back any object's state, and
+// WithStore makes a Supervisor save its own. WithSharing shares it between
+// the replicas of a service (package share; on Redis, package redisstore).
+// The Supervisor's methods that can wait on a shared layer take a
+// context.Context first: a context that ends ends the call at once,
+// committing nothing. The command under cmd/crashloop supervises any
+// process with the library.
 //
 // Boundaries follow one rule everywhere: an event exactly a window old still
 // counts, a chain gap of exactly the reset gap keeps the chain, a cooldown

@@ -27,130 +27,26 @@ var (
 	// for a key that another run in the same Supervisor is already
 	// supervising, and by Supervisor.Forget for a running key.
 	ErrAlreadyRunning = errors.New("crashloop: key is already running")
-	// ErrChanged is matched by every *ChangedError: a shared ledger refused
-	// a step that named a version of a key older than the key's current
-	// one.
-	ErrChanged = errors.New("crashloop: key changed since the version named")
-	// ErrStateLost is matched by every *StateLostError: a shared ledger
-	// found that its server lost its state.
-	ErrStateLost = errors.New("crashloop: shared store lost its state")
 )
 
-// StateLostError is a shared ledger's refusal of a call because its server
-// lost the state the ledger knew (a failover that lost writes, a flush, a
-// restart without persistence): the call changed nothing. A ledger that
-// finds a loss outside a call (a periodic check, a notice) tells it in
-// LedgerChange.StateLost instead. errors.Is(err, ErrStateLost) holds. It
-// is a plain value.
-type StateLostError struct {
-	// Announce is set for exactly one replica of a deployment for each
-	// loss: the one that announces EventStoreStateLost. A ledger whose
-	// claim of the announcement could not be sent at once may tell the
-	// same loss (the same Epoch) again later, with Announce set.
-	Announce bool
-	// Epoch names the state the ledger found and adopted, so that a
-	// Supervisor writes back once for each loss however many times it is
-	// told of it; "" for a ledger that does not name its states (each
-	// report is then a loss of its own).
-	Epoch string
-	// Reason says what lost the state: "" when the ledger found the state
-	// gone or replaced (a flush, a restart without persistence),
-	// ReasonFailover when the server kept it but lost its last
-	// acknowledged writes (a failover to a replica they had not reached).
-	// EventStoreStateLost carries it.
-	Reason string
-}
-
-// Error says that the state was lost.
-func (e *StateLostError) Error() string { return ErrStateLost.Error() }
-
-// Is matches ErrStateLost.
-func (e *StateLostError) Is(target error) bool { return target == ErrStateLost }
-
-// ChangedError is a shared ledger's refusal of a resume, forget or
-// write-back that named a version of Key other than the key's current one:
-// something happened to the key since its caller learnt of it, and the step
-// changed nothing. It carries the key as it stands: its current Version and
-// its Park (nil when it is not parked). errors.Is(err, ErrChanged) holds,
-// and so does errors.Is(err, ErrNotParked) when the key is not parked.
-type ChangedError struct {
-	Key     string
-	Version int64
-	Park    *ParkedError
-}
-
-// Error names the key, its current version and whether it is parked.
-func (e *ChangedError) Error() string {
-	if e.Park == nil {
-		return fmt.Sprintf("crashloop: key %q changed (now at version %d, not parked)", e.Key, e.Version)
-	}
-	return fmt.Sprintf("crashloop: key %q changed (now at version %d, parked: %s)", e.Key, e.Version, e.Park.Reason)
-}
-
-// Is matches ErrChanged, and ErrNotParked for a key that is not parked.
-func (e *ChangedError) Is(target error) bool {
-	return target == ErrChanged || (target == ErrNotParked && e.Park == nil)
-}
-
-// Reason codes: the stable value of Event.Reason, of the reason attribute
-// of every log line (LogEvents and the crashloop command's own lines), of
-// ParkedError.Reason and KeyStatus.Reason, and of FleetChange.Reason. A
-// code never carries numbers: they are in the event's fields (Attempts,
-// Limit, Window, Failing, Total). docs/monitoring.md has the table of which
-// event carries each code.
+// Reason codes: the stable value of Event.Reason, of the reason of every
+// log line, of ParkedError.Reason, KeyStatus.Reason and FleetChange.Reason.
+// A code never carries numbers; docs/monitoring.md tells which event
+// carries each.
 const (
-	// ReasonBudgetExhausted: the respawn budget ran out; a park, announced
-	// by EventStartupExhausted.
-	ReasonBudgetExhausted = "respawn_budget_exhausted"
-	// ReasonPermanent: the run returned an error marked with Permanent; a
-	// park, announced by EventStartupExhausted.
-	ReasonPermanent = "permanent_error"
-	// ReasonNeedsHuman: the chain of reactive rescues reached its limit; a
-	// park, announced by EventChainEscalated.
-	ReasonNeedsHuman = "needs_human"
-	// ReasonRestartLoopGuard: the per-key fast guard (a RestartLoopGuard)
-	// tripped; in a Supervisor a park. Announced by EventGuardTripped.
-	ReasonRestartLoopGuard = "restart_loop_guard"
-	// ReasonHourlyCap: the per-key hourly cap tripped; a park, announced by
-	// EventGuardTripped.
-	ReasonHourlyCap = "hourly_restart_cap"
-	// ReasonWatchdog: the crashloop command stopped a run that stopped
-	// feeding systemd's watchdog (WATCHDOG=1) or asked for it
-	// (WATCHDOG=trigger). It is the reason of the command's own log line,
-	// not of an Event.
-	ReasonWatchdog = "watchdog"
-	// ReasonUnhealthy: the crashloop command stopped a run whose health
-	// check (--health-cmd) failed too many times in a row, as Docker's
-	// HEALTHCHECK marks a container unhealthy. It is the reason of the
-	// command's own log line, not of an Event.
-	ReasonUnhealthy = "unhealthy"
-	// ReasonOOMKilled: the kernel's OOM killer killed a run of the
-	// crashloop command's program (the oom_kill count of its memory cgroup
-	// rose). It is the reason of the command's own log line, not of an
-	// Event; the rule "oom" of ExitRules matches such an end.
-	ReasonOOMKilled = "oom_killed"
-	// ReasonFleetRestartRate: the fleet breaker tripped on RestartsPerHour
-	// restarts in the rolling hour (Event.Attempts). Announced by
-	// EventFleetTripped, and by the EventFleetRearmed that ends that trip.
-	ReasonFleetRestartRate = "fleet_restart_rate"
-	// ReasonFleetFailingFraction: the fleet breaker tripped on the failing
-	// fraction of the fleet (Event.Failing of Event.Total). Announced by
-	// EventFleetTripped, and by the EventFleetRearmed that ends that trip.
-	ReasonFleetFailingFraction = "fleet_failing_fraction"
-	// ReasonCrashed: EventRestartScheduled of a run that failed after it was
-	// healthy.
-	ReasonCrashed = "crashed"
-	// ReasonPlanned: EventRestartScheduled of a run that ended with an
-	// error marked with Restart (an intentional exit).
-	ReasonPlanned = "planned"
-	// ReasonCleanExit: EventRestartScheduled of a run that returned nil
-	// after it was healthy, with RestartOnCleanExit.
-	ReasonCleanExit = "clean_exit"
-	// ReasonFailover: EventStoreStateLost of a shared ledger whose server
-	// kept its state but lost its last acknowledged writes (a failover to
-	// a replica they had not reached). A loss with no reason is a state
-	// gone or replaced (a flush, a restart without persistence).
-	ReasonFailover = "failover"
+	ReasonBudgetExhausted      = "respawn_budget_exhausted" // the respawn budget ran out: a park
+	ReasonPermanent            = "permanent_error"          // a Permanent error, or an ExitPark rule: a park
+	ReasonNeedsHuman           = "needs_human"              // the chain reached its limit: a park
+	ReasonRestartLoopGuard     = "restart_loop_guard"       // the per-key guard tripped (a park, in a Supervisor)
+	ReasonHourlyCap            = "hourly_restart_cap"       // the hourly cap tripped: a park
+	ReasonWatchdog             = "watchdog"                 // the command stopped a run that stopped feeding its watchdog
+	ReasonUnhealthy            = "unhealthy"                // the command stopped a run whose health check failed
+	ReasonOOMKilled            = "oom_killed"               // the kernel's OOM killer killed the command's program (its memory cgroup says so)
+	ReasonFleetRestartRate     = "fleet_restart_rate"       // the fleet breaker tripped on its restarts an hour
+	ReasonFleetFailingFraction = "fleet_failing_fraction"   // the fleet breaker tripped on the failing fraction
+	ReasonCrashed              = "crashed"                  // a restart after a failure of a healthy run
+	ReasonPlanned              = "planned"                  // a restart after Restart(err), or an ExitPlanned rule
+	ReasonCleanExit            = "clean_exit"               // a restart after a clean exit, with RestartOnCleanExit
 )
 
 // checkKey refuses the empty key.
@@ -170,12 +66,8 @@ type ParkedError struct {
 	LastError error     // the failure that parked it
 	Attempts  int       // what the deciding guard counted: respawns, reactive rescues or restarts
 	Since     time.Time // when it was parked (the clock's reading, or the explicit now)
-	// Version is, for a park a shared Ledger made, the version of the
-	// transition that made it (see Ledger): what a Resume names. It is 0
-	// for a park of a Supervisor without a shared ledger. For a park a
-	// shared Supervisor decided alone, and in the parks given to
-	// Ledger.Restore, it is the version of the key's last transition the
-	// Supervisor knew when it parked the key (0 for none).
+	// Version numbers the park among the transitions of its key in a
+	// shared layer (package share); 0 without one.
 	Version int64
 }
 

@@ -15,57 +15,18 @@ type EventKind int
 
 // The kinds of Event, with the dotted name String returns.
 const (
-	// EventRespawnScheduled ("agent.respawn_scheduled"): a respawn budget
-	// granted a respawn after a failed start; Event.Backoff is the wait
-	// before it.
-	EventRespawnScheduled EventKind = iota + 1
-	// EventStartupExhausted ("agent.startup_exhausted"): a key is
-	// parked. From a RespawnBudget the reason is always
-	// ReasonBudgetExhausted; a Supervisor also parks with ReasonPermanent.
-	EventStartupExhausted
-	// EventResumed ("agent.resumed"): an operator resumed a parked key,
-	// or cleared a key that needed a human. Its Reason is the park's.
-	EventResumed
-	// EventChainEscalated ("rescue.needs_human"): a chain of reactive
-	// rescues reached MaxChain; the key needs a human. Reason is
-	// ReasonNeedsHuman; Attempts the chain.
-	EventChainEscalated
-	// EventGuardTripped ("channel.crash_loop_tripped"): a RestartLoopGuard
-	// went from not tripped to tripped; in a Supervisor, its per-key guard
-	// or hourly cap parked the key. Reason is ReasonRestartLoopGuard, or
-	// ReasonHourlyCap for the hourly cap; Attempts the restarts in Window.
-	EventGuardTripped
-	// EventFleetTripped ("fleet.breaker_tripped"): the fleet breaker tripped.
-	// Its Reason is ReasonFleetFailingFraction for a trip on the failing
-	// fraction (Failing of Total), and ReasonFleetRestartRate for a trip on
-	// the restart rate (Attempts restarts in the rolling hour).
-	EventFleetTripped
-	// EventFleetRearmed ("fleet.breaker_rearmed"): the fleet breaker re-armed
-	// after its cooldown. Its Reason is that of the trip it ends.
-	EventFleetRearmed
-	// EventRestartScheduled ("agent.restart_scheduled"): a Supervisor
-	// restarts a key that no budget judged. Reason is ReasonCrashed (a
-	// failure after a healthy run), ReasonPlanned (Restart) or
-	// ReasonCleanExit (RestartOnCleanExit); Backoff is the wait; Attempts
-	// the key's total restarts.
-	EventRestartScheduled
-	// EventStoreUnavailable ("store.unavailable"): the shared ledger of a
-	// Supervisor cannot be reached; it guards with its local state.
-	EventStoreUnavailable
-	// EventStoreRecovered ("store.recovered"): the shared ledger is back;
-	// the decisions made alone meanwhile were written back.
-	EventStoreRecovered
-	// EventStoreStateLost ("store.state_lost"): the shared ledger lost its
-	// state (a failover that lost writes, a flush, a restart without
-	// persistence); the parks the Supervisor knew are written back. One
-	// replica of a deployment announces it.
-	EventStoreStateLost
-	// EventStoreMisconfigured ("store.misconfigured"): the shared ledger
-	// fails in a way no retry fixes (its error matches
-	// ErrStoreMisconfigured); Reason names the cause. The Supervisor guards
-	// with its local state, as after EventStoreUnavailable, until the
-	// ledger answers again (EventStoreRecovered).
-	EventStoreMisconfigured
+	EventRespawnScheduled   EventKind = iota + 1 // "agent.respawn_scheduled": a respawn after a failed start; Backoff the wait
+	EventStartupExhausted                        // "agent.startup_exhausted": a key parked (budget or permanent error)
+	EventResumed                                 // "agent.resumed": a parked key resumed; Reason the park's
+	EventChainEscalated                          // "rescue.needs_human": a chain reached MaxChain; Attempts the chain
+	EventGuardTripped                            // "channel.crash_loop_tripped": a per-key guard or the hourly cap tripped
+	EventFleetTripped                            // "fleet.breaker_tripped": the fleet breaker tripped
+	EventFleetRearmed                            // "fleet.breaker_rearmed": the fleet breaker re-armed; Reason the trip's
+	EventRestartScheduled                        // "agent.restart_scheduled": a restart no budget judged; Attempts the key's restarts
+	EventStoreUnavailable                        // "store.unavailable": the shared ledger fails; the Supervisor decides alone
+	EventStoreRecovered                          // "store.recovered": the ledger is back; the parks made alone written back
+	EventStoreStateLost                          // "store.state_lost": the ledger lost its state; known parks written back
+	EventStoreMisconfigured                      // "store.misconfigured": the ledger fails in a way no retry fixes; Reason the cause
 )
 
 var eventKindNames = [...]string{
@@ -100,11 +61,6 @@ func (k EventKind) String() string {
 func (k EventKind) Stops() bool {
 	return k == EventStartupExhausted || k == EventChainEscalated || k == EventGuardTripped
 }
-
-// Resumes reports whether an event of kind k announces that a stopped key
-// may be restarted again: EventResumed, published by every Resume and by
-// ChainDetector.Clear of a key that needed a human.
-func (k EventKind) Resumes() bool { return k == EventResumed }
 
 // Event describes one state change. Fields that do not apply to a kind are
 // zero. Events are values: a handler may keep them. A zero Event (Kind 0) is

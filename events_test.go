@@ -42,19 +42,15 @@ func TestEventKindString(t *testing.T) {
 }
 
 // One question tells whether an event stopped a key, whatever guard
-// decided; another whether it resumed one.
-func TestEventKindStopsAndResumes(t *testing.T) {
-	var stops, resumes []EventKind
+// decided.
+func TestEventKindStops(t *testing.T) {
+	var stops []EventKind
 	for k := EventKind(0); k <= EventStoreMisconfigured+1; k++ {
 		if k.Stops() {
 			stops = append(stops, k)
 		}
-		if k.Resumes() {
-			resumes = append(resumes, k)
-		}
 	}
 	assert.Equal(t, []EventKind{EventStartupExhausted, EventChainEscalated, EventGuardTripped}, stops)
-	assert.Equal(t, []EventKind{EventResumed}, resumes)
 }
 
 func TestParkedErrorText(t *testing.T) {

@@ -204,7 +204,7 @@ func ExampleFleetSupervisionPolicy() {
 	// event fleet.breaker_tripped: reason=fleet_failing_fraction (2/4 failing)
 	// 2 of 4 failing, tripped: true
 	// restart held: true
-	// {"breaker_tripped":true,"fleet_restarts_per_hour":40,"failing_channels":2,"total_channels":4,"restarts_in_hour":0,"rearm_at":"2026-03-01T09:02:00Z"}
+	// {"breaker_tripped":true,"fleet_restarts_per_hour":40,"failing_keys":2,"keys":4,"restarts_in_hour":0,"rearm_at":"2026-03-01T09:02:00Z"}
 	// event fleet.breaker_rearmed: reason=fleet_failing_fraction (2/4 failing)
 	// tripped after the cooldown: false
 }

@@ -123,7 +123,7 @@ func TestExitRulesOnRealProcesses(t *testing.T) {
 	segv := runSh(t, "kill -SEGV $$")
 	assert.Equal(t, crashloop.Decision{Action: crashloop.ActionStop, Err: segv}, s.DecideAt(ctx, "segv", crashloop.RunResult{Err: segv}, at(0)))
 	assert.Equal(t, crashloop.StateExited, s.Status(ctx).Keys["stop"].State)
-	assert.Empty(t, rec.events())
+	assert.Empty(t, rec.Events())
 
 	// park: at once, permanent_error; the first match wins (4 is in 1-5, 3 was not).
 	exit4 := runSh(t, "exit 4")
@@ -134,7 +134,7 @@ func TestExitRulesOnRealProcesses(t *testing.T) {
 	d = s.DecideAt(ctx, "ex_config", crashloop.RunResult{Err: exit78}, at(time.Second))
 	assert.Equal(t, crashloop.ReasonPermanent, d.Err.(*crashloop.ParkedError).Reason)
 	assert.Equal(t, []supEvent{exhaustedEv(time.Second, "park", crashloop.ReasonPermanent, exit4, 0),
-		exhaustedEv(time.Second, "ex_config", crashloop.ReasonPermanent, exit78, 0)}, rec.events())
+		exhaustedEv(time.Second, "ex_config", crashloop.ReasonPermanent, exit78, 0)}, rec.Events())
 	rec.Take()
 
 	// planned: at once, no budget spent, reason planned; by status and by signal.
@@ -142,10 +142,10 @@ func TestExitRulesOnRealProcesses(t *testing.T) {
 		err := runSh(t, script)
 		d := s.DecideAt(ctx, "planned", crashloop.RunResult{Err: err}, at(2*time.Second))
 		assert.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart}, d, script)
-		assert.Equal(t, []supEvent{restartEv(2*time.Second, "planned", "planned#1", crashloop.ReasonPlanned, err, i+1, 0)}, rec.events(), script)
+		assert.Equal(t, []supEvent{restartEv(2*time.Second, "planned", "planned#1", crashloop.ReasonPlanned, err, i+1, 0)}, rec.Events(), script)
 		rec.Take()
 	}
-	assert.Equal(t, 0, s.Status(ctx).Keys["planned"].Restarts, "a planned restart spends no budget")
+	assert.Equal(t, 0, s.Status(ctx).Keys["planned"].Respawns, "a planned restart spends no budget")
 
 	// restart: judged by the budget, as is a status no rule matches (9)
 	// and an error that tells of no program.
@@ -157,7 +157,7 @@ func TestExitRulesOnRealProcesses(t *testing.T) {
 		assert.Equal(t, crashloop.Decision{Action: crashloop.ActionRestart, Wait: time.Duration(i+1) * 500 * time.Millisecond}, d)
 	}
 	assert.Equal(t, []supEvent{respawnEv(3*time.Second, "restart", kill, 1, millis(500)), respawnEv(3*time.Second, "restart", exit9, 2, millis(1000)),
-		respawnEv(3*time.Second, "restart", plain, 3, millis(1500))}, rec.events())
+		respawnEv(3*time.Second, "restart", plain, 3, millis(1500))}, rec.Events())
 	rec.Take()
 
 	// Permanent and Restart keep their marks over the rules.

@@ -123,7 +123,7 @@ func (f *fleetState) trip(t int64, reason string) {
 }
 
 // FleetChange is a change of the fleet breaker, a trip or a re-arm, with
-// what the event announcing it carries: the Verdict of a Ledger's step
+// what the event announcing it carries: the verdict of a Ledger's step
 // holds the ones it made. It is a plain value, safe to copy; its zero value
 // is a change with no reason and no counts.
 type FleetChange struct {
@@ -145,15 +145,13 @@ func (c FleetConfig) event(kind EventKind, name string, now time.Time, ch *Fleet
 		Limit: c.RestartsPerHour, Window: c.Cooldown, Failing: ch.Failing, Total: ch.Total}
 }
 
-// FleetStatus is a snapshot of a fleet breaker for health endpoints. Its
-// JSON keys are breaker_tripped, fleet_restarts_per_hour (the configured
-// limit), failing_channels and total_channels (as last noted), plus
-// restarts_in_hour and, while tripped, rearm_at.
+// FleetStatus is a snapshot of a fleet breaker for health endpoints, with
+// the JSON keys named on its fields.
 type FleetStatus struct {
 	BreakerTripped       bool       `json:"breaker_tripped"`         // tripped and cooling down
 	FleetRestartsPerHour int        `json:"fleet_restarts_per_hour"` // the configured limit, RestartsPerHour
-	FailingChannels      int        `json:"failing_channels"`        // failing members, as last noted
-	TotalChannels        int        `json:"total_channels"`          // all members, as last noted
+	FailingKeys          int        `json:"failing_keys"`            // failing members, as last noted
+	Keys                 int        `json:"keys"`                    // all members, as last noted
 	RestartsInHour       int        `json:"restarts_in_hour"`        // restarts in the rolling hour
 	RearmAt              *time.Time `json:"rearm_at,omitempty"`      // when it re-arms; nil unless tripped
 }
@@ -163,7 +161,7 @@ type FleetStatus struct {
 func (c FleetConfig) status(f *fleetState, t int64, tb *timebase) FleetStatus {
 	f.hour.prune(t, fleetHour)
 	st := FleetStatus{BreakerTripped: f.tripped, FleetRestartsPerHour: c.RestartsPerHour,
-		FailingChannels: f.failing, TotalChannels: f.total, RestartsInHour: f.hour.len()}
+		FailingKeys: f.failing, Keys: f.total, RestartsInHour: f.hour.len()}
 	if f.tripped {
 		at := tb.wall(f.since).Add(c.Cooldown)
 		st.RearmAt = &at

@@ -262,7 +262,7 @@ func TestFleetStatusJSON(t *testing.T) {
 		return string(b)
 	}
 
-	assert.Equal(t, `{"breaker_tripped":false,"fleet_restarts_per_hour":40,"failing_channels":0,"total_channels":0,"restarts_in_hour":0}`,
+	assert.Equal(t, `{"breaker_tripped":false,"fleet_restarts_per_hour":40,"failing_keys":0,"keys":0,"restarts_in_hour":0}`,
 		marshal(p.StatusAt(coreT0)))
 
 	for i := 0; i < 3; i++ {
@@ -271,19 +271,19 @@ func TestFleetStatusJSON(t *testing.T) {
 	require.True(t, p.NoteFleetStateAt(2, 4, coreT0.Add(time.Second)))
 	st := p.StatusAt(coreT0.Add(2 * time.Second))
 	rearm := coreT0.Add(time.Second + 120*time.Second)
-	assert.Equal(t, FleetStatus{BreakerTripped: true, FleetRestartsPerHour: 40, FailingChannels: 2, TotalChannels: 4,
+	assert.Equal(t, FleetStatus{BreakerTripped: true, FleetRestartsPerHour: 40, FailingKeys: 2, Keys: 4,
 		RestartsInHour: 3, RearmAt: &rearm}, st)
-	assert.Equal(t, `{"breaker_tripped":true,"fleet_restarts_per_hour":40,"failing_channels":2,"total_channels":4,"restarts_in_hour":3,"rearm_at":"2026-01-02T03:06:06Z"}`,
+	assert.Equal(t, `{"breaker_tripped":true,"fleet_restarts_per_hour":40,"failing_keys":2,"keys":4,"restarts_in_hour":3,"rearm_at":"2026-01-02T03:06:06Z"}`,
 		marshal(st))
 
 	// The keys the contract names, whatever else the snapshot carries.
 	var keys map[string]any
 	require.NoError(t, json.Unmarshal([]byte(marshal(st)), &keys))
-	for _, k := range []string{"breaker_tripped", "fleet_restarts_per_hour", "failing_channels", "total_channels"} {
+	for _, k := range []string{"breaker_tripped", "fleet_restarts_per_hour", "failing_keys", "keys"} {
 		assert.Contains(t, keys, k)
 	}
 
-	assert.Equal(t, `{"breaker_tripped":false,"fleet_restarts_per_hour":40,"failing_channels":2,"total_channels":4,"restarts_in_hour":0}`,
+	assert.Equal(t, `{"breaker_tripped":false,"fleet_restarts_per_hour":40,"failing_keys":2,"keys":4,"restarts_in_hour":0}`,
 		marshal(p.StatusAt(rearm)))
 }
 
@@ -343,8 +343,8 @@ func TestFleetStateBadCounts(t *testing.T) {
 		require.NotPanics(t, func() { tripped = p.NoteFleetStateAt(tc.failing, tc.total, coreT0) })
 		assert.Equal(t, tc.trip, tripped, "%d/%d", tc.failing, tc.total)
 		st := p.StatusAt(coreT0)
-		assert.Equal(t, tc.wantFailing, st.FailingChannels, "%d/%d", tc.failing, tc.total)
-		assert.Equal(t, tc.wantTotal, st.TotalChannels, "%d/%d", tc.failing, tc.total)
+		assert.Equal(t, tc.wantFailing, st.FailingKeys, "%d/%d", tc.failing, tc.total)
+		assert.Equal(t, tc.wantTotal, st.Keys, "%d/%d", tc.failing, tc.total)
 		assert.Equal(t, tc.trip, st.BreakerTripped)
 	}
 }

@@ -830,7 +830,7 @@ func fuzzFleetStatus(st crashloop.FleetStatus) string {
 		rearm = st.RearmAt.UTC().Format(time.RFC3339Nano)
 	}
 	return fmt.Sprintf("{tripped=%v limit=%d failing=%d total=%d restarts=%d rearm_at=%s}", st.BreakerTripped,
-		st.FleetRestartsPerHour, st.FailingChannels, st.TotalChannels, st.RestartsInHour, rearm)
+		st.FleetRestartsPerHour, st.FailingKeys, st.Keys, st.RestartsInHour, rearm)
 }
 
 // ---------------------------------------------------------------------------
@@ -1360,13 +1360,13 @@ func fuzzConfigJSON(t *testing.T, data []byte) {
 // restore takes the snapshot data of an object into a new one (same config,
 // a new mock clock at the same reading) through restoreAt: at the current
 // time, or, when that is refused because the clock has gone back by more
-// than MaxSnapshotSkew since the latest time the object was given, at that
+// than an hour (the snapshot's skew) since the latest time the object was given, at that
 // time, as snapshot.go documents.
 func (r *fuzzRun) restore(what string, data []byte, restoreAt func(time.Time) error) {
 	r.t.Helper()
 	r.logf("%s: Snapshot(), then RestoreAt(it, %s) into a new object", what, r.at())
 	if err := restoreAt(r.now); err != nil {
-		if !errors.Is(err, crashloop.ErrBadSnapshot) || !r.latest.After(r.now.Add(crashloop.MaxSnapshotSkew)) {
+		if !errors.Is(err, crashloop.ErrBadSnapshot) || !r.latest.After(r.now.Add(time.Hour)) {
 			r.fail("%s.RestoreAt(snapshot, %s) = %v\nsnapshot:\n%s", what, r.at(), err, data)
 		}
 		r.logf("  refused (%v); RestoreAt(it, %s)", err, fuzzTime(r.start, r.latest))

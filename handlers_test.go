@@ -103,8 +103,8 @@ func TestReentrantFleetHandler(t *testing.T) {
 	})
 	rearm := coreT0.Add(120 * time.Second)
 	assert.Equal(t, []FleetStatus{
-		{BreakerTripped: true, FleetRestartsPerHour: 40, FailingChannels: 2, TotalChannels: 4, RearmAt: &rearm},
-		{BreakerTripped: false, FleetRestartsPerHour: 40, FailingChannels: 2, TotalChannels: 4},
+		{BreakerTripped: true, FleetRestartsPerHour: 40, FailingKeys: 2, Keys: 4, RearmAt: &rearm},
+		{BreakerTripped: false, FleetRestartsPerHour: 40, FailingKeys: 2, Keys: 4},
 	}, statuses)
 	assert.Equal(t, []bool{true, false}, trippedSeen)
 }

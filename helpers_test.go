@@ -9,58 +9,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/crashloopguard/crashloop"
-	"github.com/crashloopguard/crashloop/internal/eventrec"
+	"github.com/crashloopguard/crashloop/internal/suptest"
 	"github.com/stretchr/testify/require"
 )
 
-// testT0 is the wall time the tests that use explicit times start from: a
-// fixed UTC instant, so that events and JSON snapshots carry exact,
-// readable times. (Tests inside a synctest bubble start from the bubble's
-// 2000-01-01T00:00:00Z.)
-var testT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+// The vocabulary shared with package share's tests (internal/suptest).
+var (
+	testT0      = suptest.T0
+	mockAt      = suptest.MockAt
+	newRecorder = suptest.NewRecorder
+	eventsOf    = suptest.EventsOf
+	millis      = suptest.Millis
+	restartEv   = suptest.RestartEv
+	newShared   = suptest.NewShared
+	layerOf     = suptest.LayerOf
+)
 
-// mockAt returns a mock clock set to at.
-func mockAt(at time.Time) *clock.Mock {
-	c := clock.NewMock()
-	c.Set(at)
-	return c
-}
-
-// supEvent is an event as recorder.events gives it: At is its time as an
-// offset from the recorder's start, and Event.Time is zeroed.
-type supEvent struct {
-	At time.Duration
-	crashloop.Event
-}
-
-// recorder is the event recorder of the tests (internal/eventrec), with
-// the events timed from start, when it was made (inside a synctest bubble,
-// the bubble's time). It is safe for concurrent use.
-type recorder struct {
-	eventrec.Recorder[crashloop.Event]
-	start time.Time
-}
-
-func newRecorder() *recorder { return &recorder{start: time.Now()} }
-
-// events returns the events recorded so far, each timed from start.
-func (r *recorder) events() []supEvent {
-	evs := r.All()
-	out := make([]supEvent, 0, len(evs))
-	for _, ev := range evs {
-		at := ev.Time.Sub(r.start)
-		ev.Time = time.Time{}
-		out = append(out, supEvent{At: at, Event: ev})
-	}
-	return out
-}
-
-// count returns how many events of kind were recorded.
-func (r *recorder) count(kind crashloop.EventKind) int {
-	return r.Count(func(ev crashloop.Event) bool { return ev.Kind == kind })
-}
+type (
+	supEvent = suptest.Event
+	recorder = suptest.Recorder
+)
 
 // supStarts records the time of each call of a supervised function.
 type supStarts struct {
@@ -102,13 +71,6 @@ func exhaustedEv(at time.Duration, key, reason string, cause error, attempts int
 		LastError: cause, Attempts: attempts, Limit: 3, Window: 60 * time.Second}}
 }
 
-func restartEv(at time.Duration, key, inc, reason string, cause error, total int, backoff time.Duration) supEvent {
-	return supEvent{At: at, Event: crashloop.Event{Kind: crashloop.EventRestartScheduled, Key: key, Incarnation: inc,
-		Reason: reason, LastError: cause, Attempts: total, Backoff: backoff}}
-}
-
-func millis(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-
 // sleepOrDone sleeps d, or returns ctx.Err() if ctx ends first.
 func sleepOrDone(ctx context.Context, d time.Duration) error {
 	select {
@@ -117,16 +79,6 @@ func sleepOrDone(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-func eventsOf(r *recorder, kind crashloop.EventKind) []supEvent {
-	var out []supEvent
-	for _, ev := range r.events() {
-		if ev.Kind == kind {
-			out = append(out, ev)
-		}
-	}
-	return out
 }
 
 func atsOf(r *recorder, kind crashloop.EventKind) []time.Duration {

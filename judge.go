@@ -2,6 +2,7 @@ package crashloop
 
 import (
 	"cmp"
+	"github.com/crashloopguard/crashloop/internal/seam"
 	"slices"
 	"time"
 )
@@ -62,26 +63,26 @@ func rulesOf(cfg SupervisorConfig) rules {
 // judge decides j at t on the guard state g of its key and the fleet book
 // fb, and commits the decision there. A park records no restart; a restart
 // passes every guard first. Call rearm first.
-func (ru *rules) judge(g *keyGuards, fb *fleetBook, j *Judgment, t int64, now time.Time) Verdict {
-	v := Verdict{Now: now, Park: g.park, Restarts: g.restarts}
+func (ru *rules) judge(g *keyGuards, fb *fleetBook, j *seam.Judgment, t int64, now time.Time) verdict {
+	v := verdict{Now: now, Park: g.park, Restarts: g.restarts}
 	if g.park != nil {
 		return v
 	}
-	if j.Healthy || j.Ending == EndingClean {
+	if j.Healthy || j.Ending == seam.EndingClean {
 		g.settle() // a healthy run, or one that finished its work, was a good start
 	}
-	if j.Ending == EndingClean {
+	if j.Ending == seam.EndingClean {
 		g.guard.clear() // a clean run clears the fast guard
 		return v
 	}
 	switch j.Ending {
-	case EndingPermanent:
+	case seam.EndingPermanent:
 		return ru.park(g, fb, j, ReasonPermanent, ru.budget.count(&g.respawns, t), t, now)
-	case EndingFailedStart:
+	case seam.EndingFailedStart:
 		if n := ru.budget.count(&g.respawns, t); n >= ru.budget.MaxRespawns {
 			return ru.park(g, fb, j, ReasonBudgetExhausted, n, t, now)
 		}
-	case EndingCrash:
+	case seam.EndingCrash:
 		if c := ru.chain; c != nil {
 			if n := c.length(&g.chain, j.Incarnation, t); n >= c.MaxChain {
 				return ru.park(g, fb, j, ReasonNeedsHuman, n, t, now)
@@ -100,11 +101,11 @@ func (ru *rules) judge(g *keyGuards, fb *fleetBook, j *Judgment, t int64, now ti
 	}
 
 	switch j.Ending {
-	case EndingFailedStart:
+	case seam.EndingFailedStart:
 		v.Attempt, _ = ru.budget.respawn(&g.respawns, t)
-	case EndingCrash, EndingPlanned:
+	case seam.EndingCrash, seam.EndingPlanned:
 		if c := ru.chain; c != nil {
-			c.rescue(&g.chain, j.Incarnation, j.Ending == EndingCrash, t) // a planned restart ends the chain
+			c.rescue(&g.chain, j.Incarnation, j.Ending == seam.EndingCrash, t) // a planned restart ends the chain
 		}
 	}
 	if c := ru.guard; c != nil {
@@ -130,14 +131,14 @@ func (ru *rules) judge(g *keyGuards, fb *fleetBook, j *Judgment, t int64, now ti
 }
 
 // park parks the key of g for reason after n counted, and judges the fleet's
-// failing fraction: the Judgment's counts and the parked key.
-func (ru *rules) park(g *keyGuards, fb *fleetBook, j *Judgment, reason string, n int, t int64, now time.Time) Verdict {
+// failing fraction: the seam.Judgment's counts and the parked key.
+func (ru *rules) park(g *keyGuards, fb *fleetBook, j *seam.Judgment, reason string, n int, t int64, now time.Time) verdict {
 	g.park = &ParkedError{Key: j.Key, Reason: reason, Attempts: n, Since: now}
 	if j.Cause != "" {
 		g.park.LastError = restoreError(&j.Cause, reason)
 	}
 	g.held, g.release = 0, 0
-	v := Verdict{Now: now, Park: g.park, NewPark: true, Restarts: g.restarts}
+	v := verdict{Now: now, Park: g.park, NewPark: true, Restarts: g.restarts}
 	if ru.fleet != nil {
 		if _, trippedNow := ru.fleet.noteState(&fb.f, j.Failing+1, j.Members+1, t); trippedNow {
 			v.Tripped = fb.f.change()
@@ -183,8 +184,8 @@ func (ru *rules) rearm(fb *fleetBook, t int64, each func(func(*keyGuards))) *Fle
 
 // proceed asks whether the held restart of g may go at t: it releases it
 // once the breaker has re-armed and its turn has come. Call rearm first.
-func (ru *rules) proceed(g *keyGuards, fb *fleetBook, t int64, now time.Time) Verdict {
-	v := Verdict{Now: now, Park: g.park, Restarts: g.restarts}
+func (ru *rules) proceed(g *keyGuards, fb *fleetBook, t int64, now time.Time) verdict {
+	v := verdict{Now: now, Park: g.park, Restarts: g.restarts}
 	switch {
 	case g.park != nil || g.held == 0:
 	case ru.fleet != nil && fb.f.tripped:

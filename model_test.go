@@ -439,7 +439,7 @@ func (m *modelFleet) StatusAt(now time.Time) (crashloop.FleetStatus, []crashloop
 	evs := m.rearm(t, now)
 	m.hour = modelKeep(m.hour, t, time.Hour)
 	st := crashloop.FleetStatus{BreakerTripped: m.tripped, FleetRestartsPerHour: m.cfg.RestartsPerHour,
-		FailingChannels: m.failing, TotalChannels: m.total, RestartsInHour: len(m.hour)}
+		FailingKeys: m.failing, Keys: m.total, RestartsInHour: len(m.hour)}
 	if m.tripped {
 		// rearm_at is the effective trip time plus the cooldown: when the
 		// re-arm really happens, also after the clock went back.

@@ -6,16 +6,10 @@ import (
 	"time"
 )
 
-// Option configures a guard, a fleet policy or a Supervisor at construction.
-// Options are shared by the constructors of the package, but not every
-// constructor takes every option: the doc comment of each option names the
-// constructors that take it, and any other constructor given it returns a
-// *ConfigError (errors.Is ErrInvalidConfig) whose Field is the option's
-// name, e.g. "WithStore", whatever the option's argument. The zero set of
-// options means the real clock, no event handler, an empty name and no
-// store. A nil Option, the zero value, is ignored by every constructor. An
-// Option is immutable: one may be passed to any number of constructors, from
-// any goroutine.
+// Option configures a guard, a fleet policy or a Supervisor at
+// construction. Each option's doc names the constructors that take it; any
+// other returns a *ConfigError whose Field is the option's name. A nil
+// Option is ignored. Options are immutable and may be reused.
 type Option func(*options)
 
 type options struct {
@@ -29,6 +23,7 @@ type options struct {
 	store     Store
 	saveEvery time.Duration
 	saveErr   func(error)
+	sharing   Sharing
 }
 
 // optionSet is a set of Options, one bit each, indexed like optionNames.
@@ -41,10 +36,11 @@ const (
 	optStore
 	optSaveInterval
 	optSaveErrorHandler
+	optSharing
 )
 
 // optionNames names the options of optionSet, bit i by optionNames[i].
-var optionNames = [...]string{"WithClock", "WithEventHandler", "WithName", "WithStore", "WithSaveInterval", "WithSaveErrorHandler"}
+var optionNames = [...]string{"WithClock", "WithEventHandler", "WithName", "WithStore", "WithSaveInterval", "WithSaveErrorHandler", "WithSharing"}
 
 // constructor is a constructor and the options it takes.
 type constructor struct {
@@ -59,14 +55,11 @@ var (
 	chainOptions      = constructor{name: "NewChainDetector", takes: optClock | optHandler}
 	guardOptions      = constructor{name: "NewRestartLoopGuard", takes: optClock | optHandler | optName}
 	fleetOptions      = constructor{name: "NewFleetSupervisionPolicy", takes: optClock | optHandler | optName}
-	supervisorOptions = constructor{name: "NewSupervisor", takes: optClock | optHandler | optName | optStore | optSaveInterval | optSaveErrorHandler}
-	sharedOptions     = constructor{name: "NewSharedSupervisor", with: " with a ledger",
-		why:   "a shared ledger keeps the state of every replica, a store one process's",
-		takes: optClock | optHandler | optName}
+	supervisorOptions = constructor{name: "NewSupervisor", takes: optClock | optHandler | optName | optStore | optSaveInterval | optSaveErrorHandler | optSharing}
 
 	// constructors lists, in the package's order, who takes what, for the
 	// rule of a refused option.
-	constructors = [...]constructor{budgetOptions, chainOptions, guardOptions, fleetOptions, supervisorOptions, sharedOptions}
+	constructors = [...]constructor{budgetOptions, chainOptions, guardOptions, fleetOptions, supervisorOptions}
 )
 
 // buildOptions applies opts in order, skipping nil ones, and returns them
@@ -132,9 +125,9 @@ func WithEventHandler(h EventHandler) Option {
 // FleetSupervisionPolicy (Event.Key). The default is the empty string. A
 // Supervisor gives the name to its fleet breaker (default "fleet", also used
 // when name is empty); its per-key events carry the key of each call
-// instead. NewRestartLoopGuard, NewFleetSupervisionPolicy, NewSupervisor and
-// NewSharedSupervisor take it; NewRespawnBudget and NewChainDetector, whose
-// events carry the key of each call, return a *ConfigError.
+// instead. NewRestartLoopGuard, NewFleetSupervisionPolicy and NewSupervisor
+// take it; NewRespawnBudget and NewChainDetector, whose events carry the
+// key of each call, return a *ConfigError.
 func WithName(name string) Option {
 	return func(o *options) { o.given |= optName; o.name = name }
 }

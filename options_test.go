@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -35,11 +36,11 @@ func optionConstructors(t *testing.T) []struct {
 		{"NewSupervisor", func(opts ...crashloop.Option) (any, error) {
 			return crashloop.NewSupervisor(crashloop.DefaultSupervisorConfig(), opts...)
 		}},
-		{"NewSharedSupervisor with a ledger", func(opts ...crashloop.Option) (any, error) {
-			return crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), crashloop.NewMemoryLedger(), opts...)
+		{"NewSupervisor WithSharing", func(opts ...crashloop.Option) (any, error) {
+			return newShared(crashloop.DefaultSupervisorConfig(), share.NewMemoryLedger(), opts...)
 		}},
-		{"NewSharedSupervisor with a nil ledger", func(opts ...crashloop.Option) (any, error) {
-			return crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), nil, opts...)
+		{"NewSupervisor without sharing", func(opts ...crashloop.Option) (any, error) {
+			return newShared(crashloop.DefaultSupervisorConfig(), nil, opts...)
 		}},
 	}
 }
@@ -63,13 +64,17 @@ func TestOptionsThatDoNotApplyFail(t *testing.T) {
 		{"WithSaveInterval(0)", crashloop.WithSaveInterval(0)},
 		{"WithSaveErrorHandler", crashloop.WithSaveErrorHandler(func(error) {})},
 		{"WithSaveErrorHandler(nil)", crashloop.WithSaveErrorHandler(nil)},
+		{"WithSharing(nil)", crashloop.WithSharing(nil)},
 	}
 	const (
-		nameRule   = "passed only to NewRestartLoopGuard, NewFleetSupervisionPolicy, NewSupervisor or NewSharedSupervisor"
+		nameRule   = "passed only to NewRestartLoopGuard, NewFleetSupervisionPolicy or NewSupervisor"
 		storeRule  = "passed only to NewSupervisor"
-		sharedRule = "passed only to NewSupervisor (a shared ledger keeps the state of every replica, a store one process's)"
+		sharedRule = "left out with WithSharing (a shared layer keeps the state of every replica, a store one process's)"
 	)
 	refused := func(field, ctor, rule string) *crashloop.ConfigError {
+		if rule == sharedRule {
+			return &crashloop.ConfigError{Field: field, Value: "passed with WithSharing", Rule: rule}
+		}
 		return &crashloop.ConfigError{Field: field, Value: "passed to " + ctor, Rule: rule}
 	}
 	storeRefusals := func(ctor, rule string) map[string]*crashloop.ConfigError {
@@ -82,6 +87,10 @@ func TestOptionsThatDoNotApplyFail(t *testing.T) {
 			"WithSaveErrorHandler(nil)": refused("WithSaveErrorHandler", ctor, rule),
 		}
 	}
+	sharingRefused := func(m map[string]*crashloop.ConfigError, ctor string) map[string]*crashloop.ConfigError {
+		m["WithSharing(nil)"] = refused("WithSharing", ctor, storeRule)
+		return m
+	}
 	withName := func(m map[string]*crashloop.ConfigError, ctor string) map[string]*crashloop.ConfigError {
 		m["WithName"] = refused("WithName", ctor, nameRule)
 		m["WithName(\"\")"] = refused("WithName", ctor, nameRule)
@@ -89,13 +98,13 @@ func TestOptionsThatDoNotApplyFail(t *testing.T) {
 	}
 	// want[constructor][option] is the error; an option not listed succeeds.
 	want := map[string]map[string]*crashloop.ConfigError{
-		"NewRespawnBudget":                      withName(storeRefusals("NewRespawnBudget", storeRule), "NewRespawnBudget"),
-		"NewChainDetector":                      withName(storeRefusals("NewChainDetector", storeRule), "NewChainDetector"),
-		"NewRestartLoopGuard":                   storeRefusals("NewRestartLoopGuard", storeRule),
-		"NewFleetSupervisionPolicy":             storeRefusals("NewFleetSupervisionPolicy", storeRule),
-		"NewSupervisor":                         {},
-		"NewSharedSupervisor with a ledger":     storeRefusals("NewSharedSupervisor with a ledger", sharedRule),
-		"NewSharedSupervisor with a nil ledger": {},
+		"NewRespawnBudget":              sharingRefused(withName(storeRefusals("NewRespawnBudget", storeRule), "NewRespawnBudget"), "NewRespawnBudget"),
+		"NewChainDetector":              sharingRefused(withName(storeRefusals("NewChainDetector", storeRule), "NewChainDetector"), "NewChainDetector"),
+		"NewRestartLoopGuard":           sharingRefused(storeRefusals("NewRestartLoopGuard", storeRule), "NewRestartLoopGuard"),
+		"NewFleetSupervisionPolicy":     sharingRefused(storeRefusals("NewFleetSupervisionPolicy", storeRule), "NewFleetSupervisionPolicy"),
+		"NewSupervisor":                 {},
+		"NewSupervisor WithSharing":     storeRefusals("NewSupervisor", sharedRule),
+		"NewSupervisor without sharing": {},
 	}
 	for _, c := range optionConstructors(t) {
 		for _, o := range options {
@@ -122,9 +131,9 @@ func TestOptionsThatDoNotApplyFail(t *testing.T) {
 func TestOptionRefusalMessage(t *testing.T) {
 	_, err := crashloop.NewRespawnBudget(crashloop.DefaultBudgetConfig(), crashloop.WithStore(crashloop.NewFileStore(filepath.Join(t.TempDir(), "s.json"))))
 	require.EqualError(t, err, "crashloop: invalid configuration: WithStore = passed to NewRespawnBudget: must be passed only to NewSupervisor")
-	_, err = crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), crashloop.NewMemoryLedger(), crashloop.WithSaveInterval(time.Minute))
-	require.EqualError(t, err, "crashloop: invalid configuration: WithSaveInterval = passed to NewSharedSupervisor with a ledger: "+
-		"must be passed only to NewSupervisor (a shared ledger keeps the state of every replica, a store one process's)")
+	_, err = newShared(crashloop.DefaultSupervisorConfig(), share.NewMemoryLedger(), crashloop.WithSaveInterval(time.Minute))
+	require.EqualError(t, err, "crashloop: invalid configuration: WithSaveInterval = passed with WithSharing: "+
+		"must be left out with WithSharing (a shared layer keeps the state of every replica, a store one process's)")
 }
 
 // A nil Option is ignored by every constructor, wherever it stands; the
@@ -153,28 +162,28 @@ func TestOptionsNilAndOrder(t *testing.T) {
 
 	sup := crashloop.DefaultSupervisorConfig()
 	sup.HealthyAfter = -1
-	_, err = crashloop.NewSharedSupervisor(sup, crashloop.NewMemoryLedger(), crashloop.WithStore(nil))
+	_, err = newShared(sup, share.NewMemoryLedger(), crashloop.WithStore(nil))
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "healthy_after", ce.Field, "the configuration is checked first")
 }
 
 // A refused option leaves no trace: the ledger is not opened.
 func TestSharedRefusedOptionOpensNoLedger(t *testing.T) {
-	l := &openCounter{Ledger: crashloop.NewMemoryLedger()}
-	_, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), l, crashloop.WithStore(nil))
+	l := &openCounter{Ledger: share.NewMemoryLedger()}
+	_, err := newShared(crashloop.DefaultSupervisorConfig(), l, crashloop.WithStore(nil))
 	require.True(t, errors.Is(err, crashloop.ErrInvalidConfig))
 	assert.Zero(t, l.opens)
-	_, err = crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), l, crashloop.WithName("fleet-a"))
+	_, err = newShared(crashloop.DefaultSupervisorConfig(), l, crashloop.WithName("fleet-a"))
 	require.NoError(t, err)
 	assert.Equal(t, 1, l.opens)
 }
 
 type openCounter struct {
-	crashloop.Ledger
+	share.Ledger
 	opens int
 }
 
-func (l *openCounter) Open(cfg crashloop.SupervisorConfig, learn func(crashloop.LedgerChange)) error {
+func (l *openCounter) Open(cfg crashloop.SupervisorConfig, learn func(share.Change)) error {
 	l.opens++
 	return l.Ledger.Open(cfg, learn)
 }

@@ -12,8 +12,8 @@ import (
 // record is everything a Supervisor knows of one key, changed under the
 // Supervisor's lock: what it is doing with the key, the incarnation and the
 // last error, and the state its guards judge by (the windows, the restart
-// count, the park). With a shared Ledger, the guards' part is a mirror of
-// what the ledger decided.
+// count, the park). With WithSharing, the guards' part is a mirror of what
+// the shared state decided.
 type record struct {
 	keyGuards
 	key         string
@@ -25,7 +25,6 @@ type record struct {
 	lastErr     error
 	prev        time.Duration // the curve's last wait, for curves that depend on it
 	local       int           // restarts this Supervisor scheduled since the first run or the last resume (KeyStatus.LocalRestarts)
-	ver         int64         // with a shared ledger: the version of the key's last transition learnt
 }
 
 // record returns the record of key, creating an exited one if there is
@@ -76,8 +75,8 @@ func (s *Supervisor) setState(r *record, st KeyState, now time.Time) {
 	}
 	if d := b2i(member(st)) - b2i(member(r.state)); d != 0 {
 		s.members += d
-		if s.shared != nil {
-			s.shared.l.Member(r.key, d > 0)
+		if s.share != nil {
+			s.share.Member(r.key, d > 0)
 		}
 	}
 	s.failing += b2i(failing(st)) - b2i(failing(r.state))
@@ -229,15 +228,15 @@ func (s *Supervisor) install(st *supervisorState) error {
 		s.members += b2i(member(r.state))
 		s.failing += b2i(failing(r.state))
 	}
-	if s.shared != nil { // the ledger learns the members that changed
+	if s.share != nil { // the layer learns the members that changed
 		for key, r := range old {
 			if n := s.keys[key]; member(r.state) && (n == nil || !member(n.state)) {
-				s.shared.l.Member(key, false)
+				s.share.Member(key, false)
 			}
 		}
 		for key, r := range s.keys {
 			if o := old[key]; member(r.state) && (o == nil || !member(o.state)) {
-				s.shared.l.Member(key, true)
+				s.share.Member(key, true)
 			}
 		}
 	}

@@ -15,22 +15,16 @@ import (
 )
 
 // SnapshotVersion is the version of the snapshot documents this package
-// writes and the only one it restores.
-//
-// Every guard and the Supervisor export their whole state with Snapshot
-// and take it back with Restore (or RestoreAt, the explicit-time form), so
-// that a supervisor that restarts does not forget a crash loop. A restored
-// object, created with the same configuration, makes every later decision
-// exactly as the object that took the snapshot would have. Snapshot and
-// Restore publish no event. The format of each kind of document, and what
-// Restore refuses, is described in docs/snapshot.md of this repository.
+// writes and the only one it restores. A restored object, with the same
+// configuration, decides exactly as the one that took the snapshot would
+// have; docs/snapshot.md describes each document.
 const SnapshotVersion = 1
 
-// MaxSnapshotSkew is how far after the restoring object's now a time in a
+// maxSnapshotSkew is how far after the restoring object's now a time in a
 // snapshot may lie: times beyond it are rejected as corrupt (a restored
 // window whose events lie in the future would not age). It allows for a
 // clock that was stepped back a little since the snapshot was taken.
-const MaxSnapshotSkew = time.Hour
+const maxSnapshotSkew = time.Hour
 
 // ErrBadSnapshot is matched (errors.Is) by every error Restore returns for
 // a document it cannot restore; the error's text says what is wrong and
@@ -277,7 +271,7 @@ func newReader(tb *timebase, now time.Time, latest, path string) (*reader, error
 			now = seen // time never runs backwards
 		}
 	}
-	r := &reader{tb: tb, horizon: now.Add(MaxSnapshotSkew), latestOff: math.MinInt64}
+	r := &reader{tb: tb, horizon: now.Add(maxSnapshotSkew), latestOff: math.MinInt64}
 	if latest != "" {
 		t, err := r.time(latest, path+".latest")
 		if err != nil {
@@ -299,7 +293,7 @@ func (r *reader) time(s, field string) (time.Time, error) {
 	}
 	if t.After(r.horizon) {
 		return time.Time{}, badSnapshot("%s: %s lies in the future (more than %v after now, %s)",
-			field, s, MaxSnapshotSkew, r.horizon.Add(-MaxSnapshotSkew).UTC().Format(time.RFC3339Nano))
+			field, s, maxSnapshotSkew, r.horizon.Add(-maxSnapshotSkew).UTC().Format(time.RFC3339Nano))
 	}
 	return t.In(r.tb.base.Location()), nil
 }

@@ -365,7 +365,7 @@ func TestSnapshotFleetRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, restored.Restore(data))
 	st := restored.Status()
-	assert.Equal(t, crashloop.FleetStatus{FleetRestartsPerHour: 3, FailingChannels: 1, TotalChannels: 4, RestartsInHour: 2}, st)
+	assert.Equal(t, crashloop.FleetStatus{FleetRestartsPerHour: 3, FailingKeys: 1, Keys: 4, RestartsInHour: 2}, st)
 	assert.True(t, restored.NoteRestart(), "the third restart in the hour trips")
 	trip := crashloop.Event{Kind: crashloop.EventFleetTripped, Key: "fleet", Time: testT0.Add(30 * time.Minute),
 		Reason: "fleet_restart_rate", Attempts: 3, Limit: 3, Window: 2 * time.Minute, Failing: 1, Total: 4}
@@ -752,7 +752,7 @@ func TestSnapshotSupervisorRoundTrip(t *testing.T) {
 		assert.Equal(t, 2, pe.Attempts)
 		assert.Equal(t, testT0.Add(30*time.Second), pe.Since)
 		ks := s.Status(context.Background()).Keys["a"]
-		assert.Equal(t, crashloop.KeyStatus{State: crashloop.StateParked, Restarts: 2, TotalRestarts: 2, LastError: "boom",
+		assert.Equal(t, crashloop.KeyStatus{State: crashloop.StateParked, Respawns: 2, TotalRestarts: 2, LastError: "boom",
 			Reason: crashloop.ReasonBudgetExhausted, Incarnation: "a#2", Since: testT0.Add(30 * time.Second),
 			LocalRestarts: 2, ParkedSince: testT0.Add(30 * time.Second)}, ks)
 	}
@@ -868,7 +868,7 @@ func TestSnapshotSupervisorConfigChange(t *testing.T) {
 	s3, err := crashloop.NewSupervisor(cfg, crashloop.WithClock(mockAt(testT0)))
 	require.NoError(t, err)
 	require.NoError(t, s3.Restore(again))
-	assert.Equal(t, 1, s3.Status(context.Background()).Keys["a"].Restarts)
+	assert.Equal(t, 1, s3.Status(context.Background()).Keys["a"].Respawns)
 	final, err := s3.Snapshot()
 	require.NoError(t, err)
 	assert.Contains(t, string(final), `"guard": {`)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/crashloopguard/crashloop/internal/ctxdone"
 	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
@@ -37,29 +36,22 @@ type Status struct {
 // KeyStatus is the state of one key in a Status.
 type KeyStatus struct {
 	State         KeyState  `json:"state"`                 // what the Supervisor is doing with the key
-	Restarts      int       `json:"restarts"`              // respawns in the budget's window
+	Respawns      int       `json:"respawns"`              // respawns in the budget's window
 	TotalRestarts int       `json:"total_restarts"`        // restarts since the key was first run or last resumed (systemd's NRestarts)
 	CanRestart    bool      `json:"can_restart"`           // false when parked, needs_human, or the fleet is tripped
 	LastError     string    `json:"last_error,omitempty"`  // text of the key's last failure; empty if none
 	Reason        string    `json:"park_reason,omitempty"` // why it is parked (ParkedError.Reason); empty if not parked
 	Incarnation   string    `json:"incarnation,omitempty"` // incarnation of the latest run (WithIncarnation, or "KEY#N")
 	Since         time.Time `json:"since"`                 // time of the last state change
-	// LocalRestarts counts the restarts of the key that this Supervisor
-	// scheduled since it first ran the key or the key was last resumed.
-	// Without a shared Ledger it is TotalRestarts; with one, TotalRestarts
-	// is the deployment's count (every replica's restarts, as of this
-	// Supervisor's last step on the key) and LocalRestarts this replica's
-	// share, which is what a per-replica metric must count.
-	LocalRestarts int `json:"local_restarts"`
-	// ParkedSince is when the key was parked (ParkedError.Since), the zero
-	// time (omitted from JSON) when it is not parked.
-	ParkedSince time.Time `json:"parked_since,omitzero"`
-	// ExitCode, Signal and StderrTail tell how the program of the key's
-	// last failure ended, when that failure tells (a run's error that
-	// carries it, such as the crashloop command's): its exit status (nil,
-	// omitted, when a signal killed it or it is unknown), the signal's name
-	// such as "KILL", and the last lines it wrote on stderr. Empty
-	// otherwise.
+	// LocalRestarts counts the restarts this Supervisor scheduled, as
+	// TotalRestarts does; with WithSharing, TotalRestarts is the
+	// deployment's and LocalRestarts this replica's share.
+	LocalRestarts int       `json:"local_restarts"`
+	ParkedSince   time.Time `json:"parked_since,omitzero"` // ParkedError.Since; zero when not parked
+	// ExitCode, Signal and StderrTail tell how the program of the last
+	// failure ended, when its error tells (as the crashloop command's do):
+	// the exit status (nil for a signal or unknown), the signal's name such
+	// as "KILL", and its last lines on stderr.
 	ExitCode   *int   `json:"exit_code,omitempty"`
 	Signal     string `json:"signal,omitempty"`
 	StderrTail string `json:"stderr_tail,omitempty"`
@@ -86,22 +78,14 @@ func (s *Supervisor) StatusAt(ctx context.Context, now time.Time) Status {
 	if ctx.Err() != nil {
 		return Status{}
 	}
-	var shared *FleetStatus // the ledger's fleet breaker; nil: none, or the ledger failed
-	if s.cfg.Fleet != nil {
-		use, err := s.useShared(ctx, now)
+	var shared *FleetStatus // the layer's fleet breaker; nil: none, or unknown
+	if s.cfg.Fleet != nil && s.share != nil {
+		fs, ok, err := s.share.Fleet(ctx, now)
 		if err != nil {
 			return Status{}
 		}
-		if use {
-			fs, err := s.shared.l.Fleet(ctx, now)
-			switch {
-			case err != nil && ctxdone.Err(ctx) != nil:
-				return Status{} // the caller's cancel, not an outage
-			case err != nil:
-				s.lost(err, now)
-			default:
-				shared = &fs
-			}
+		if ok {
+			shared = &fs
 		}
 	}
 	var evs events
@@ -114,10 +98,10 @@ func (s *Supervisor) StatusAt(ctx context.Context, now time.Time) Status {
 		st.Fleet, tripped = &fs, fs.BreakerTripped
 	}
 	for key, r := range s.keys {
-		ks := KeyStatus{State: r.state, Restarts: s.cfg.Budget.count(&r.respawns, t), TotalRestarts: r.restarts,
+		ks := KeyStatus{State: r.state, Respawns: s.cfg.Budget.count(&r.respawns, t), TotalRestarts: r.restarts,
 			CanRestart: r.park == nil && !tripped, Incarnation: r.incarnation, Since: r.since}
 		ks.LocalRestarts = r.restarts
-		if s.shared != nil {
+		if s.share != nil {
 			ks.LocalRestarts = r.local
 		}
 		if r.park != nil {

@@ -744,7 +744,7 @@ func TestPanickingHandlerFleet(t *testing.T) {
 		t.Fatalf("after the handler panicked on the re-arm: %+v", st)
 	}
 	stressMustRecover(t, l, "NoteFleetStateAt that trips", 1, func() { p.NoteFleetStateAt(2, 4, later) })
-	if st := p.StatusAt(later); !st.BreakerTripped || st.FailingChannels != 2 || st.TotalChannels != 4 {
+	if st := p.StatusAt(later); !st.BreakerTripped || st.FailingKeys != 2 || st.Keys != 4 {
 		t.Fatalf("after the handler panicked on a fraction trip: %+v", st)
 	}
 	p.Reset()
@@ -787,8 +787,8 @@ func TestPanickingHandlerSupervisor(t *testing.T) {
 	if !slices.Equal(s.Parked(), []string{"k"}) || s.Status(context.Background()).Keys["k"].State != crashloop.StateParked {
 		t.Fatalf("after the handler panicked on the park: Parked = %q, %+v", s.Parked(), s.Status(context.Background()).Keys["k"])
 	}
-	if st := s.Status(context.Background()).Fleet; st.FailingChannels != 1 || st.TotalChannels != 1 {
-		t.Errorf("after the handler panicked on the park: the fleet noted %d/%d failing, want 1/1", st.FailingChannels, st.TotalChannels)
+	if st := s.Status(context.Background()).Fleet; st.FailingKeys != 1 || st.Keys != 1 {
+		t.Errorf("after the handler panicked on the park: the fleet noted %d/%d failing, want 1/1", st.FailingKeys, st.Keys)
 	}
 	stressMustRecover(t, l, "Resume", 1, func() {
 		if err := s.Resume(context.Background(), "k"); err != nil {
@@ -801,8 +801,8 @@ func TestPanickingHandlerSupervisor(t *testing.T) {
 	if st := s.Status(context.Background()).Keys["k"]; st.State != crashloop.StateExited || !st.CanRestart {
 		t.Errorf("after the handler panicked on the resume: %+v, want state exited", st)
 	}
-	if st := s.Status(context.Background()).Fleet; st.FailingChannels != 0 || st.TotalChannels != 0 {
-		t.Errorf("after the handler panicked on the resume: the fleet noted %d/%d failing, want 0/0", st.FailingChannels, st.TotalChannels)
+	if st := s.Status(context.Background()).Fleet; st.FailingKeys != 0 || st.Keys != 0 {
+		t.Errorf("after the handler panicked on the resume: the fleet noted %d/%d failing, want 0/0", st.FailingKeys, st.Keys)
 	}
 	stressMustRecover(t, l, "Run after the resume", 0, func() {
 		if err := s.Run(context.Background(), "k", func(context.Context) error { return nil }); err != nil {

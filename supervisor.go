@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/crashloopguard/crashloop/internal/ctxdone"
 )
 
 // Supervisor runs functions under all four guards and restarts them when
@@ -39,7 +38,7 @@ type Supervisor struct {
 	members int       // records that count as fleet members
 	failing int       // members that are parked or need a human
 	book    fleetBook // the fleet breaker, when cfg.Fleet is on
-	shared  *shared   // the shared ledger (NewSharedSupervisor); nil: none
+	share   layer     // WithSharing; nil: none
 
 	persist persister // WithStore (persist.go)
 }
@@ -47,21 +46,20 @@ type Supervisor struct {
 // NewSupervisor returns a Supervisor, or a *ConfigError naming the first
 // invalid setting by its path (e.g. "guard.window", "budget.window").
 // Options: WithClock, WithEventHandler, WithName (the Key of the fleet
-// breaker's events; default "fleet"), and WithStore, WithSaveInterval and
-// WithSaveErrorHandler for state that survives a restart: it takes every
-// Option.
+// breaker's events; default "fleet"), WithStore, WithSaveInterval and
+// WithSaveErrorHandler for state that survives a restart, and WithSharing
+// for state shared with other replicas: it takes every Option.
 func NewSupervisor(cfg SupervisorConfig, opts ...Option) (*Supervisor, error) {
-	return newSupervisor(cfg, supervisorOptions, opts)
-}
-
-// newSupervisor is NewSupervisor with the options that c takes.
-func newSupervisor(cfg SupervisorConfig, c constructor, opts []Option) (*Supervisor, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	o, err := buildOptions(c, opts)
+	o, err := buildOptions(supervisorOptions, opts)
 	if err != nil {
 		return nil, err
+	}
+	if o.sharing != nil && o.given&(optStore|optSaveInterval|optSaveErrorHandler) != 0 {
+		return nil, &ConfigError{Field: optionNames[bits.TrailingZeros8(uint8(o.given&(optStore|optSaveInterval|optSaveErrorHandler)))],
+			Value: "passed with WithSharing", Rule: "left out with WithSharing (a shared layer keeps the state of every replica, a store one process's)"}
 	}
 	cfg = cfg.clone() // the caller's pointers stay the caller's
 	s := &Supervisor{cfg: cfg, o: o, curve: cfg.curveOf(), rules: rulesOf(cfg), keys: make(map[string]*record),
@@ -72,6 +70,16 @@ func newSupervisor(cfg SupervisorConfig, c constructor, opts []Option) (*Supervi
 	s.tb = newTimebase(s.o.clock)
 	if err := s.load(); err != nil { // WithStore (persist.go)
 		return nil, err
+	}
+	if o.sharing != nil {
+		l, ok := o.sharing.(layer)
+		if !ok {
+			return nil, &ConfigError{Field: "WithSharing", Value: fmt.Sprintf("%T", o.sharing), Rule: "a *share.Layer"}
+		}
+		if err := l.Bind(host{s}); err != nil {
+			return nil, err
+		}
+		s.share = l
 	}
 	return s, nil
 }
@@ -212,10 +220,10 @@ func (s *Supervisor) begin(ctx context.Context, key, incarnation string, fresh b
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	if pe, err := s.lookupShared(ctx, key, s.o.clock.Now()); err != nil {
-		return err
-	} else if pe != nil {
-		return pe
+	if s.share != nil {
+		if err := s.share.Lookup(ctx, key, s.o.clock.Now()); err != nil {
+			return err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -228,7 +236,9 @@ func (s *Supervisor) begin(ctx context.Context, key, incarnation string, fresh b
 	}
 	r = s.record(key, s.o.clock.Now())
 	r.running = true
-	s.runs()
+	if s.share != nil {
+		s.share.Running(1)
+	}
 	switch {
 	case incarnation != "":
 		r.incarnation = incarnation
@@ -250,7 +260,9 @@ func (s *Supervisor) end(key string, waiting bool) {
 	}
 	if r.running {
 		r.running = false
-		s.ran() // the rejoin (rejoin.go) ends with the last run
+		if s.share != nil {
+			s.share.Running(-1)
+		}
 	}
 	switch {
 	case r.state == StateRunning, !waiting && (r.state == StateBackoff || r.state == StateHeld):
@@ -283,60 +295,37 @@ func (s *Supervisor) Resume(ctx context.Context, key string) error {
 // EventResumed. It returns an error matching ErrNotParked for a key that is
 // not parked.
 //
-// With a shared Ledger it resumes the park this Supervisor knows. If the key
-// was parked again or resumed since, it changes nothing and returns the
-// ledger's *ChangedError. If ctx ends first, it returns ctx's error and the
-// key stays parked here. ResumeAt is safe for concurrent use.
+// With WithSharing the layer resumes the key everywhere first, and may
+// refuse (package share tells when). ResumeAt is safe for concurrent use.
 func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) error {
 	ctx = orBackground(ctx)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var cleared *ParkedError
-	var resumed int64 // the resume's version, with a shared ledger
-	if s.shared != nil {
-		if use, err := s.useShared(ctx, now); err != nil {
-			return err
-		} else if !use {
-			return s.unavailable("resume", key)
-		}
-		version, err := s.parkVersion(ctx, key, now)
-		if err != nil {
-			return err
-		}
-		pe, v, err := s.shared.l.Resume(ctx, key, version, now)
-		var ce *ChangedError
-		switch {
-		case errors.As(err, &ce):
-			// resumed, or parked again, since the park this Supervisor saw:
-			// the resume names that park and changes nothing else
-			s.learn(LedgerChange{Key: key, Version: ce.Version, Park: ce.Park})
-			return err
-		case err != nil && ctxdone.Err(ctx) != nil:
-			return ctxdone.Err(ctx) // the caller's cancel, not an outage
-		case err != nil:
-			s.lost(err, now)
-			return s.unavailable("resume", key)
-		}
-		cleared, resumed = pe, v
+	if s.share != nil {
+		return s.share.Resume(ctx, key, now)
 	}
 	off := s.tb.off(now)
 	s.mu.Lock()
 	s.tb.at(off)
-	r := s.keys[key]
-	if r != nil && s.shared != nil {
-		if r.ver > resumed {
-			// parked again since the resume, as this Supervisor learnt
-			// first: the reply never moves the mirror back
-			s.mu.Unlock()
-			s.claim(ctx, resumed, []Event{s.cfg.Budget.resumedEvent(cleared, now)})
-			return nil
-		}
-		r.ver = resumed
+	pe, err := s.resumeLocked(key, nil, now)
+	s.mu.Unlock()
+	if err != nil {
+		return err
 	}
+	// The store hears of the resume even if a handler panics.
+	emit(s.o.handler, s.cfg.Budget.resumedEvent(pe, now))
+	s.save(now, true)
+	return nil
+}
+
+// resumeLocked clears the park of key, or of cleared, the park a shared
+// layer cleared, and returns the park as this Supervisor knew it. s.mu must
+// be held.
+func (s *Supervisor) resumeLocked(key string, cleared *ParkedError, now time.Time) (*ParkedError, error) {
+	r := s.keys[key]
 	if (r == nil || r.park == nil) && cleared == nil {
-		s.mu.Unlock()
-		return fmt.Errorf("%w: %q", ErrNotParked, key)
+		return nil, fmt.Errorf("%w: %q", ErrNotParked, key)
 	}
 	pe := cleared
 	if r != nil {
@@ -348,19 +337,7 @@ func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) er
 			s.setState(r, StateExited, now)
 		}
 	}
-	if s.shared != nil {
-		delete(s.shared.alone, key)
-	}
-	s.mu.Unlock()
-	if s.shared != nil {
-		// announced by whoever claims the resume first: this Supervisor at once
-		s.claim(ctx, resumed, []Event{s.cfg.Budget.resumedEvent(pe, now)})
-		return nil
-	}
-	// The store hears of the resume even if a handler panics.
-	emit(s.o.handler, s.cfg.Budget.resumedEvent(pe, now))
-	s.save(now, true)
-	return nil
+	return pe, nil
 }
 
 // Forget drops every trace of key: it leaves Status, Parked and the fleet's
@@ -368,13 +345,8 @@ func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) er
 // work is gone for good (a finished work item). It returns an error
 // matching ErrAlreadyRunning for a key that a Run, Wrap or Process is
 // running, and one matching ErrInvalidKey for the empty key; forgetting an
-// unknown key does nothing.
-//
-// ctx bounds the wait on a shared Ledger together with the ledger's own
-// timeout. If ctx is already done, or ends while Forget waits on the
-// ledger, Forget returns at once with ctx's error and keeps the key here; a
-// caller's cancel is not a failure of the ledger. Forget is safe for
-// concurrent use.
+// unknown key does nothing. With WithSharing the layer forgets the key
+// everywhere first. Forget is safe for concurrent use.
 func (s *Supervisor) Forget(ctx context.Context, key string) error {
 	ctx = orBackground(ctx)
 	if err := ctx.Err(); err != nil {
@@ -390,102 +362,27 @@ func (s *Supervisor) Forget(ctx context.Context, key string) error {
 		return fmt.Errorf("%w: %q", ErrAlreadyRunning, key)
 	}
 	s.mu.Unlock()
-	if s.shared != nil {
-		now := s.o.clock.Now()
-		if use, err := s.useShared(ctx, now); err != nil {
-			return err
-		} else if !use {
-			return s.unavailable("forget", key)
-		}
-		forgot, err := s.forgetShared(ctx, key, now)
-		if err != nil {
-			return err
-		}
-		s.mu.Lock()
-		if r := s.keys[key]; r != nil && r.ver > forgot {
-			// parked again since the forget, as this Supervisor learnt
-			// first: the reply never moves the mirror back
-			s.mu.Unlock()
-			return nil
-		}
-		s.mu.Unlock()
+	if s.share != nil {
+		return s.share.Forget(ctx, key, s.o.clock.Now())
 	}
 	s.mu.Lock()
-	r = s.keys[key]
-	if r == nil || r.running {
-		s.mu.Unlock()
-		return nil
-	}
-	if s.shared != nil {
-		delete(s.shared.alone, key)
-	}
-	s.setState(r, "", time.Time{}) // no longer a member
-	delete(s.keys, key)
-	if s.peak >= shrinkLeast && len(s.keys) <= s.peak/4 {
-		s.keys, s.peak = shrunk(s.keys), len(s.keys)
-	}
+	s.forgetLocked(key)
 	s.mu.Unlock()
 	s.save(s.o.clock.Now(), true)
 	return nil
 }
 
-// parkVersion returns the version of the park of key that a Resume names:
-// the one this Supervisor mirrors, or else the one the shared ledger
-// reports (an error matching ErrNotParked when there is none).
-func (s *Supervisor) parkVersion(ctx context.Context, key string, now time.Time) (int64, error) {
-	s.mu.Lock()
+// forgetLocked drops key unless a Run, Wrap or Process runs it. s.mu must
+// be held.
+func (s *Supervisor) forgetLocked(key string) {
 	r := s.keys[key]
-	if r != nil && r.park != nil && s.shared.alone[key] == nil {
-		v := r.park.Version
-		s.mu.Unlock()
-		return v, nil
+	if r == nil || r.running {
+		return
 	}
-	s.mu.Unlock()
-	ch, err := s.shared.l.Lookup(ctx, key)
-	switch {
-	case err != nil && ctxdone.Err(ctx) != nil:
-		return 0, ctxdone.Err(ctx)
-	case err != nil:
-		s.lost(err, now)
-		return 0, s.unavailable("resume", key)
-	}
-	s.learn(ch)
-	if ch.Park == nil {
-		return 0, fmt.Errorf("%w: %q", ErrNotParked, key)
-	}
-	return ch.Park.Version, nil
-}
-
-// forgetShared forgets key on the shared ledger, naming the version this
-// Supervisor knows of it, and returns the forget's version. A key that
-// changed since but is not parked is forgotten at its current version (it
-// drops nothing a Forget would not); a park this Supervisor had not seen
-// stays, and Forget returns a *ChangedError.
-func (s *Supervisor) forgetShared(ctx context.Context, key string, now time.Time) (int64, error) {
-	s.mu.Lock()
-	var version int64
-	if r := s.keys[key]; r != nil {
-		version = r.ver
-	}
-	s.mu.Unlock()
-	for try := 0; ; try++ {
-		forgot, err := s.shared.l.Forget(ctx, key, version)
-		var ce *ChangedError
-		switch {
-		case err == nil:
-			return forgot, nil
-		case errors.As(err, &ce):
-			s.learn(LedgerChange{Key: ce.Key, Version: ce.Version, Park: ce.Park})
-			if ce.Park != nil || try > 0 {
-				return 0, err
-			}
-			version = ce.Version
-		case ctxdone.Err(ctx) != nil:
-			return 0, ctxdone.Err(ctx) // the caller's cancel, not an outage
-		default:
-			s.lost(err, now)
-			return 0, s.unavailable("forget", key)
-		}
+	s.setState(r, "", time.Time{}) // no longer a member
+	delete(s.keys, key)
+	if s.peak >= shrinkLeast && len(s.keys) <= s.peak/4 {
+		s.keys, s.peak = shrunk(s.keys), len(s.keys)
 	}
 }
 

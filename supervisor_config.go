@@ -9,48 +9,38 @@ import (
 )
 
 // SupervisorConfig configures a Supervisor. Start from
-// DefaultSupervisorConfig; the zero value is not valid (its budget window is
-// 0). A nil optional guard is off. It marshals to and from JSON with the
-// config keys named on each field and durations as strings (see
-// UnmarshalJSON).
+// DefaultSupervisorConfig; the zero value is not valid. A nil optional
+// guard is off. Its JSON form names each field's config key in quotes,
+// with durations as strings.
 type SupervisorConfig struct {
 	// Budget judges failed starts: runs that fail before they were healthy.
-	// Always on. Config key "budget". Default DefaultBudgetConfig().
+	// Always on ("budget"). Default DefaultBudgetConfig().
 	Budget BudgetConfig
-	// HealthyAfter is how long a run must last to count as a healthy start
-	// (a run that calls Ready is healthy at once). A healthy run clears the
-	// budget's window, and its failure is a reactive rescue judged by the
-	// chain. 0 means only Ready makes a run healthy. Config key
-	// "healthy_after". Default 10s; >= 0.
+	// HealthyAfter is how long a run must last to be a healthy start; Ready
+	// makes it healthy at once, and 0 leaves that to Ready alone. A healthy
+	// run's failure is a rescue, judged by the chain ("healthy_after").
+	// Default 10s; >= 0.
 	HealthyAfter time.Duration
-	// Backoff is the delay curve between restarts. Config key "backoff".
-	// Default (nil): Linear(Budget.InitialBackoff, Budget.MaxBackoff). A
-	// curve of this package whose longest waits would let respawns age out
-	// of Budget.Window before the budget fills is rejected
-	// ("budget.window"); a Backoff of your own is not checked for that.
+	// Backoff is the curve of waits between restarts ("backoff"). Default
+	// (nil): Linear(Budget.InitialBackoff, Budget.MaxBackoff). A curve of
+	// this package too slow to ever fill the budget is rejected.
 	Backoff Backoff
-	// Chain judges failures after a healthy run (the slow loop). Config key
-	// "chain". Default on: 3 within 20m; nil turns it off.
+	// Chain judges failures after a healthy run, the slow loop ("chain").
+	// Default 3 within 20m; nil turns it off.
 	Chain *ChainConfig
-	// Fleet is the fleet-wide breaker over every key. Config key "fleet".
-	// Default on: 40 an hour, 0.5 failing, 120s cooldown; nil turns it off.
+	// Fleet is the breaker over every key ("fleet"). Default 40 an hour,
+	// 0.5 failing, 120s cooldown; nil turns it off.
 	Fleet *FleetConfig
-	// Guard is a per-key fast breaker that sees every restart of the key,
-	// whatever judged it. Like the budget it allows Guard.MaxRestarts
-	// restarts in its window and parks the key, with reason
-	// "restart_loop_guard", on the next one; so on failed starts alone a
-	// guard of N never parks before a budget of N has spent its N respawns.
-	// Config key "guard". Default nil (off); the usual setting is
-	// DefaultGuardConfig() (3 in 60s).
+	// Guard allows Guard.MaxRestarts restarts of a key in its window,
+	// whatever judged them, and parks it on the next ("guard"). Default nil
+	// (off); the usual setting is DefaultGuardConfig().
 	Guard *GuardConfig
 	// HourlyCap allows this many restarts of a key in a rolling hour and
-	// parks the key, with reason "hourly_restart_cap", on the next one.
-	// Config key "hourly_cap". Default 0 (off); >= 0; a usual setting is 10.
+	// parks it on the next ("hourly_cap"). Default 0 (off); >= 0.
 	HourlyCap int
-	// RestartOnCleanExit restarts fn when it returns nil. Config key
-	// "restart_on_clean_exit". Default false: a nil return ends
-	// supervision. When true, a clean exit after a healthy run is a planned
-	// restart, and one before is a failed start.
+	// RestartOnCleanExit restarts fn when it returns nil: a planned restart
+	// after a healthy run, a failed start before ("restart_on_clean_exit").
+	// Default false: a nil return ends supervision.
 	RestartOnCleanExit bool
 	// ExitRules decide, in order, first match wins, what a failure that
 	// tells how a program ended does (see ExitRule): restart (judged by the

@@ -56,12 +56,12 @@ func TestSupervisorFailsAtOnceParksAfterBudget(t *testing.T) {
 			respawnEv(millis(500), "worker", boom, 2, time.Second),
 			respawnEv(millis(1500), "worker", boom, 3, millis(1500)),
 			exhaustedEv(3*time.Second, "worker", "respawn_budget_exhausted", boom, 3),
-		}, rec.events())
+		}, rec.Events())
 		assert.Equal(t, []string{"worker"}, s.Parked())
 
 		ks := s.Status(context.Background()).Keys["worker"]
 		assert.Equal(t, crashloop.StateParked, ks.State)
-		assert.Equal(t, 3, ks.Restarts)
+		assert.Equal(t, 3, ks.Respawns)
 		assert.False(t, ks.CanRestart)
 		assert.Equal(t, "boom", ks.LastError)
 		assert.Equal(t, "respawn_budget_exhausted", ks.Reason)
@@ -112,7 +112,7 @@ func TestSupervisorSlowLoopNeedsHuman(t *testing.T) {
 			restartEv(48*time.Minute+millis(1000), "seat-7", inc, "crashed", died, 3, millis(500)),
 			{At: end, Event: crashloop.Event{Kind: crashloop.EventChainEscalated, Key: "seat-7",
 				Incarnation: inc, Reason: "needs_human", LastError: died,
-				Attempts: 3, Limit: 3, Window: 20 * time.Minute}}}, rec.events())
+				Attempts: 3, Limit: 3, Window: 20 * time.Minute}}}, rec.Events())
 
 		ks := s.Status(context.Background()).Keys["seat-7"]
 		assert.Equal(t, crashloop.StateNeedsHuman, ks.State)
@@ -152,7 +152,7 @@ func TestSupervisorHealthyHourlyFailuresNeverPark(t *testing.T) {
 		}
 		// Every restart is announced, and nothing else: no respawn, park,
 		// escalation or fleet event.
-		evs := rec.events()
+		evs := rec.Events()
 		require.Len(t, evs, 71)
 		for k, ev := range evs {
 			require.Equal(t, restartEv(time.Duration(k+1)*time.Hour+time.Duration(k)*millis(500), "svc", "svc#1", "crashed",
@@ -161,7 +161,7 @@ func TestSupervisorHealthyHourlyFailuresNeverPark(t *testing.T) {
 		assert.Empty(t, s.Parked())
 		ks := s.Status(context.Background()).Keys["svc"]
 		assert.Equal(t, crashloop.StateExited, ks.State)
-		assert.Equal(t, 0, ks.Restarts)
+		assert.Equal(t, 0, ks.Respawns)
 		assert.Equal(t, 71, ks.TotalRestarts)
 		assert.True(t, ks.CanRestart)
 	})
@@ -187,7 +187,7 @@ func TestSupervisorPermanentParksAfterOneStart(t *testing.T) {
 		assert.Equal(t, "permanent_error", pe.Reason)
 		assert.Equal(t, crashloop.ReasonPermanent, pe.Reason)
 		assert.Same(t, perm, pe.LastError)
-		assert.Equal(t, []supEvent{exhaustedEv(0, "agent", "permanent_error", perm, 0)}, rec.events())
+		assert.Equal(t, []supEvent{exhaustedEv(0, "agent", "permanent_error", perm, 0)}, rec.Events())
 		assert.Equal(t, []string{"agent"}, s.Parked())
 		assert.Equal(t, "crashloop: permanent failure: "+missing.Error(), s.Status(context.Background()).Keys["agent"].LastError)
 	})
@@ -214,7 +214,7 @@ func TestSupervisorPlannedRestartCostsNothing(t *testing.T) {
 		// start 3, and the failure after it is the 2nd respawn (1s), not the
 		// 3rd: the planned restart spent no budget.
 		assert.Equal(t, []time.Duration{0, millis(500), millis(500), millis(1500)}, starts.times())
-		evs := rec.events()
+		evs := rec.Events()
 		require.Len(t, evs, 3)
 		assert.Equal(t, respawnEv(0, "w", boom, 1, millis(500)), evs[0])
 		assert.Equal(t, crashloop.EventRestartScheduled, evs[1].Kind, "the planned restart is announced")
@@ -222,7 +222,7 @@ func TestSupervisorPlannedRestartCostsNothing(t *testing.T) {
 		assert.ErrorIs(t, evs[1].LastError, reload)
 		assert.Equal(t, respawnEv(millis(500), "w", boom, 2, time.Second), evs[2])
 		ks := s.Status(context.Background()).Keys["w"]
-		assert.Equal(t, 0, ks.Restarts, "the clean exit that ended it was a good start: the window is cleared")
+		assert.Equal(t, 0, ks.Respawns, "the clean exit that ended it was a good start: the window is cleared")
 		assert.Equal(t, 3, ks.TotalRestarts)
 		assert.Equal(t, crashloop.StateExited, ks.State)
 	})
@@ -257,7 +257,7 @@ func TestSupervisorPlannedRestartBreaksTheChain(t *testing.T) {
 		}, starts.times())
 		assert.ErrorIs(t, err, crashloop.ErrNeedsHuman)
 		var reasons []string
-		for _, ev := range rec.events() {
+		for _, ev := range rec.Events() {
 			reasons = append(reasons, ev.Kind.String()+" "+ev.Reason)
 		}
 		assert.Equal(t, []string{"agent.restart_scheduled crashed", "agent.restart_scheduled crashed",
@@ -265,7 +265,7 @@ func TestSupervisorPlannedRestartBreaksTheChain(t *testing.T) {
 			"agent.restart_scheduled crashed", "rescue.needs_human needs_human"}, reasons)
 		assert.Equal(t, supEvent{At: 112*time.Minute + millis(2500), Event: crashloop.Event{Kind: crashloop.EventChainEscalated,
 			Key: "seat", Incarnation: "seat#1", Reason: "needs_human", LastError: died,
-			Attempts: 3, Limit: 3, Window: 20 * time.Minute}}, rec.events()[6])
+			Attempts: 3, Limit: 3, Window: 20 * time.Minute}}, rec.Events()[6])
 	})
 }
 
@@ -293,7 +293,7 @@ func TestSupervisorFleetBreakerHoldsRestarts(t *testing.T) {
 					calls[key]++
 					n := calls[key]
 					if n > 2 {
-						healthyAt = append(healthyAt, time.Since(rec.start))
+						healthyAt = append(healthyAt, time.Since(rec.Start))
 					}
 					mu.Unlock()
 					if n <= 2 {
@@ -326,7 +326,7 @@ func TestSupervisorFleetBreakerHoldsRestarts(t *testing.T) {
 		assert.Equal(t, 10, st.Fleet.RestartsInHour)
 		require.NotNil(t, st.Fleet.RearmAt)
 		tripAt := millis(9)
-		assert.True(t, st.Fleet.RearmAt.Equal(rec.start.Add(120*time.Second+tripAt)), "rearm at %v", st.Fleet.RearmAt)
+		assert.True(t, st.Fleet.RearmAt.Equal(rec.Start.Add(120*time.Second+tripAt)), "rearm at %v", st.Fleet.RearmAt)
 		require.Len(t, st.Keys, 10)
 		for key, ks := range st.Keys {
 			assert.Equal(t, crashloop.StateHeld, ks.State, key)
@@ -358,7 +358,7 @@ func TestSupervisorFleetBreakerHoldsRestarts(t *testing.T) {
 		// fresh hour); every other key is healthy on its 3rd.
 		time.Sleep(10 * time.Minute)
 		assert.Equal(t, 30, totalCalls(), "every key went on to its healthy 3rd start")
-		assert.Equal(t, 20, rec.count(crashloop.EventRespawnScheduled))
+		assert.Equal(t, 20, rec.Of(crashloop.EventRespawnScheduled))
 		assert.Equal(t, []time.Duration{tripAt}, atsOf(rec, crashloop.EventFleetTripped), "no re-trip")
 		rearmAt := 120*time.Second + tripAt
 		assert.Equal(t, []time.Duration{rearmAt}, atsOf(rec, crashloop.EventFleetRearmed))
@@ -368,9 +368,9 @@ func TestSupervisorFleetBreakerHoldsRestarts(t *testing.T) {
 		}
 		slices.Sort(want)
 		assert.Equal(t, want, healthyAt)
-		assert.Zero(t, rec.count(crashloop.EventStartupExhausted))
-		assert.Zero(t, rec.count(crashloop.EventChainEscalated))
-		assert.Zero(t, rec.count(crashloop.EventGuardTripped))
+		assert.Zero(t, rec.Of(crashloop.EventStartupExhausted))
+		assert.Zero(t, rec.Of(crashloop.EventChainEscalated))
+		assert.Zero(t, rec.Of(crashloop.EventGuardTripped))
 		assert.Empty(t, s.Parked())
 		st = s.Status(context.Background())
 		assert.False(t, st.Fleet.BreakerTripped)
@@ -413,7 +413,7 @@ func TestSupervisorReleaseAfterRearmIsPaced(t *testing.T) {
 					}
 					mu.Lock()
 					order = append(order, key)
-					released[key] = time.Since(rec.start)
+					released[key] = time.Since(rec.Start)
 					mu.Unlock()
 					crashloop.Ready(ctx)
 					<-ctx.Done()
@@ -467,7 +467,7 @@ func TestSupervisorCancelInBackoff(t *testing.T) {
 		assert.Equal(t, millis(200), time.Since(starts.start))
 		time.Sleep(time.Minute)
 		assert.Equal(t, []time.Duration{0}, starts.times(), "no start after the cancel")
-		assert.Equal(t, []supEvent{respawnEv(0, "w", boom, 1, millis(500))}, rec.events())
+		assert.Equal(t, []supEvent{respawnEv(0, "w", boom, 1, millis(500))}, rec.Events())
 		assert.Equal(t, crashloop.StateExited, s.Status(context.Background()).Keys["w"].State)
 	})
 }
@@ -521,10 +521,10 @@ func TestSupervisorCancelDuringRun(t *testing.T) {
 		assert.Equal(t, context.Canceled, err)
 		assert.Equal(t, 5*time.Second, time.Since(starts.start))
 		assert.Equal(t, []time.Duration{0}, starts.times())
-		assert.Empty(t, rec.events(), "a cancelled run is not a failure")
+		assert.Empty(t, rec.Events(), "a cancelled run is not a failure")
 		ks := s.Status(context.Background()).Keys["w"]
 		assert.Equal(t, crashloop.StateExited, ks.State)
-		assert.Equal(t, 0, ks.Restarts)
+		assert.Equal(t, 0, ks.Respawns)
 
 		// An already-ended context starts nothing.
 		err = s.Run(ctx, "w2", func(context.Context) error {
@@ -579,7 +579,7 @@ func TestSupervisorHealthyAfterClearsBudget(t *testing.T) {
 						respawnEv(millis(500), "w", boom, 2, time.Second),
 						restartEv(third, "w", "w#1", "crashed", boom, 3, millis(500)),
 						respawnEv(third+millis(500), "w", boom, 1, millis(500)),
-					}, rec.events())
+					}, rec.Events())
 					return
 				}
 				// Not healthy: the 3rd failure is the 3rd respawn, and the 4th parks.
@@ -590,7 +590,7 @@ func TestSupervisorHealthyAfterClearsBudget(t *testing.T) {
 					respawnEv(millis(500), "w", boom, 2, time.Second),
 					respawnEv(third, "w", boom, 3, millis(1500)),
 					exhaustedEv(third+millis(1500), "w", "respawn_budget_exhausted", boom, 3),
-				}, rec.events())
+				}, rec.Events())
 			})
 		})
 	}
@@ -620,7 +620,7 @@ func TestSupervisorGuardParksKey(t *testing.T) {
 			assert.ErrorIs(t, err, reload)
 			assert.Equal(t, crashloop.ReasonRestartLoopGuard, pe.Reason)
 			assert.Equal(t, 3, pe.Attempts, "the restarts in the guard's window")
-			assert.Equal(t, 3, rec.count(crashloop.EventRestartScheduled))
+			assert.Equal(t, 3, rec.Of(crashloop.EventRestartScheduled))
 			trip := guardEv(0, "telegram", "restart_loop_guard", 3, 3, 60*time.Second)
 			trip.LastError = pe.LastError
 			assert.Equal(t, []supEvent{trip}, eventsOf(rec, crashloop.EventGuardTripped))
@@ -653,7 +653,7 @@ func TestSupervisorGuardParksKey(t *testing.T) {
 			require.ErrorAs(t, err, &pe)
 			assert.Equal(t, crashloop.ReasonBudgetExhausted, pe.Reason)
 			assert.Equal(t, 3, pe.Attempts)
-			assert.Zero(t, rec.count(crashloop.EventGuardTripped))
+			assert.Zero(t, rec.Of(crashloop.EventGuardTripped))
 		})
 	})
 }
@@ -683,8 +683,8 @@ func TestSupervisorGuardIsPerKey(t *testing.T) {
 		// per key never trips.
 		time.Sleep(10 * time.Second)
 		assert.Empty(t, s.Parked())
-		assert.Zero(t, rec.count(crashloop.EventGuardTripped))
-		assert.Equal(t, 4, rec.count(crashloop.EventRespawnScheduled))
+		assert.Zero(t, rec.Of(crashloop.EventGuardTripped))
+		assert.Equal(t, 4, rec.Of(crashloop.EventRespawnScheduled))
 		for key, ks := range s.Status(context.Background()).Keys {
 			assert.Equal(t, crashloop.StateRunning, ks.State, key)
 		}
@@ -729,8 +729,8 @@ func TestSupervisorHourlyCapParksKey(t *testing.T) {
 		trip.LastError = flaky
 		assert.Equal(t, []supEvent{trip}, eventsOf(rec, crashloop.EventGuardTripped),
 			"one trip, no respawn (healthy runs) and no EventStartupExhausted")
-		assert.Equal(t, 10, rec.count(crashloop.EventRestartScheduled))
-		assert.Len(t, rec.events(), 11)
+		assert.Equal(t, 10, rec.Of(crashloop.EventRestartScheduled))
+		assert.Len(t, rec.Events(), 11)
 	})
 }
 
@@ -797,7 +797,7 @@ func TestSupervisorParkedRunAndResume(t *testing.T) {
 		assert.Empty(t, s.Parked())
 		ks := s.Status(context.Background()).Keys["w"]
 		assert.Equal(t, crashloop.StateExited, ks.State)
-		assert.Equal(t, 0, ks.Restarts)
+		assert.Equal(t, 0, ks.Respawns)
 		assert.True(t, ks.CanRestart)
 
 		// After Resume: a full budget, the same curve again.
@@ -816,7 +816,7 @@ func TestSupervisorParkedRunAndResume(t *testing.T) {
 			respawnEv(10*sec+millis(500), "w", boom, 2, time.Second),
 			respawnEv(11*sec+millis(500), "w", boom, 3, millis(1500)),
 			exhaustedEv(13*sec, "w", "respawn_budget_exhausted", boom, 3),
-		}, rec.events())
+		}, rec.Events())
 	})
 }
 
@@ -899,7 +899,7 @@ func TestSupervisorPanicIsAFailure(t *testing.T) {
 
 		require.NoError(t, err, "the supervisor kept going after both panics")
 		assert.Equal(t, []time.Duration{0, millis(500), millis(1500)}, starts.times())
-		evs := rec.events()
+		evs := rec.Events()
 		require.Len(t, evs, 2)
 		for i, want := range []any{"kaboom", sentinel} {
 			assert.Equal(t, crashloop.EventRespawnScheduled, evs[i].Kind)
@@ -926,7 +926,7 @@ func TestSupervisorCleanExit(t *testing.T) {
 			})
 			require.NoError(t, err)
 			assert.Equal(t, []time.Duration{0}, starts.times())
-			assert.Empty(t, rec.events())
+			assert.Empty(t, rec.Events())
 			assert.Equal(t, crashloop.StateExited, s.Status(context.Background()).Keys["job"].State)
 		})
 	})
@@ -956,7 +956,7 @@ func TestSupervisorCleanExit(t *testing.T) {
 			assert.Equal(t, "respawn_budget_exhausted", pe.Reason)
 			require.Error(t, pe.LastError)
 			assert.Equal(t, "crashloop: exited cleanly before it was healthy", pe.LastError.Error())
-			evs := rec.events()
+			evs := rec.Events()
 			require.Len(t, evs, 6)
 			// The clean-exit restarts are announced as such, and at once.
 			assert.Equal(t, restartEv(0, "job", "job#1", "clean_exit", nil, 1, 0), evs[0])

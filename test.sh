@@ -4,7 +4,7 @@
 # prometheus for the command's alert test, both in Debian's prometheus, ip
 # from iproute2 for the network namespaces of the black-hole tests,
 # rsvg-convert from librsvg2-bin to render replay's timeline, spin for the
-# protocol's model), then checks the model (model/check.sh), then runs the
+# protocol's model), then checks the model (share/model/check.sh), then runs the
 # tests of every module of the workspace with the race detector, then the
 # zero-allocation test of the hot paths without it (the race detector
 # changes allocation counts, so under -race that test skips). A test never
@@ -31,7 +31,7 @@ fi
 
 # The model of the shared-state protocol (docs/model.md): spin must find no
 # violation in it and one in each broken variant.
-model/check.sh
+share/model/check.sh
 
 # Every module of go.work: "./..." at the root does not descend into the
 # nested modules.

@@ -48,7 +48,7 @@ func TestWrapGivesUpWithTheRefusal(t *testing.T) {
 		require.ErrorAs(t, errs[3], &pe)
 		assert.Equal(t, crashloop.ReasonBudgetExhausted, pe.Reason)
 		assert.ErrorIs(t, errs[3], crashloop.ErrParked)
-		assert.Equal(t, 1, rec.count(crashloop.EventStartupExhausted))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStartupExhausted))
 
 		// A parked key is refused at once, without running fn.
 		err := serve(t.Context())
@@ -139,6 +139,6 @@ func TestProcessKeepsTheBackoffBetweenAttempts(t *testing.T) {
 		require.Equal(t, crashloop.ActionRestart, d.Action)
 		st := s.Status(context.Background())
 		assert.Equal(t, crashloop.StateBackoff, st.Keys["item"].State)
-		assert.Equal(t, 1, st.Fleet.TotalChannels)
+		assert.Equal(t, 1, st.Fleet.Keys)
 	})
 }

@@ -59,7 +59,7 @@ var states = []crashloop.KeyState{
 // Unkeyed: crashloop_keys by state and, when the fleet breaker is on, the
 // crashloop_fleet_* gauges.
 //
-// With a shared ledger (crashloop.NewSharedSupervisor), each replica's
+// With a shared ledger (crashloop.WithSharing), each replica's
 // crashloop_restarts_total counts the restarts it scheduled itself, so a
 // sum over replicas is the deployment's; the parks and the fleet gauges
 // are the shared state, which every replica exports alike: aggregate them
@@ -141,8 +141,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if f := st.Fleet; f != nil {
 		ch <- prometheus.MustNewConstMetric(fleetTrippedDesc, prometheus.GaugeValue, bit(f.BreakerTripped))
 		ch <- prometheus.MustNewConstMetric(fleetRestartsDesc, prometheus.GaugeValue, float64(f.RestartsInHour))
-		ch <- prometheus.MustNewConstMetric(fleetFailingDesc, prometheus.GaugeValue, float64(f.FailingChannels))
-		ch <- prometheus.MustNewConstMetric(fleetTotalDesc, prometheus.GaugeValue, float64(f.TotalChannels))
+		ch <- prometheus.MustNewConstMetric(fleetFailingDesc, prometheus.GaugeValue, float64(f.FailingKeys))
+		ch <- prometheus.MustNewConstMetric(fleetTotalDesc, prometheus.GaugeValue, float64(f.Keys))
 	}
 }
 

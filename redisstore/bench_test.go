@@ -10,6 +10,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 )
@@ -76,7 +77,7 @@ func BenchmarkDecision(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = st.Close() })
-		j := crashloop.Judgment{Key: "worker", Ending: crashloop.EndingFailedStart, Incarnation: "worker#1",
+		j := share.Judgment{Key: "worker", Ending: share.EndingFailedStart, Incarnation: "worker#1",
 			Cause: "exit status 1", Members: 10, Failing: 1}
 		n := 0
 		return func() (time.Duration, error) {
@@ -236,7 +237,7 @@ func BenchmarkPropagation(b *testing.B) {
 	for _, st := range []*Store{from, to} {
 		b.Cleanup(func() { _ = st.Close() })
 	}
-	if err := firstErr(from.Open(cfg, nil), to.Open(cfg, func(ch crashloop.LedgerChange) { heard <- ch.Key })); err != nil {
+	if err := firstErr(from.Open(cfg, nil), to.Open(cfg, func(ch share.Change) { heard <- ch.Key })); err != nil {
 		b.Fatal(err)
 	}
 	reconciled(b, to)
@@ -246,7 +247,7 @@ func BenchmarkPropagation(b *testing.B) {
 	for i := range b.N {
 		key := "k" + strconv.Itoa(i)
 		start := time.Now()
-		v, err := from.Judge(ctx, crashloop.Judgment{Key: key, Ending: crashloop.EndingPermanent, Incarnation: key, Cause: "bad config", Now: start})
+		v, err := from.Judge(ctx, share.Judgment{Key: key, Ending: share.EndingPermanent, Incarnation: key, Cause: "bad config", Now: start})
 		if err != nil || !v.NewPark {
 			b.Fatal(err, v)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -143,7 +144,7 @@ func stuckCall(t *testing.T, w *wire, match string, call func(ctx context.Contex
 // leaves stuck, or holds the connection that command would take.
 type unheard struct{ *Store }
 
-func (u unheard) Open(cfg crashloop.SupervisorConfig, _ func(crashloop.LedgerChange)) error {
+func (u unheard) Open(cfg crashloop.SupervisorConfig, _ func(share.Change)) error {
 	return u.Store.Open(cfg, nil)
 }
 
@@ -187,7 +188,7 @@ func TestCancelEndsADecisionStuckOnAPausedServer(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	r := &replica{store: st, evs: &events{}, clock: clock.NewMock()}
 	r.clock.Set(start)
-	sup, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), unheard{st},
+	sup, err := newShared(crashloop.DefaultSupervisorConfig(), unheard{st},
 		crashloop.WithEventHandler(r.evs), crashloop.WithClock(r.clock))
 	require.NoError(t, err)
 	r.sup = sup
@@ -254,7 +255,7 @@ func TestCancelEndsStoreCallsStuckOnAPausedServer(t *testing.T) {
 		call func(ctx context.Context) error
 	}{
 		{"Judge", func(ctx context.Context) error {
-			_, err := st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart, Incarnation: "k#1", Now: start})
+			_, err := st.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingFailedStart, Incarnation: "k#1", Now: start})
 			return err
 		}},
 		{"Proceed", func(ctx context.Context) error { _, err := st.Proceed(ctx, "k", start); return err }},

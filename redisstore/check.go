@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -37,7 +37,7 @@ const checkEvery = 10 * time.Second
 // a misconfiguration of the server or of the client that no retry fixes: a
 // refused password, a missing ACL permission, an eviction policy that may
 // drop the store's keys, a full server, a plain client on the wrong cluster
-// node. It matches crashloop.ErrStoreMisconfigured (errors.Is), so a
+// node. It matches share.ErrMisconfigured (errors.Is), so a
 // Supervisor announces store.misconfigured, naming Cause, instead of
 // store.unavailable; it also matches the server's error when there is one.
 // It is a plain value, safe to share.
@@ -64,12 +64,12 @@ func (e *MisconfiguredError) Error() string {
 // StoreCause returns Cause: the Supervisor announces each cause once.
 func (e *MisconfiguredError) StoreCause() string { return e.Cause }
 
-// Unwrap returns crashloop.ErrStoreMisconfigured and the server's error.
+// Unwrap returns share.ErrMisconfigured and the server's error.
 func (e *MisconfiguredError) Unwrap() []error {
 	if e.Err == nil {
-		return []error{crashloop.ErrStoreMisconfigured}
+		return []error{share.ErrMisconfigured}
 	}
-	return []error{crashloop.ErrStoreMisconfigured, e.Err}
+	return []error{share.ErrMisconfigured, e.Err}
 }
 
 // classify returns the MisconfiguredError of a server's error that no retry

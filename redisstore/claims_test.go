@@ -12,6 +12,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/stretchr/testify/require"
 )
 
@@ -67,8 +68,8 @@ func newClaimsLedger(st *Store) *claimsLedger {
 	return &claimsLedger{cutLedger: &cutLedger{Store: st}}
 }
 
-func (c *claimsLedger) Open(cfg crashloop.SupervisorConfig, notify func(crashloop.LedgerChange)) error {
-	return c.cutLedger.Open(cfg, func(ch crashloop.LedgerChange) {
+func (c *claimsLedger) Open(cfg crashloop.SupervisorConfig, notify func(share.Change)) error {
+	return c.cutLedger.Open(cfg, func(ch share.Change) {
 		if !c.deaf.Load() {
 			notify(ch)
 		}
@@ -115,7 +116,7 @@ func TestWriteBackWithALostReplyIsAnnouncedOnce(t *testing.T) {
 		Options{Prefix: prefix, Replica: "writer", Timeout: 300 * time.Millisecond}))
 	t.Cleanup(func() { _ = w.Close() })
 	evs0 := &events{}
-	sup0, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), w, crashloop.WithEventHandler(evs0))
+	sup0, err := newShared(crashloop.DefaultSupervisorConfig(), w, crashloop.WithEventHandler(evs0))
 	require.NoError(t, err)
 	rs := fleet(t, 1, crashloop.DefaultSupervisorConfig(), false, onServer(t, s, Options{Prefix: prefix}))
 	reconciled(t, w.Store, rs[0].store)
@@ -144,7 +145,7 @@ func TestWriteBackWithALostReplyIsAnnouncedOnce(t *testing.T) {
 	wg.Wait()
 	w.deaf.Store(true) // its notice of the write-back does not reach it
 	proxy.SetDelay(time.Second)
-	require.ErrorIs(t, sup0.Flush(ctx), crashloop.ErrStoreUnavailable, "the write-back's reply came too late")
+	require.ErrorIs(t, layerOf(sup0).Flush(ctx), share.ErrUnavailable, "the write-back's reply came too late")
 	proxy.SetDelay(0)
 	admin := s.Client(nil)
 	require.Eventually(t, func() bool {
@@ -155,7 +156,7 @@ func TestWriteBackWithALostReplyIsAnnouncedOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "", holder, "a write-back's claim names no claimer")
 
-	require.NoError(t, sup0.Flush(ctx)) // refused: the key is at version 1, the park it wrote
+	require.NoError(t, layerOf(sup0).Flush(ctx)) // refused: the key is at version 1, the park it wrote
 	require.Equal(t, []string{"k"}, sup0.Parked())
 	require.Eventually(t, func() bool { return len(w.told()) > 0 }, watchdog, time.Millisecond, "the writer claims the park it learnt")
 	require.Equal(t, []string{"lost 1"}, w.told())
@@ -171,7 +172,7 @@ type slowAfterPark struct {
 	proxy *redistest.SlowProxy
 }
 
-func (l *slowAfterPark) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+func (l *slowAfterPark) Judge(ctx context.Context, j share.Judgment) (share.Verdict, error) {
 	v, err := l.Store.Judge(ctx, j)
 	if err == nil && v.NewPark {
 		l.proxy.SetDelay(time.Second)
@@ -198,11 +199,11 @@ func TestParkWithALostClaimReplyIsAnnouncedOnce(t *testing.T) {
 		}
 		r := &replica{store: New(c, Options{Prefix: prefix, Replica: fmt.Sprintf("replica-%d", i), Timeout: 300 * time.Millisecond}), evs: &events{}}
 		t.Cleanup(func() { _ = r.store.Close() })
-		var l crashloop.Ledger = r.store
+		var l share.Ledger = r.store
 		if i == 0 {
 			l = &slowAfterPark{Store: r.store, proxy: proxy}
 		}
-		sup, err := crashloop.NewSharedSupervisor(cfg, l, crashloop.WithEventHandler(r.evs))
+		sup, err := newShared(cfg, l, crashloop.WithEventHandler(r.evs))
 		require.NoError(t, err)
 		r.sup = sup
 		rs = append(rs, r)
@@ -247,7 +248,7 @@ func TestParkLearntFromARefusalIsAnnouncedOnce(t *testing.T) {
 	t.Cleanup(func() { _ = r.store.Close() })
 	l := newClaimsLedger(r.store)
 	l.deaf.Store(true)
-	sup, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), l, crashloop.WithEventHandler(r.evs))
+	sup, err := newShared(crashloop.DefaultSupervisorConfig(), l, crashloop.WithEventHandler(r.evs))
 	require.NoError(t, err)
 	r.sup = sup
 

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
-	"github.com/crashloopguard/crashloop/ledgertest"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
+	"github.com/crashloopguard/crashloop/share/ledgertest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -80,9 +81,9 @@ func TestConfigurationStoredOnce(t *testing.T) {
 	st.rdb.AddHook(sent)
 	rdb := s.Client(nil)
 	ctx := context.Background()
-	judge := func() crashloop.Verdict {
+	judge := func() share.Verdict {
 		t.Helper()
-		v, err := st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart, Incarnation: "k#1",
+		v, err := st.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingFailedStart, Incarnation: "k#1",
 			Cause: "boom", Now: time.Now()})
 		require.NoError(t, err)
 		return v
@@ -119,8 +120,8 @@ func TestConfigurationStoredOnce(t *testing.T) {
 	// configuration is written again on the new state.
 	old, fresh := st.epoch, st.freshEpoch()
 	require.NoError(t, rdb.FlushAll(ctx).Err())
-	_, err = st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart, Incarnation: "k#1", Now: time.Now()})
-	var sl *crashloop.StateLostError
+	_, err = st.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingFailedStart, Incarnation: "k#1", Now: time.Now()})
+	var sl *share.StateLostError
 	require.ErrorAs(t, err, &sl)
 	require.NotEqual(t, old, sl.Epoch)
 	require.Equal(t, fresh, sl.Epoch, "the epoch the Store made, not the refused step")
@@ -167,7 +168,7 @@ func TestTwoConfigurationsOnOneDeployment(t *testing.T) {
 	require.NoError(t, sts[0].Open(strict, nil))
 	require.NoError(t, sts[1].Open(lax, nil))
 	ctx := context.Background()
-	j := crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart, Incarnation: "k#1", Now: ledgertest.T0}
+	j := share.Judgment{Key: "k", Ending: share.EndingFailedStart, Incarnation: "k#1", Now: ledgertest.T0}
 	for i := range 3 {
 		v, err := sts[1].Judge(ctx, j)
 		require.NoError(t, err)

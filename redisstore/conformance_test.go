@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
-	"github.com/crashloopguard/crashloop/ledgertest"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
+	"github.com/crashloopguard/crashloop/share/ledgertest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -57,8 +58,8 @@ func TestConformance(t *testing.T) {
 // ledgersOn returns the NewFunc of ledgertest for Stores on s, in
 // client-time mode (the suite's times are explicit).
 func ledgersOn(s *redistest.Server) ledgertest.NewFunc {
-	return func(t *testing.T, n int) []crashloop.Ledger {
-		var out []crashloop.Ledger
+	return func(t *testing.T, n int) []share.Ledger {
+		var out []share.Ledger
 		for _, st := range replicasOn(t, s, n, Options{ClientTime: true}) {
 			out = append(out, members{st})
 		}
@@ -95,9 +96,9 @@ func TestConformanceOnCluster(t *testing.T) {
 func TestConformanceServerTime(t *testing.T) {
 	s := redistest.Start(t)
 	src := clockScript(t, storeSource)
-	ledgertest.Conform(t, func(t *testing.T, n int) []crashloop.Ledger {
+	ledgertest.Conform(t, func(t *testing.T, n int) []share.Ledger {
 		rdb := testClient(t, s)
-		var out []crashloop.Ledger
+		var out []share.Ledger
 		for _, st := range replicasOn(t, s, n, Options{}) {
 			st.script = redis.NewScript(src)
 			out = append(out, &serverClock{Store: st, rdb: rdb})
@@ -133,16 +134,16 @@ func (c *serverClock) set(ctx context.Context, now time.Time) error {
 	return c.rdb.Set(ctx, c.keys.tag+"clock", micros16(now.UnixMicro()), 0).Err()
 }
 
-func (c *serverClock) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+func (c *serverClock) Judge(ctx context.Context, j share.Judgment) (share.Verdict, error) {
 	if err := c.set(ctx, j.Now); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	return c.Store.Judge(ctx, j)
 }
 
-func (c *serverClock) Proceed(ctx context.Context, key string, now time.Time) (crashloop.Verdict, error) {
+func (c *serverClock) Proceed(ctx context.Context, key string, now time.Time) (share.Verdict, error) {
 	if err := c.set(ctx, now); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	return c.Store.Proceed(ctx, key, now)
 }
@@ -165,10 +166,10 @@ func TestServerTime(t *testing.T) {
 	ctx := context.Background()
 	long := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC) // far from the server's clock
 	before := time.Now()
-	var v crashloop.Verdict
+	var v share.Verdict
 	for i := range cfg.Budget.MaxRespawns + 1 {
 		var err error
-		v, err = st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart, Incarnation: "k#1",
+		v, err = st.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingFailedStart, Incarnation: "k#1",
 			Cause: "boom", Now: long.Add(time.Duration(i) * time.Hour), Members: 1, Failing: 1})
 		require.NoError(t, err)
 	}

@@ -1,15 +1,15 @@
 // Package redisstore keeps the state of crashloop's guards on Redis, so that
 // the replicas of a service, on one host or many, share one budget, one
-// chain and one fleet breaker per key: a crashloop.Ledger for
-// crashloop.NewSharedSupervisor.
+// chain and one fleet breaker per key: a share.Ledger, given to a
+// Supervisor with crashloop.WithSharing(share.New(store)).
 //
 //	client, err := redisstore.NewClient(os.Getenv("REDIS_URL"), os.Getenv("REDIS_PASSWORD"), redisstore.DefaultTimeout)
 //	store := redisstore.New(client, redisstore.Options{Prefix: "gateway"}) // defer store.Close()
-//	sup, err := crashloop.NewSharedSupervisor(cfg, store)
+//	sup, err := crashloop.NewSupervisor(cfg, crashloop.WithSharing(share.New(store)))
 //
 // Each decision is one atomic step on the server (one Lua script), with the
 // library's own rules: the library's conformance suite holds a Store to
-// crashloop.MemoryLedger against a real redis-server. Every key of a
+// share.MemoryLedger against a real redis-server. Every key of a
 // deployment shares one hash tag ({Prefix}), so the scripts run on Redis
 // Cluster; the time is the server's unless Options.ClientTime; a park or
 // resume reaches the other replicas through sharded pub/sub; no call waits
@@ -21,7 +21,7 @@
 // master_name) and TLS with a CA file and a client certificate. A server
 // that cannot keep the state safely (an evicting maxmemory-policy, a
 // missing ACL permission, a refused password, a full server) fails with a
-// *MisconfiguredError, which matches crashloop.ErrStoreMisconfigured: a
+// *MisconfiguredError, which matches share.ErrMisconfigured: a
 // Supervisor announces store.misconfigured, not store.unavailable.
 //
 // Every call also returns as soon as its context ends (cancelled, or past

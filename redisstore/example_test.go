@@ -8,6 +8,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore"
+	"github.com/crashloopguard/crashloop/share"
 )
 
 // Every replica of a service runs this: they share each key's budget,
@@ -19,7 +20,7 @@ func ExampleNew() {
 	}
 	store := redisstore.New(client, redisstore.Options{Prefix: "gateway"})
 	defer store.Close()
-	sup, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), store,
+	sup, err := crashloop.NewSupervisor(crashloop.DefaultSupervisorConfig(), crashloop.WithSharing(share.New(store)),
 		crashloop.WithEventHandler(crashloop.LogEvents(nil)))
 	if err != nil {
 		log.Fatal(err)

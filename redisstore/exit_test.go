@@ -9,6 +9,7 @@ import (
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/internal/errtext"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/stretchr/testify/require"
 )
 
@@ -35,7 +36,7 @@ func TestParkKeepsHowTheProgramEnded(t *testing.T) {
 	x := errtext.Exit{ExitCode: &three, StderrTail: "fatal: missing setting db_url\nbye\n"}
 	ctx := context.Background()
 	now := time.Now()
-	v, err := one.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingPermanent, Incarnation: "k#1",
+	v, err := one.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingPermanent, Incarnation: "k#1",
 		Cause: errtext.Text(&exitFailure{x}), Now: now, Members: 1})
 	require.NoError(t, err)
 	require.True(t, v.NewPark)

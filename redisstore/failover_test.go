@@ -12,6 +12,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -94,7 +95,7 @@ func TestFailoverThatLostAParkMovesToANewEpoch(t *testing.T) {
 	require.True(t, strings.HasPrefix(epoch, failoverEpoch), epoch)
 	announced(t, rs, crashloop.EventStoreStateLost, rs[0].store.keys.claimLost(epoch), standby, []int{0, 0, 0})
 	ev := allOf(rs, crashloop.EventStoreStateLost)[0]
-	require.Equal(t, crashloop.ReasonFailover, ev.Reason)
+	require.Equal(t, share.ReasonFailover, ev.Reason)
 
 	// Every version of the new epoch is above those the replicas saw (2).
 	parks, err := op.Parked(ctx)

@@ -7,11 +7,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 )
 
 // The fleet's members. Each replica keeps, in the set {p}:m:REPLICA, the
-// keys its Supervisor counts as fleet members (crashloop.Ledger.Member);
+// keys its Supervisor counts as fleet members (share.Ledger.Member);
 // the fleet breaker's failing fraction counts the keys of every live
 // replica's set, each once (fleetKeys in store.lua). The Store writes its
 // set, one write at a time and in order: the changes since the last write
@@ -54,7 +54,7 @@ func (s *Store) Member(key string, member bool) {
 // failure shows in the step itself, or is made good by the next write.
 func (s *Store) membersFirst(ctx context.Context) error {
 	err := s.writeMembers(ctx, false)
-	if _, ok := errors.AsType[*crashloop.StateLostError](err); ok {
+	if _, ok := errors.AsType[*share.StateLostError](err); ok {
 		return err
 	}
 	return nil
@@ -67,7 +67,7 @@ func (s *Store) membersFirst(ctx context.Context) error {
 // back at once; when the call won the loss's claim, the Supervisor is told
 // to announce it.
 func (s *Store) lossFound(err error) {
-	if sl, ok := errors.AsType[*crashloop.StateLostError](err); ok && sl.Announce {
+	if sl, ok := errors.AsType[*share.StateLostError](err); ok && sl.Announce {
 		s.tellLost(sl)
 	}
 }

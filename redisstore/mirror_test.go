@@ -9,6 +9,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/stretchr/testify/require"
 )
 
@@ -38,8 +39,8 @@ func newLateReplies(st *Store) *lateReplies {
 	return &lateReplies{Store: st, held: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (l *lateReplies) Open(cfg crashloop.SupervisorConfig, notify func(crashloop.LedgerChange)) error {
-	return l.Store.Open(cfg, func(ch crashloop.LedgerChange) {
+func (l *lateReplies) Open(cfg crashloop.SupervisorConfig, notify func(share.Change)) error {
+	return l.Store.Open(cfg, func(ch share.Change) {
 		notify(ch)
 		if ch.Version > l.told.Load() {
 			l.told.Store(ch.Version)
@@ -54,7 +55,7 @@ func (l *lateReplies) wait() {
 	}
 }
 
-func (l *lateReplies) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+func (l *lateReplies) Judge(ctx context.Context, j share.Judgment) (share.Verdict, error) {
 	v, err := l.Store.Judge(ctx, j)
 	l.wait()
 	return v, err
@@ -79,7 +80,7 @@ func lateFleet(t *testing.T, h crashloop.EventHandler) (*lateReplies, *crashloop
 	newStore := onServer(t, s, Options{})
 	late := newLateReplies(newStore(0))
 	t.Cleanup(func() { _ = late.Close() })
-	sup0, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), late, crashloop.WithEventHandler(h))
+	sup0, err := newShared(crashloop.DefaultSupervisorConfig(), late, crashloop.WithEventHandler(h))
 	require.NoError(t, err)
 	rs := fleet(t, 1, crashloop.DefaultSupervisorConfig(), false, func(int) *Store { return newStore(1) })
 	reconciled(t, late.Store, rs[0].store)

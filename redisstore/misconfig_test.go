@@ -9,6 +9,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -43,7 +44,7 @@ func onlyMisconfigured(t *testing.T, r *replica, cause string) {
 	var me *MisconfiguredError
 	require.ErrorAs(t, evs[0].LastError, &me)
 	require.Equal(t, cause, me.Cause)
-	require.ErrorIs(t, evs[0].LastError, crashloop.ErrStoreMisconfigured)
+	require.ErrorIs(t, evs[0].LastError, share.ErrMisconfigured)
 	require.Empty(t, r.evs.of(crashloop.EventStoreUnavailable), "no outage")
 	require.Empty(t, r.evs.of(crashloop.EventStoreRecovered), "no flapping")
 }
@@ -81,7 +82,7 @@ func TestMisconfiguredEvictionPolicy(t *testing.T) {
 
 			require.NoError(t, admin.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err())
 			require.Eventually(t, func() bool { return r.store.found.Load() == nil }, watchdog, time.Millisecond)
-			require.NoError(t, r.sup.Flush(ctx))
+			require.NoError(t, layerOf(r.sup).Flush(ctx))
 			require.Len(t, r.evs.of(crashloop.EventStoreRecovered), 1)
 			parks, err := r.store.Parked(ctx)
 			require.NoError(t, err)
@@ -144,8 +145,8 @@ func TestMisconfiguredChannelPermission(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(0), n, "no half-made park")
 	err = r.sup.Resume(ctx, "k")
-	require.ErrorIs(t, err, crashloop.ErrStoreMisconfigured)
-	require.ErrorIs(t, err, crashloop.ErrStoreUnavailable)
+	require.ErrorIs(t, err, share.ErrMisconfigured)
+	require.ErrorIs(t, err, share.ErrUnavailable)
 }
 
 // A wrong password and a user that may not run scripts fail every call at
@@ -203,7 +204,7 @@ func TestClassify(t *testing.T) {
 		var me *MisconfiguredError
 		require.ErrorAs(t, err, &me, "%v", tc.err)
 		require.Equal(t, tc.cause, me.Cause)
-		require.ErrorIs(t, err, crashloop.ErrStoreMisconfigured)
+		require.ErrorIs(t, err, share.ErrMisconfigured)
 		require.ErrorIs(t, err, tc.err)
 	}
 	refused := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")

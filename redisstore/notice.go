@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -147,14 +147,14 @@ func (s *Store) reconcile() bool {
 		s.lossFound(err) // a loss of state found here is the Supervisor's
 		return false
 	}
-	var changes []crashloop.LedgerChange
+	var changes []share.Change
 	var gone []string
 	s.mu.Lock()
 	standing := make(map[string]struct{}, len(parks))
 	for _, pe := range parks {
 		standing[pe.Key] = struct{}{}
 		s.known[pe.Key] = struct{}{}
-		changes = append(changes, crashloop.LedgerChange{Key: pe.Key, Version: pe.Version, Park: pe})
+		changes = append(changes, share.Change{Key: pe.Key, Version: pe.Version, Park: pe})
 	}
 	for key := range s.known {
 		if _, ok := standing[key]; !ok {

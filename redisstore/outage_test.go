@@ -12,6 +12,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -121,14 +122,14 @@ func TestOutageServerKilledMidRun(t *testing.T) {
 	d, took := decide(rs[0], "solo", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))})
 	require.ErrorIs(t, d.Err, crashloop.ErrParked)
 	require.Less(t, beyondStalls(took), budget)
-	require.ErrorIs(t, rs[0].sup.Resume(context.Background(), "solo"), crashloop.ErrStoreUnavailable)
+	require.ErrorIs(t, rs[0].sup.Resume(context.Background(), "solo"), share.ErrUnavailable)
 
 	s.Restart()
 	// Each replica asks again once a second by its clock; go-redis may need
 	// up to a second of its own before it dials again.
 	require.Eventually(t, func() bool {
 		rs[0].clock.Add(time.Second)
-		return rs[0].sup.Flush(context.Background()) == nil
+		return layerOf(rs[0].sup).Flush(context.Background()) == nil
 	}, watchdog, 10*time.Millisecond)
 	rec := rs[0].evs.of(crashloop.EventStoreRecovered)[recBefore[0]:]
 	require.Len(t, rec, 1)
@@ -265,9 +266,9 @@ func TestOutageRefusedAndBlackHole(t *testing.T) {
 
 			r.clock.Add(time.Second) // now it asks: a new connection
 			start := time.Now()
-			err := r.sup.Flush(context.Background())
+			err := layerOf(r.sup).Flush(context.Background())
 			took = time.Since(start)
-			require.ErrorIs(t, err, crashloop.ErrStoreUnavailable)
+			require.ErrorIs(t, err, share.ErrUnavailable)
 			_, lerr := r.store.Lookup(context.Background(), "k")
 			t.Logf("%s, new connection: %v: %v", tc.name, took, lerr)
 			tc.check(t, lerr, took)
@@ -300,7 +301,7 @@ func TestOutageSlowServer(t *testing.T) {
 	r.clock.Add(time.Second)
 	require.Eventually(t, func() bool {
 		r.clock.Add(time.Second)
-		return r.sup.Flush(context.Background()) == nil
+		return layerOf(r.sup).Flush(context.Background()) == nil
 	}, watchdog, 10*time.Millisecond)
 	require.Len(t, r.evs.of(crashloop.EventStoreRecovered), 1)
 }

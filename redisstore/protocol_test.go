@@ -11,6 +11,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/stretchr/testify/require"
 )
 
@@ -114,13 +115,13 @@ func TestLateResumeClearsOnlyThePark(t *testing.T) {
 	base := counts(rs, crashloop.EventResumed)
 	s.Pause()
 	err = rs[1].sup.Resume(ctx, "k")
-	require.ErrorIs(t, err, crashloop.ErrStoreUnavailable)
+	require.ErrorIs(t, err, share.ErrUnavailable)
 	require.Equal(t, []string{"k"}, rs[1].sup.Parked(), "a resume that failed changed nothing here")
 	s.Continue()
 	parkedOn(t, rs) // the server applied it: every replica learns it
 	ch, err := rs[0].store.Lookup(ctx, "k")
 	require.NoError(t, err)
-	require.Equal(t, crashloop.LedgerChange{Key: "k", Version: 2}, ch)
+	require.Equal(t, share.Change{Key: "k", Version: 2}, ch)
 	require.Equal(t, []int{0, 0}, base)
 	announced(t, rs, crashloop.EventResumed, rs[0].store.keys.claim(2), s, base)
 	ev := allOf(rs, crashloop.EventResumed)[0]
@@ -129,7 +130,7 @@ func TestLateResumeClearsOnlyThePark(t *testing.T) {
 
 	// The key crash-loops again and is parked anew.
 	base = counts(rs, crashloop.EventStartupExhausted)
-	v, err := rs[0].store.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingPermanent, Incarnation: "k#2",
+	v, err := rs[0].store.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingPermanent, Incarnation: "k#2",
 		Cause: "bad config again", Now: time.Now()})
 	require.NoError(t, err)
 	require.True(t, v.NewPark)
@@ -139,8 +140,8 @@ func TestLateResumeClearsOnlyThePark(t *testing.T) {
 
 	// The dead resume, delivered again: the same request, naming park 1.
 	_, _, err = rs[1].store.Resume(ctx, "k", first.Park.Version, time.Now())
-	require.ErrorIs(t, err, crashloop.ErrChanged)
-	var ce *crashloop.ChangedError
+	require.ErrorIs(t, err, share.ErrChanged)
+	var ce *share.ChangedError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, int64(3), ce.Version)
 	require.Equal(t, int64(3), ce.Park.Version)
@@ -165,8 +166,8 @@ type cutLedger struct {
 
 var errCut = errors.New("cut off (test)")
 
-func (c *cutLedger) Open(cfg crashloop.SupervisorConfig, notify func(crashloop.LedgerChange)) error {
-	return c.Store.Open(cfg, func(ch crashloop.LedgerChange) {
+func (c *cutLedger) Open(cfg crashloop.SupervisorConfig, notify func(share.Change)) error {
+	return c.Store.Open(cfg, func(ch share.Change) {
 		if !c.cut.Load() {
 			notify(ch)
 		}
@@ -180,23 +181,23 @@ func (c *cutLedger) fail() error {
 	return nil
 }
 
-func (c *cutLedger) Lookup(ctx context.Context, key string) (crashloop.LedgerChange, error) {
+func (c *cutLedger) Lookup(ctx context.Context, key string) (share.Change, error) {
 	if err := c.fail(); err != nil {
-		return crashloop.LedgerChange{}, err
+		return share.Change{}, err
 	}
 	return c.Store.Lookup(ctx, key)
 }
 
-func (c *cutLedger) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+func (c *cutLedger) Judge(ctx context.Context, j share.Judgment) (share.Verdict, error) {
 	if err := c.fail(); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	return c.Store.Judge(ctx, j)
 }
 
-func (c *cutLedger) Proceed(ctx context.Context, key string, now time.Time) (crashloop.Verdict, error) {
+func (c *cutLedger) Proceed(ctx context.Context, key string, now time.Time) (share.Verdict, error) {
 	if err := c.fail(); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	return c.Store.Proceed(ctx, key, now)
 }
@@ -215,7 +216,7 @@ func (c *cutLedger) Forget(ctx context.Context, key string, version int64) (int6
 	return c.Store.Forget(ctx, key, version)
 }
 
-func (c *cutLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
+func (c *cutLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]share.Restored, error) {
 	if err := c.fail(); err != nil {
 		return nil, err
 	}
@@ -247,7 +248,7 @@ func TestWriteBackDoesNotUndoALaterResume(t *testing.T) {
 	cut := &cutLedger{Store: newStore(0)}
 	t.Cleanup(func() { _ = cut.Close() })
 	evs0 := &events{}
-	sup0, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), cut, crashloop.WithEventHandler(evs0))
+	sup0, err := newShared(crashloop.DefaultSupervisorConfig(), cut, crashloop.WithEventHandler(evs0))
 	require.NoError(t, err)
 	rs := fleet(t, 1, crashloop.DefaultSupervisorConfig(), false, func(int) *Store { return newStore(1) })
 	reconciled(t, cut.Store, rs[0].store)
@@ -265,13 +266,13 @@ func TestWriteBackDoesNotUndoALaterResume(t *testing.T) {
 	require.Len(t, rs[0].evs.of(crashloop.EventResumed), 1)
 
 	cut.cut.Store(false)
-	require.NoError(t, sup0.Flush(ctx))
+	require.NoError(t, layerOf(sup0).Flush(ctx))
 	rec := evs0.of(crashloop.EventStoreRecovered)
 	require.Len(t, rec, 1)
 	require.Equal(t, 0, rec[0].Attempts, "no park written back")
 	ch, err := rs[0].store.Lookup(ctx, "k")
 	require.NoError(t, err)
-	require.Equal(t, crashloop.LedgerChange{Key: "k", Version: 2}, ch, "the resume stands")
+	require.Equal(t, share.Change{Key: "k", Version: 2}, ch, "the resume stands")
 	require.Empty(t, sup0.Parked(), "the replica that parked alone adopts the resume")
 	require.Empty(t, rs[0].sup.Parked())
 	// the resume was claimed at once by the replica that made it, which
@@ -294,7 +295,7 @@ func TestWriteBackOfAnUnchangedKey(t *testing.T) {
 	cut := &cutLedger{Store: newStore(0)}
 	t.Cleanup(func() { _ = cut.Close() })
 	evs0 := &events{}
-	sup0, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), cut, crashloop.WithEventHandler(evs0))
+	sup0, err := newShared(crashloop.DefaultSupervisorConfig(), cut, crashloop.WithEventHandler(evs0))
 	require.NoError(t, err)
 	rs := fleet(t, 1, crashloop.DefaultSupervisorConfig(), false, func(int) *Store { return newStore(1) })
 	reconciled(t, cut.Store, rs[0].store)
@@ -304,7 +305,7 @@ func TestWriteBackOfAnUnchangedKey(t *testing.T) {
 	cut.cut.Store(true)
 	sup0.Decide(ctx, "k", crashloop.RunResult{Err: errBadConfig})
 	cut.cut.Store(false)
-	require.NoError(t, sup0.Flush(ctx))
+	require.NoError(t, layerOf(sup0).Flush(ctx))
 	rec := evs0.of(crashloop.EventStoreRecovered)
 	require.Len(t, rec, 1)
 	require.Equal(t, 1, rec[0].Attempts)

@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
-	"github.com/crashloopguard/crashloop/ledgertest"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
+	"github.com/crashloopguard/crashloop/share/ledgertest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -57,7 +58,7 @@ func TestReadVerdict(t *testing.T) {
 	require.Equal(t, &crashloop.ParkedError{Key: "k", Reason: crashloop.ReasonBudgetExhausted, Attempts: 2,
 		Since: time.UnixMicro(999_999), Version: 5}, v.Park)
 	v.Park = nil
-	require.Equal(t, crashloop.Verdict{Now: time.UnixMicro(1_000_000), NewPark: true, Restarts: 3,
+	require.Equal(t, share.Verdict{Now: time.UnixMicro(1_000_000), NewPark: true, Restarts: 3,
 		Tripped: &crashloop.FleetChange{Reason: "fleet_failing_fraction", Restarts: 4, Failing: 2, Total: 3},
 		Rearmed: &crashloop.FleetChange{Reason: "fleet_restart_rate", Restarts: 8, Total: 1}}, v)
 
@@ -67,7 +68,7 @@ func TestReadVerdict(t *testing.T) {
 	v, err = readVerdict([]any{"now", int64(5), "new_park", int64(0), "held", int64(1), "attempt", int64(0),
 		"restarts", int64(1), "wait_ns", int64(30)}, "k", given)
 	require.NoError(t, err)
-	require.Equal(t, crashloop.Verdict{Now: given, Restarts: 1, Held: true, Wait: 30}, v)
+	require.Equal(t, share.Verdict{Now: given, Restarts: 1, Held: true, Wait: 30}, v)
 }
 
 // A reply of another shape than the one read is an error matching
@@ -110,7 +111,7 @@ func TestWrongShapedReplies(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v, err := readVerdict(tc.reply, "k", time.Time{})
 			require.EqualError(t, err, tc.want)
-			require.Equal(t, crashloop.Verdict{}, v)
+			require.Equal(t, share.Verdict{}, v)
 			err = badReply("judge", err)
 			require.ErrorIs(t, err, errBadReply)
 			require.EqualError(t, err, "redisstore: judge: reply of the wrong shape: "+tc.want)
@@ -126,7 +127,7 @@ func TestWrongShapedReplies(t *testing.T) {
 	ch, applied, err := readStands([]any{"applied", int64(1), "version", int64(4)}, "k", "applied")
 	require.NoError(t, err)
 	require.True(t, applied)
-	require.Equal(t, crashloop.LedgerChange{Key: "k", Version: 4}, ch)
+	require.Equal(t, share.Change{Key: "k", Version: 4}, ch)
 	_, err = readParked([]any{park(), "k"})
 	require.EqualError(t, err, `park 1: the string "k", want an array of name/value pairs`)
 	_, err = readParked(map[any]any{})
@@ -163,7 +164,7 @@ func TestStoreRefusesWrongShapedReplies(t *testing.T) {
 		require.ErrorIs(t, err, errBadReply)
 		require.EqualError(t, err, "redisstore: "+op+": reply of the wrong shape: "+want)
 	}
-	_, err = st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingCrash, Incarnation: "i", Now: now})
+	_, err = st.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingCrash, Incarnation: "i", Now: now})
 	check("judge", `unknown field "surprise"`, err)
 	_, err = st.Proceed(ctx, "k", now)
 	check("proceed", `unknown field "surprise"`, err)
@@ -219,7 +220,7 @@ func TestScriptRefusesWrongArguments(t *testing.T) {
 		require.EqualError(t, err, tc.want, "%q", tc.args)
 	}
 	require.NoError(t, st.Open(ledgertest.Config(), nil))
-	_, err = st.Judge(ctx, crashloop.Judgment{Key: "k", Now: ledgertest.T0})
+	_, err = st.Judge(ctx, share.Judgment{Key: "k", Now: ledgertest.T0})
 	require.EqualError(t, err, "redisstore: judge: Judgment.Ending Ending(0): not an ending of the library")
 	require.False(t, errors.Is(err, errBadReply))
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -59,8 +60,8 @@ func TestClusterSendsAStepOnce(t *testing.T) {
 			st := New(c, Options{Prefix: newPrefix(), Timeout: 5 * time.Second, ClientTime: true})
 			t.Cleanup(func() { _ = st.Close() })
 			require.NoError(t, st.Open(crashloop.DefaultSupervisorConfig(), nil))
-			judge := func(i int) (crashloop.Verdict, error) {
-				return st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart, Now: start.Add(time.Duration(i) * time.Second)})
+			judge := func(i int) (share.Verdict, error) {
+				return st.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingFailedStart, Now: start.Add(time.Duration(i) * time.Second)})
 			}
 			v, err := judge(1) // learns the epoch, loads the script: a step is one EVALSHA from now on
 			require.NoError(t, err)
@@ -75,7 +76,7 @@ func TestClusterSendsAStepOnce(t *testing.T) {
 			require.ErrorAs(t, err, &lost, "the step ran, but its reply was lost: not sent again")
 			require.Equal(t, p.Addr(), lost.Addr)
 			tc.cause(t, p, err, lost)
-			require.NotErrorIs(t, err, crashloop.ErrStoreMisconfigured, "an outage")
+			require.NotErrorIs(t, err, share.ErrMisconfigured, "an outage")
 
 			p.SetDelay(0)
 			v, err = judge(3)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/internal/errtext"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -159,7 +160,7 @@ func field(s string) (string, string, bool) {
 
 // decodeNotice reads a notice: the change it tells of, the epoch it was
 // made in and its origin.
-func decodeNotice(msg string) (ch crashloop.LedgerChange, epoch, origin string, ok bool) {
+func decodeNotice(msg string) (ch share.Change, epoch, origin string, ok bool) {
 	if msg == "" {
 		return ch, "", "", false
 	}
@@ -412,30 +413,30 @@ func readChangeField(o object, name string) (*crashloop.FleetChange, error) {
 // readStands reads a key as it stands in a reply on key: its version and,
 // if any, its park. flag, when not "", names a 0/1 field that comes first
 // (applied, written), which it returns.
-func readStands(v any, key, flag string) (crashloop.LedgerChange, bool, error) {
+func readStands(v any, key, flag string) (share.Change, bool, error) {
 	known := []string{"version", "park"}
 	if flag != "" {
 		known = append(known, flag)
 	}
 	o, err := readObject(v, known...)
 	if err != nil {
-		return crashloop.LedgerChange{}, false, err
+		return share.Change{}, false, err
 	}
 	f := fields{o: o}
-	ch := crashloop.LedgerChange{Key: key, Version: f.int("version")}
+	ch := share.Change{Key: key, Version: f.int("version")}
 	var set bool
 	if flag != "" {
 		set = f.flag(flag)
 	}
 	if f.err != nil {
-		return crashloop.LedgerChange{}, false, f.err
+		return share.Change{}, false, f.err
 	}
 	if ch.Version < 0 {
-		return crashloop.LedgerChange{}, false, fmt.Errorf("version %d", ch.Version)
+		return share.Change{}, false, fmt.Errorf("version %d", ch.Version)
 	}
 	if p, ok := o["park"]; ok {
 		if ch.Park, err = readPark(p, key); err != nil {
-			return crashloop.LedgerChange{}, false, fmt.Errorf("field \"park\": %w", err)
+			return share.Change{}, false, fmt.Errorf("field \"park\": %w", err)
 		}
 	}
 	return ch, set, nil
@@ -444,34 +445,34 @@ func readStands(v any, key, flag string) (crashloop.LedgerChange, bool, error) {
 // readVerdict reads the verdict of a judge or proceed step on key. now is
 // the time of the call in client-time mode (the Verdict keeps it as
 // given), or the zero time for the server's.
-func readVerdict(v any, key string, now time.Time) (crashloop.Verdict, error) {
+func readVerdict(v any, key string, now time.Time) (share.Verdict, error) {
 	o, err := readObject(v, "now", "new_park", "held", "attempt", "restarts", "wait_ns", "park", "tripped", "rearmed")
 	if err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	f := fields{o: o}
 	ts := f.int("now")
 	if now.IsZero() {
 		now = time.UnixMicro(ts)
 	}
-	vd := crashloop.Verdict{Now: now, NewPark: f.flag("new_park"), Held: f.flag("held"), Attempt: int(f.int("attempt")),
+	vd := share.Verdict{Now: now, NewPark: f.flag("new_park"), Held: f.flag("held"), Attempt: int(f.int("attempt")),
 		Restarts: int(f.int("restarts")), Wait: time.Duration(f.int("wait_ns"))}
 	if f.err != nil {
-		return crashloop.Verdict{}, f.err
+		return share.Verdict{}, f.err
 	}
 	if p, ok := o["park"]; ok {
 		if vd.Park, err = readPark(p, key); err != nil {
-			return crashloop.Verdict{}, fmt.Errorf("field \"park\": %w", err)
+			return share.Verdict{}, fmt.Errorf("field \"park\": %w", err)
 		}
 	}
 	if vd.Tripped, err = readChangeField(o, "tripped"); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	if vd.Rearmed, err = readChangeField(o, "rearmed"); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	if vd.NewPark && vd.Park == nil {
-		return crashloop.Verdict{}, errors.New("a new park without its park")
+		return share.Verdict{}, errors.New("a new park without its park")
 	}
 	return vd, nil
 }
@@ -518,12 +519,12 @@ func readParked(v any) ([]*crashloop.ParkedError, error) {
 
 // readRestored reads the reply of restore of parks: for each, whether it
 // was written and its key as it stands.
-func readRestored(v any, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
+func readRestored(v any, parks []*crashloop.ParkedError) ([]share.Restored, error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr) != len(parks) {
 		return nil, fmt.Errorf("%s, want an array of %d", shape(v), len(parks))
 	}
-	out := make([]crashloop.Restored, len(parks))
+	out := make([]share.Restored, len(parks))
 	for i, o := range arr {
 		ch, written, err := readStands(o, parks[i].Key, "written")
 		if err != nil {
@@ -532,7 +533,7 @@ func readRestored(v any, parks []*crashloop.ParkedError) ([]crashloop.Restored, 
 		if written && ch.Park == nil {
 			return nil, fmt.Errorf("park %d: written, but not parked", i)
 		}
-		out[i] = crashloop.Restored{LedgerChange: ch, Written: written}
+		out[i] = share.Restored{Change: ch, Written: written}
 	}
 	return out, nil
 }
@@ -546,7 +547,7 @@ var errNotOpen = errors.New("redisstore: Judge and Proceed need Open first (a Su
 // under the Store's timeout and returns its reply, or ctx's error as soon
 // as ctx ends (see eval). A nil reply, which no step gives, is returned as
 // nil for the readers to refuse. A step that finds the server lost its
-// state returns a *crashloop.StateLostError. A step that finds no
+// state returns a *share.StateLostError. A step that finds no
 // configuration under its digest (the server lost it, or never had it)
 // writes it and is sent again, once.
 func (s *Store) run(ctx context.Context, op string, keys []string, args ...any) (any, error) {
@@ -705,7 +706,7 @@ func (s *Store) readEpoch(ctx context.Context, known string, seen, floor int64) 
 // each epoch's loss once, and announces it when told so). A claim of the
 // loss that cannot be sent is tried again every second, up to a minute,
 // and a late win is told to the Supervisor with Announce set.
-func (s *Store) lostState(ctx context.Context, old, cur string) *crashloop.StateLostError {
+func (s *Store) lostState(ctx context.Context, old, cur string) *share.StateLostError {
 	s.mu.Lock()
 	adopted := s.epoch == old
 	if adopted {
@@ -735,10 +736,10 @@ const failoverEpoch = "failover-"
 
 // lossOf is the loss of state that made epoch: its Reason is "failover"
 // for an epoch made because the server lost acknowledged writes.
-func lossOf(epoch string, announce bool) *crashloop.StateLostError {
-	sl := &crashloop.StateLostError{Announce: announce, Epoch: epoch}
+func lossOf(epoch string, announce bool) *share.StateLostError {
+	sl := &share.StateLostError{Announce: announce, Epoch: epoch}
 	if strings.HasPrefix(epoch, failoverEpoch) {
-		sl.Reason = crashloop.ReasonFailover
+		sl.Reason = share.ReasonFailover
 	}
 	return sl
 }
@@ -783,12 +784,12 @@ const (
 )
 
 // tellLost tells the Supervisor of a loss of state this Store found by
-// itself (err, a *crashloop.StateLostError; any other error is ignored),
+// itself (err, a *share.StateLostError; any other error is ignored),
 // for it to write back the parks it knows at once.
 func (s *Store) tellLost(err error) {
-	var sl *crashloop.StateLostError
+	var sl *share.StateLostError
 	if errors.As(err, &sl) && s.notify != nil {
-		s.notify(crashloop.LedgerChange{StateLost: sl})
+		s.notify(share.Change{StateLost: sl})
 	}
 }
 

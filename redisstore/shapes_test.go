@@ -14,6 +14,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -46,7 +47,7 @@ func TestConnectTLS(t *testing.T) {
 	st := New(c, Options{Prefix: newPrefix(), Timeout: 5 * time.Second})
 	t.Cleanup(func() { _ = st.Close() })
 	require.NoError(t, st.Open(crashloop.DefaultSupervisorConfig(), nil))
-	v, err := st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart})
+	v, err := st.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingFailedStart})
 	require.NoError(t, err)
 	require.Equal(t, 1, v.Attempt)
 
@@ -88,7 +89,7 @@ func TestConnectDetectsACluster(t *testing.T) {
 	st := New(c, Options{Prefix: newPrefix(), Timeout: 5 * time.Second})
 	t.Cleanup(func() { _ = st.Close() })
 	require.NoError(t, st.Open(crashloop.DefaultSupervisorConfig(), nil))
-	v, err := st.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart})
+	v, err := st.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingFailedStart})
 	require.NoError(t, err)
 	require.Equal(t, 1, v.Attempt)
 
@@ -133,7 +134,7 @@ func TestConnectNeverShowsAPassword(t *testing.T) {
 	require.EqualError(t, err, `redisstore: Redis URL redis://host:6379/0?bogus=1: redis: unexpected option: bogus`)
 	_, err = Connect(ctx, "redis://u:pw@host:6379/0?password=pw2&bogus=1", ClientOptions{})
 	require.EqualError(t, err, `redisstore: Redis URL redis://u:xxxxx@host:6379/0?bogus=1&password=xxxxx: redis: unexpected option: bogus, password`)
-	require.False(t, errors.Is(err, crashloop.ErrStoreMisconfigured))
+	require.False(t, errors.Is(err, share.ErrMisconfigured))
 }
 
 // A Supervisor on a 3-master cluster, reached by Connect with one node's

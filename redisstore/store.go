@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -46,7 +47,7 @@ type Options struct {
 	// the process id and a random suffix.
 	Replica string
 	// MemberTTL is how long the keys this replica counts as fleet members
-	// (crashloop.Ledger.Member) count after their last write, so that a
+	// (share.Ledger.Member) count after their last write, so that a
 	// replica that dies stops counting in the failing fraction; the Store
 	// keeps them alive while it is open (every MemberTTL/3, between Open and
 	// Close) and withdraws them at Close. It must be 0 or at least 1ms.
@@ -64,7 +65,7 @@ const DefaultMemberTTL = time.Minute
 // after everything it holds has aged out of its windows.
 const ttlGrace = time.Minute
 
-// Store is a crashloop.Ledger on Redis: the guard state of every key of a
+// Store is a share.Ledger on Redis: the guard state of every key of a
 // deployment (windows, chains, restart counts, parks, held restarts) and
 // its fleet breaker, shared by every replica that uses the same server and
 // Prefix. Each method is one atomic step on the server (one Lua script) and
@@ -98,7 +99,7 @@ type Store struct {
 	mu     sync.Mutex
 	opened bool
 	closed bool
-	notify func(crashloop.LedgerChange)
+	notify func(share.Change)
 	known  map[string]struct{} // keys this Store told its Supervisor are parked
 	epoch  string              // the deployment's epoch, once learnt
 	fresh  string              // the epoch this Store makes for a deployment that has none
@@ -237,7 +238,7 @@ const configFormat = 1
 // it; no step sends it. It fails for an invalid Prefix, a second Open, a closed Store, and a
 // configuration the script cannot keep exactly (a fleet cooldown of 104
 // days or more, a window of 285 years or more).
-func (s *Store) Open(cfg crashloop.SupervisorConfig, notify func(crashloop.LedgerChange)) error {
+func (s *Store) Open(cfg crashloop.SupervisorConfig, notify func(share.Change)) error {
 	if s.err != nil {
 		return s.err
 	}
@@ -294,17 +295,17 @@ func (s *Store) Close() error {
 
 // Lookup returns key as it stands: its version (that of its last park,
 // resume, forget or write-back; 0 for none) and its park, if it is parked.
-func (s *Store) Lookup(ctx context.Context, key string) (crashloop.LedgerChange, error) {
+func (s *Store) Lookup(ctx context.Context, key string) (share.Change, error) {
 	if s.err != nil {
-		return crashloop.LedgerChange{}, s.err
+		return share.Change{}, s.err
 	}
 	res, err := s.run(ctx, "lookup", []string{s.keys.record(key)})
 	if err != nil {
-		return crashloop.LedgerChange{}, err
+		return share.Change{}, err
 	}
 	ch, _, err := readStands(res, key, "")
 	if err != nil {
-		return crashloop.LedgerChange{}, badReply("lookup", err)
+		return share.Change{}, badReply("lookup", err)
 	}
 	s.saw(ch.Version)
 	if ch.Park != nil {
@@ -319,29 +320,29 @@ func (s *Store) Lookup(ctx context.Context, key string) (crashloop.LedgerChange,
 // It first writes this replica's changes of members not yet written, if
 // any (a round trip more). A park is announced to the other replicas. It
 // needs Open. A Judgment whose Ending is none of the library's is an error.
-func (s *Store) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+func (s *Store) Judge(ctx context.Context, j share.Judgment) (share.Verdict, error) {
 	p := s.plan.Load()
 	if s.err != nil || p == nil {
-		return crashloop.Verdict{}, firstErr(s.err, errNotOpen)
+		return share.Verdict{}, firstErr(s.err, errNotOpen)
 	}
-	if j.Ending < crashloop.EndingClean || j.Ending > crashloop.EndingPlanned {
-		return crashloop.Verdict{}, fmt.Errorf("redisstore: judge: Judgment.Ending %v: not an ending of the library", j.Ending)
+	if j.Ending < share.EndingClean || j.Ending > share.EndingPlanned {
+		return share.Verdict{}, fmt.Errorf("redisstore: judge: Judgment.Ending %v: not an ending of the library", j.Ending)
 	}
 	at, err := timeArg(j.Now, !s.o.ClientTime)
 	if err != nil {
-		return crashloop.Verdict{}, fmt.Errorf("redisstore: judge: %w", err)
+		return share.Verdict{}, fmt.Errorf("redisstore: judge: %w", err)
 	}
 	if err := s.membersFirst(ctx); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	res, err := s.run(ctx, "judge", []string{s.keys.record(j.Key), s.keys.fleet(), s.keys.parked(), s.keys.held(), p.key},
 		at, j.Ending.String(), boolArg(j.Healthy), j.Incarnation, encodeCause(j.Cause, j.Cause != ""), s.origin)
 	if err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	v, err := readVerdict(res, j.Key, s.callTime(j.Now))
 	if err != nil {
-		return crashloop.Verdict{}, badReply("judge", err)
+		return share.Verdict{}, badReply("judge", err)
 	}
 	if v.Park != nil {
 		s.saw(v.Park.Version)
@@ -352,22 +353,22 @@ func (s *Store) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verd
 
 // Proceed asks at now whether the held restart of key may go. It needs
 // Open.
-func (s *Store) Proceed(ctx context.Context, key string, now time.Time) (crashloop.Verdict, error) {
+func (s *Store) Proceed(ctx context.Context, key string, now time.Time) (share.Verdict, error) {
 	p := s.plan.Load()
 	if s.err != nil || p == nil {
-		return crashloop.Verdict{}, firstErr(s.err, errNotOpen)
+		return share.Verdict{}, firstErr(s.err, errNotOpen)
 	}
 	at, err := timeArg(now, !s.o.ClientTime)
 	if err != nil {
-		return crashloop.Verdict{}, fmt.Errorf("redisstore: proceed: %w", err)
+		return share.Verdict{}, fmt.Errorf("redisstore: proceed: %w", err)
 	}
 	res, err := s.run(ctx, "proceed", []string{s.keys.record(key), s.keys.fleet(), s.keys.held(), p.key}, at)
 	if err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	v, err := readVerdict(res, key, s.callTime(now))
 	if err != nil {
-		return crashloop.Verdict{}, badReply("proceed", err)
+		return share.Verdict{}, badReply("proceed", err)
 	}
 	if v.Park != nil {
 		s.saw(v.Park.Version)
@@ -381,7 +382,7 @@ func (s *Store) Proceed(ctx context.Context, key string, now time.Time) (crashlo
 // guards counted, for every replica, and returns the park it cleared and
 // the resume's own version. The other replicas are told at once. A key
 // parked with another version, or not parked, stays as it is: Resume then
-// returns a *crashloop.ChangedError with the key as it stands (matching
+// returns a *share.ChangedError with the key as it stands (matching
 // crashloop.ErrNotParked when it is not parked), so a resume delivered
 // late never clears a newer park. now is not used: a resume reads no time.
 func (s *Store) Resume(ctx context.Context, key string, version int64, now time.Time) (*crashloop.ParkedError, int64, error) {
@@ -399,7 +400,7 @@ func (s *Store) Resume(ctx context.Context, key string, version int64, now time.
 // Forget drops every trace of key if its version is version (0 for a key
 // with none), and returns the forget's own version; the other replicas are
 // told when it was parked. Else it changes nothing and returns a
-// *crashloop.ChangedError with the key as it stands.
+// *share.ChangedError with the key as it stands.
 func (s *Store) Forget(ctx context.Context, key string, version int64) (int64, error) {
 	ch, _, err := s.clear(ctx, "forget", key, version)
 	return ch.Version, err
@@ -407,25 +408,25 @@ func (s *Store) Forget(ctx context.Context, key string, version int64) (int64, e
 
 // clear runs resume or forget (op) of key naming version, and returns the
 // key after it and the park it cleared.
-func (s *Store) clear(ctx context.Context, op, key string, version int64) (crashloop.LedgerChange, *crashloop.ParkedError, error) {
+func (s *Store) clear(ctx context.Context, op, key string, version int64) (share.Change, *crashloop.ParkedError, error) {
 	if s.err != nil {
-		return crashloop.LedgerChange{}, nil, s.err
+		return share.Change{}, nil, s.err
 	}
 	if version < 0 {
-		return crashloop.LedgerChange{}, nil, fmt.Errorf("redisstore: %s: version %d", op, version)
+		return share.Change{}, nil, fmt.Errorf("redisstore: %s: version %d", op, version)
 	}
 	res, err := s.run(ctx, op, []string{s.keys.record(key), s.keys.parked(), s.keys.held()}, s.origin, version)
 	if err != nil {
-		return crashloop.LedgerChange{}, nil, err
+		return share.Change{}, nil, err
 	}
 	ch, applied, err := readStands(res, key, "applied")
 	if err != nil {
-		return crashloop.LedgerChange{}, nil, badReply(op, err)
+		return share.Change{}, nil, badReply(op, err)
 	}
 	s.saw(ch.Version)
 	if !applied {
 		s.believe(key, ch.Park != nil)
-		return crashloop.LedgerChange{}, nil, &crashloop.ChangedError{Key: key, Version: ch.Version, Park: ch.Park}
+		return share.Change{}, nil, &share.ChangedError{Key: key, Version: ch.Version, Park: ch.Park}
 	}
 	s.believe(key, false)
 	pe := ch.Park
@@ -442,7 +443,7 @@ func (s *Store) clear(ctx context.Context, op, key string, version int64) (crash
 // kept. It returns, for each park, whether it was written and its key as it
 // stands; with no parks it still reaches the server (to learn whether it
 // answers again).
-func (s *Store) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
+func (s *Store) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]share.Restored, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
@@ -568,7 +569,7 @@ func (s *Store) Fleet(ctx context.Context, now time.Time) (crashloop.FleetStatus
 		return crashloop.FleetStatus{}, nil
 	}
 	st := crashloop.FleetStatus{BreakerTripped: r.tripped, FleetRestartsPerHour: rph,
-		FailingChannels: r.failing, TotalChannels: r.total, RestartsInHour: r.hour}
+		FailingKeys: r.failing, Keys: r.total, RestartsInHour: r.hour}
 	if st.BreakerTripped {
 		at := r.since.Add(cooldown)
 		st.RearmAt = &at
@@ -616,4 +617,4 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-var _ crashloop.Ledger = (*Store)(nil)
+var _ share.Ledger = (*Store)(nil)

@@ -1,8 +1,8 @@
--- crashloop's Ledger on Redis: every method of a Store is one call of this
--- script, one atomic step. Its specification is the library's composed
--- judgment as the in-memory reference ledger (MemoryLedger) runs it
--- (judge.go: rules.judge, park, rearm, proceed; fleet.go; ledger.go):
--- ledgertest's differential runs hold the two equal, in both time modes.
+-- crashloop's share.Ledger on Redis: every method of a Store is one call of
+-- this script, one atomic step. Its specification is the library's composed
+-- judgment, rules.judge (judge.go: judge, park, rearm, proceed; fleet.go),
+-- as share.MemoryLedger runs it: share/ledgertest's differential runs hold
+-- the two equal, in both time modes (the server's clock and ClientTime).
 --
 -- Call: ARGV[1] names the operation, ARGV[2] is the deployment's epoch as the
 -- Store knows it, and the operation's own arguments follow in order (args).

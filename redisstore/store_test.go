@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
-	"github.com/crashloopguard/crashloop/ledgertest"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
+	"github.com/crashloopguard/crashloop/share/ledgertest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -30,7 +31,7 @@ type told struct {
 	got []string
 }
 
-func (c *told) notify(ch crashloop.LedgerChange) {
+func (c *told) notify(ch share.Change) {
 	s := fmt.Sprintf("-%s@%d", ch.Key, ch.Version)
 	if pe := ch.Park; pe != nil {
 		last := "<nil>"
@@ -70,9 +71,9 @@ func reconciled(t testing.TB, sts ...*Store) {
 }
 
 // park parks key through st at once (a permanent error).
-func park(t testing.TB, st *Store, key string, now time.Time) crashloop.Verdict {
+func park(t testing.TB, st *Store, key string, now time.Time) share.Verdict {
 	t.Helper()
-	v, err := st.Judge(context.Background(), crashloop.Judgment{Key: key, Ending: crashloop.EndingPermanent,
+	v, err := st.Judge(context.Background(), share.Judgment{Key: key, Ending: share.EndingPermanent,
 		Incarnation: key + "#1", Cause: "fatal " + key, Now: now, Members: 1})
 	require.NoError(t, err)
 	require.True(t, v.NewPark, "%+v", v)
@@ -117,7 +118,7 @@ func TestNotices(t *testing.T) {
 	require.Equal(t, int64(3), v)
 	require.Equal(t, int64(4), park(t, sts[0], "k", now).Park.Version)
 	_, err = sts[2].Forget(ctx, "k", 2)
-	require.Equal(t, &crashloop.ChangedError{Key: "k", Version: 4, Park: lookedUp(t, sts[2], "k")}, err)
+	require.Equal(t, &share.ChangedError{Key: "k", Version: 4, Park: lookedUp(t, sts[2], "k")}, err)
 	v, err = sts[2].Forget(ctx, "k", 4)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), v)
@@ -215,7 +216,7 @@ func TestKeysAndExpiry(t *testing.T) {
 		require.LessOrEqual(t, d, span, key)
 	}
 
-	j := crashloop.Judgment{Key: "a", Ending: crashloop.EndingFailedStart, Incarnation: "a#1", Cause: "boom", Now: ledgertest.T0, Members: 1}
+	j := share.Judgment{Key: "a", Ending: share.EndingFailedStart, Incarnation: "a#1", Cause: "boom", Now: ledgertest.T0, Members: 1}
 	st.Member("a", true) // written before the judge step
 	_, err := st.Judge(ctx, j)
 	require.NoError(t, err)
@@ -240,7 +241,7 @@ func TestKeysAndExpiry(t *testing.T) {
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:ver"))
 
 	for i := range cfg.Fleet.RestartsPerHour + 1 { // the 8th trips; it and the 9th are held
-		_, err := st.Judge(ctx, crashloop.Judgment{Key: fmt.Sprintf("p%d", i), Ending: crashloop.EndingPlanned, Incarnation: "i", Now: ledgertest.T0})
+		_, err := st.Judge(ctx, share.Judgment{Key: fmt.Sprintf("p%d", i), Ending: share.EndingPlanned, Incarnation: "i", Now: ledgertest.T0})
 		require.NoError(t, err)
 	}
 	require.Equal(t, time.Duration(-1), pttl(t, rdb, "{deploy}:fleet"), "a tripped breaker never expires")
@@ -303,14 +304,14 @@ func TestMembersWrittenWhole(t *testing.T) {
 	require.Equal(t, []string{"a", "c", "d"}, members())
 	f, err := st.Fleet(ctx, ledgertest.T0)
 	require.NoError(t, err)
-	require.Equal(t, 3, f.TotalChannels)
+	require.Equal(t, 3, f.Keys)
 	require.NoError(t, rdb.FlushAll(ctx).Err()) // the server lost its state: the step that finds it fails
 	_, err = st.Fleet(ctx, ledgertest.T0)
-	var sl *crashloop.StateLostError
+	var sl *share.StateLostError
 	require.ErrorAs(t, err, &sl)
 	f, err = st.Fleet(ctx, ledgertest.T0) // the next writes the members whole first
 	require.NoError(t, err)
-	require.Equal(t, 3, f.TotalChannels)
+	require.Equal(t, 3, f.Keys)
 	require.Equal(t, []string{"a", "c", "d"}, members())
 	require.NoError(t, st.Close())
 	require.Zero(t, rdb.Exists(ctx, set, st.keys.replicas()).Val(), "withdrawn at Close")
@@ -332,7 +333,7 @@ func TestOperatorWithoutOpen(t *testing.T) {
 	replica.Member("p7", true)
 	ctx := context.Background()
 	for i := range cfg.Fleet.RestartsPerHour {
-		_, err := replica.Judge(ctx, crashloop.Judgment{Key: fmt.Sprintf("p%d", i), Ending: crashloop.EndingPlanned, Incarnation: "i", Now: ledgertest.T0})
+		_, err := replica.Judge(ctx, share.Judgment{Key: fmt.Sprintf("p%d", i), Ending: share.EndingPlanned, Incarnation: "i", Now: ledgertest.T0})
 		require.NoError(t, err)
 	}
 	parked := park(t, replica, "k", ledgertest.T0.Add(time.Second)).Park
@@ -349,8 +350,8 @@ func TestOperatorWithoutOpen(t *testing.T) {
 	f, err := op.Fleet(ctx, later)
 	require.NoError(t, err)
 	rearm := ledgertest.T0.Add(cfg.Fleet.Cooldown)
-	require.Equal(t, fleetString(crashloop.FleetStatus{BreakerTripped: true, FleetRestartsPerHour: 8, FailingChannels: 1,
-		TotalChannels: 2, RestartsInHour: 8, RearmAt: &rearm}), fleetString(f))
+	require.Equal(t, fleetString(crashloop.FleetStatus{BreakerTripped: true, FleetRestartsPerHour: 8, FailingKeys: 1,
+		Keys: 2, RestartsInHour: 8, RearmAt: &rearm}), fleetString(f))
 	want, err := replica.Fleet(ctx, later)
 	require.NoError(t, err)
 	require.Equal(t, fleetString(want), fleetString(f), "the operator sees what the replica sees")
@@ -365,7 +366,7 @@ func TestOperatorWithoutOpen(t *testing.T) {
 	require.True(t, v.Held)
 	require.Equal(t, cfg.Fleet.Cooldown-11*time.Second, v.Wait)
 
-	_, err = op.Judge(ctx, crashloop.Judgment{Key: "k", Ending: crashloop.EndingCrash, Now: later})
+	_, err = op.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingCrash, Now: later})
 	require.ErrorIs(t, err, errNotOpen)
 	_, err = op.Proceed(ctx, "k", later)
 	require.ErrorIs(t, err, errNotOpen)
@@ -375,10 +376,10 @@ func TestOperatorWithoutOpen(t *testing.T) {
 	require.Equal(t, parkString(parked), parkString(pe))
 	_, _, err = op.Resume(ctx, "k", ch.Park.Version, later)
 	require.ErrorIs(t, err, crashloop.ErrNotParked)
-	require.Equal(t, &crashloop.ChangedError{Key: "k", Version: rv}, err)
+	require.Equal(t, &share.ChangedError{Key: "k", Version: rv}, err)
 	ch, err = replica.Lookup(ctx, "k")
 	require.NoError(t, err)
-	require.Equal(t, crashloop.LedgerChange{Key: "k", Version: rv}, ch)
+	require.Equal(t, share.Change{Key: "k", Version: rv}, ch)
 
 	empty := New(s.Client(nil), Options{Prefix: newPrefix()})
 	f, err = empty.Fleet(ctx, later)
@@ -439,7 +440,7 @@ func TestDecodeNotice(t *testing.T) {
 	require.Equal(t, int64(9), ch.Version)
 	ch, epoch, origin, ok = decodeNotice("R2:e21:o1:k12")
 	require.True(t, ok)
-	require.Equal(t, crashloop.LedgerChange{Key: "k", Version: 12}, ch)
+	require.Equal(t, share.Change{Key: "k", Version: 12}, ch)
 	require.Equal(t, "e2", epoch)
 	require.Equal(t, "o", origin)
 	for _, bad := range []string{"", "X1:e1:o1:k3", "R1:e", "R1:e1:o", "R1:e1:o1:k", "R1:e1:o1:kx", "R1:e1:o1:k0", "R1:e1:o1:k-1", "P1:e1:o1:k",
@@ -467,5 +468,5 @@ func fleetString(st crashloop.FleetStatus) string {
 	if st.RearmAt != nil {
 		rearm = st.RearmAt.Sub(ledgertest.T0).String()
 	}
-	return fmt.Sprintf("%v %d %d/%d %d %s", st.BreakerTripped, st.FleetRestartsPerHour, st.FailingChannels, st.TotalChannels, st.RestartsInHour, rearm)
+	return fmt.Sprintf("%v %d %d/%d %d %s", st.BreakerTripped, st.FleetRestartsPerHour, st.FailingKeys, st.Keys, st.RestartsInHour, rearm)
 }

@@ -54,7 +54,7 @@ func fleet(t *testing.T, n int, cfg crashloop.SupervisorConfig, mock bool, newSt
 			r.clock.Set(start)
 			opts = append(opts, crashloop.WithClock(r.clock))
 		}
-		sup, err := crashloop.NewSharedSupervisor(cfg, r.store, opts...)
+		sup, err := newShared(cfg, r.store, opts...)
 		require.NoError(t, err)
 		r.sup = sup
 		out = append(out, r)
@@ -174,7 +174,7 @@ func TestFleetBreakerFleetWide(t *testing.T) {
 // fleetState is the fleet breaker as replica r's Supervisor reports it.
 func fleetState(r *replica) string {
 	st := r.sup.Status(context.Background()).Fleet
-	return fmt.Sprintf("tripped=%v %d/%d", st.BreakerTripped, st.FailingChannels, st.TotalChannels)
+	return fmt.Sprintf("tripped=%v %d/%d", st.BreakerTripped, st.FailingKeys, st.Keys)
 }
 
 // fractionConfig trips the fleet breaker at half the keys failing, at

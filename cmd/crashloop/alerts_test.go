@@ -18,6 +18,7 @@ import (
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
+	"github.com/crashloopguard/crashloop/share"
 )
 
 // TestReplicasRaiseOneAlertEach runs two crashloop --redis replicas of one
@@ -48,7 +49,7 @@ func TestReplicasRaiseOneAlertEach(t *testing.T) {
 	require.NoError(t, err)
 	store := redisstore.New(client, redisstore.Options{Prefix: prefix})
 	t.Cleanup(func() { _ = store.Close(); _ = client.Close() })
-	sup, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), store)
+	sup, err := crashloop.NewSupervisor(crashloop.DefaultSupervisorConfig(), crashloop.WithSharing(share.New(store)))
 	require.NoError(t, err)
 	ctx := context.Background()
 
@@ -66,8 +67,8 @@ func TestReplicasRaiseOneAlertEach(t *testing.T) {
 	// both replicas (they read 0 under --redis before any park).
 	fleet := sup.Status(ctx).Fleet
 	require.NotNil(t, fleet)
-	require.Positive(t, fleet.TotalChannels)
-	prom.waitFor(t, `count(crashloop_fleet_keys == `+strconv.Itoa(fleet.TotalChannels)+`)`, "2")
+	require.Positive(t, fleet.Keys)
+	prom.waitFor(t, `count(crashloop_fleet_keys == `+strconv.Itoa(fleet.Keys)+`)`, "2")
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		alerts := alertLines(c, prom)

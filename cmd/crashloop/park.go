@@ -14,6 +14,7 @@ import (
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/internal/errtext"
 	"github.com/crashloopguard/crashloop/redisstore"
+	"github.com/crashloopguard/crashloop/share"
 )
 
 // resumePoll is how often a waiting crashloop (--on-park wait) reads the
@@ -31,6 +32,7 @@ const resumePoll = 200 * time.Millisecond
 type parkWaiter struct {
 	key   string
 	sup   *crashloop.Supervisor
+	layer *share.Layer      // nil without --redis
 	state *stateStore       // nil without --state
 	store *redisstore.Store // nil without --redis
 	redis redisConfig
@@ -70,7 +72,7 @@ func (w *parkWaiter) wait(ctx context.Context, flushed bool) (by string, ok bool
 		case <-tick.C:
 		}
 		if !flushed {
-			flushed = w.sup.Flush(ctx) == nil
+			flushed = w.layer.Flush(ctx) == nil
 			continue
 		}
 		if by := w.poll(ctx); by != "" {

@@ -18,6 +18,7 @@ import (
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/internal/errtext"
 	"github.com/crashloopguard/crashloop/redisstore"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -84,7 +85,7 @@ func (c redisConfig) check(store *redisstore.Store, out *output) {
 	defer cancel()
 	warning, err := store.Check(ctx)
 	switch {
-	case errors.Is(err, crashloop.ErrStoreMisconfigured):
+	case errors.Is(err, share.ErrMisconfigured):
 		out.print(slog.LevelError, scrub(err, c.url).Error())
 	case warning != "":
 		out.print(slog.LevelWarn, warning)
@@ -180,11 +181,11 @@ func parkedInRedis(store *redisstore.Store, key string, timeout time.Duration) *
 // flush writes back, within flushFor, the parks sup decided while Redis
 // was unreachable, and says what became of them. It reports whether Redis
 // holds them now.
-func flush(sup *crashloop.Supervisor, out *output, key string) bool {
+func flush(layer *share.Layer, out *output, key string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), flushFor)
 	defer cancel()
 	for {
-		err := sup.Flush(ctx)
+		err := layer.Flush(ctx)
 		if err == nil {
 			return true
 		}
@@ -222,7 +223,7 @@ func statusRedis(c redisConfig, asJSON bool, stdout io.Writer) error {
 	}
 	if len(parks) == 0 {
 		fmt.Fprintf(stdout, "nothing is parked in %s (prefix %s)", redact(c.url), c.prefix)
-		if fleet.TotalChannels == 0 && fleet.RestartsInHour == 0 {
+		if fleet.Keys == 0 && fleet.RestartsInHour == 0 {
 			fmt.Fprintf(stdout, "; no crashloop has reported under the prefix %s in the last hour: is --redis-prefix right?", c.prefix)
 		}
 		fmt.Fprintln(stdout)
@@ -237,8 +238,8 @@ func statusRedis(c redisConfig, asJSON bool, stdout io.Writer) error {
 		}
 	}
 	keys := "no key has reported to it yet"
-	if fleet.TotalChannels > 0 {
-		keys = fmt.Sprintf("%d of %d keys failing", fleet.FailingChannels, fleet.TotalChannels)
+	if fleet.Keys > 0 {
+		keys = fmt.Sprintf("%d of %d keys failing", fleet.FailingKeys, fleet.Keys)
 	}
 	fmt.Fprintf(stdout, "fleet breaker: %s; %s in the last hour; %s\n", state, errtext.Plural(fleet.RestartsInHour, "restart"), keys)
 	return nil
@@ -277,7 +278,7 @@ func resumeRedis(c redisConfig, key string, stdout io.Writer) error {
 		case errors.Is(err, crashloop.ErrNotParked):
 			refusal = fmt.Errorf("%s is not parked in %s", key, redact(c.url))
 			return nil
-		case errors.Is(err, crashloop.ErrChanged):
+		case errors.Is(err, share.ErrChanged):
 			refusal = fmt.Errorf("%s was parked again in %s while it was being resumed: nothing was resumed; look at it and resume it again", key, redact(c.url))
 			return nil
 		}

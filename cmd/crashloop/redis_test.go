@@ -102,7 +102,7 @@ func TestStatusCountsTheDeploymentsKeys(t *testing.T) {
 	r := runCL(t, "status", "--redis", srv.URL(), "--json")
 	var st redisStatus
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
-	assert.Equal(t, [2]int{1, 1}, [2]int{st.Fleet.FailingChannels, st.Fleet.TotalChannels})
+	assert.Equal(t, [2]int{1, 1}, [2]int{st.Fleet.FailingKeys, st.Fleet.Keys})
 
 	for _, c := range cls {
 		c.signal(t, syscall.SIGTERM)
@@ -306,8 +306,8 @@ func keysOf[V any](m map[string]V) []string {
 type redisStatus struct {
 	Parked map[string]testPark
 	Fleet  struct {
-		FailingChannels int `json:"failing_keys"`
-		TotalChannels   int `json:"total_keys"`
+		FailingKeys int `json:"failing_keys"`
+		Keys        int `json:"total_keys"`
 	}
 }
 

@@ -93,7 +93,7 @@ type fleetDoc struct {
 // fleetOf returns fs as fleetDoc.
 func fleetOf(fs crashloop.FleetStatus) *fleetDoc {
 	f := &fleetDoc{BreakerTripped: fs.BreakerTripped, RestartsPerHour: fs.FleetRestartsPerHour, RestartsInHour: fs.RestartsInHour,
-		FailingKeys: fs.FailingChannels, TotalKeys: fs.TotalChannels}
+		FailingKeys: fs.FailingKeys, TotalKeys: fs.Keys}
 	if fs.RearmAt != nil {
 		at := jsonTime(*fs.RearmAt)
 		f.RearmAt = &at

@@ -17,6 +17,7 @@ import (
 	"github.com/crashloopguard/crashloop/internal/errtext"
 	"github.com/crashloopguard/crashloop/promcrashloop"
 	"github.com/crashloopguard/crashloop/redisstore"
+	"github.com/crashloopguard/crashloop/share"
 )
 
 // superviseCmd is "crashloop [flags] -- PROGRAM [ARGS...]". It returns
@@ -62,7 +63,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	defer reaper.close()
 	h := &hooks{park: s.onParkExec, trip: s.onTripExec, timeout: s.hookTimeout, log: log, reaper: reaper}
 	defer h.wait() // the hook of the park that ends crashloop runs to its end
-	sup, err := newSupervisor(s, cfg, log, &events, store, h)
+	sup, layer, err := newSupervisor(s, cfg, log, &events, store, h)
 	if err != nil {
 		return 0, err
 	}
@@ -160,7 +161,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	}
 	ep.r = r
 	if wait {
-		ep.waiter = &parkWaiter{key: key, sup: sup, state: state, store: store, redis: s.redis, log: log}
+		ep.waiter = &parkWaiter{key: key, sup: sup, layer: layer, state: state, store: store, redis: s.redis, log: log}
 	}
 	if metrics != nil {
 		defer serveMetrics(metrics, sup, &events, r, log, ep).close()
@@ -184,7 +185,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 				announceRefusal(out, key, markOf(p, 0, nil, nil))
 			} else {
 				if store != nil {
-					flushed = flush(sup, out, key)
+					flushed = flush(layer, out, key)
 				}
 				if code, err := gaveUp(r, pe, state, nil, out, argv); err != nil {
 					return code, err
@@ -200,7 +201,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 			out.print(slog.LevelInfo, fmt.Sprintf("%s was resumed (%s): starting it with a full budget", key, by), "key", key, "by", by)
 		case errors.As(err, &pe):
 			var shared *redisConfig
-			if store != nil && flush(sup, out, key) { // a park decided alone reaches the other replicas
+			if store != nil && flush(layer, out, key) { // a park decided alone reaches the other replicas
 				shared = &s.redis
 			}
 			return gaveUp(r, pe, state, shared, out, argv)
@@ -268,21 +269,22 @@ func refuse(out *output, key string, m mark, resume string) (int, error) {
 // crashloop.Option here: an event handler to the list, or a store. events
 // counts the events for --metrics-addr; hooks runs --on-park-exec and
 // --on-trip-exec; store, with --redis, is the ledger the replicas share.
-func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger, events *promcrashloop.Events, store *redisstore.Store, hooks *hooks) (*crashloop.Supervisor, error) {
+func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger, events *promcrashloop.Events, store *redisstore.Store, hooks *hooks) (*crashloop.Supervisor, *share.Layer, error) {
 	handlers := []crashloop.EventHandler{crashloop.LogEvents(log), hooks}
 	if s.metricsAddr != "" {
 		handlers = append(handlers, events)
 	}
 	opts := []crashloop.Option{crashloop.WithEventHandler(crashloop.MultiHandler(handlers...))}
-	var ledger crashloop.Ledger // nil: this process alone
+	var layer *share.Layer // nil: this process alone
 	if store != nil {
-		ledger = store
+		layer = share.New(store)
+		opts = append(opts, crashloop.WithSharing(layer))
 	}
-	sup, err := crashloop.NewSharedSupervisor(cfg, ledger, opts...)
+	sup, err := crashloop.NewSupervisor(cfg, opts...)
 	if err != nil {
-		return nil, s.explain(err)
+		return nil, nil, s.explain(err)
 	}
-	return sup, nil
+	return sup, layer, nil
 }
 
 // gaveUp reports a park, records it in the state file if there is one, and

@@ -26,6 +26,7 @@ import (
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/redisstore"
 	"github.com/crashloopguard/crashloop/redisstore/internal/faultrun"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
 )
@@ -76,12 +77,12 @@ func run() error {
 	l := &ledger{Store: store, log: logf, claims: claims}
 	handler := crashloop.EventHandlerFunc(func(ev crashloop.Event) {
 		r := faultrun.Record{Op: faultrun.OpEvent, Key: ev.Key, Kind: ev.Kind.String(), Reason: ev.Reason}
-		if ev.Kind.Stops() || ev.Kind.Resumes() {
+		if ev.Kind.Stops() || ev.Kind == crashloop.EventResumed {
 			r.Version = claims.get()
 		}
 		logf(r)
 	})
-	sup, err := crashloop.NewSharedSupervisor(Config(), l, crashloop.WithEventHandler(handler))
+	sup, err := crashloop.NewSupervisor(Config(), crashloop.WithSharing(share.New(l)), crashloop.WithEventHandler(handler))
 	if err != nil {
 		return err
 	}
@@ -256,7 +257,7 @@ type ledger struct {
 // same: every failure but a refused connection (nothing was sent) and a
 // ChangedError (the server answered that it changed nothing).
 func inDoubt(err error) bool {
-	_, changed := errors.AsType[*crashloop.ChangedError](err)
+	_, changed := errors.AsType[*share.ChangedError](err)
 	return err != nil && !changed && !errors.Is(err, syscall.ECONNREFUSED) && !strings.Contains(err.Error(), "connection refused")
 }
 
@@ -275,14 +276,14 @@ func parkVersion(pe *crashloop.ParkedError) int64 {
 	return pe.Version
 }
 
-func (l *ledger) Open(cfg crashloop.SupervisorConfig, notify func(crashloop.LedgerChange)) error {
-	return l.Store.Open(cfg, func(ch crashloop.LedgerChange) {
+func (l *ledger) Open(cfg crashloop.SupervisorConfig, notify func(share.Change)) error {
+	return l.Store.Open(cfg, func(ch share.Change) {
 		l.log(faultrun.Record{Op: faultrun.OpNotice, Key: ch.Key, Version: ch.Version, Park: parkVersion(ch.Park), Forgotten: ch.Forgotten})
 		notify(ch)
 	})
 }
 
-func (l *ledger) Lookup(ctx context.Context, key string) (crashloop.LedgerChange, error) {
+func (l *ledger) Lookup(ctx context.Context, key string) (share.Change, error) {
 	t0 := time.Now()
 	ch, err := l.Store.Lookup(ctx, key)
 	r := record(faultrun.OpLookup, key, t0, err)
@@ -293,7 +294,7 @@ func (l *ledger) Lookup(ctx context.Context, key string) (crashloop.LedgerChange
 	return ch, err
 }
 
-func (l *ledger) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+func (l *ledger) Judge(ctx context.Context, j share.Judgment) (share.Verdict, error) {
 	t0 := time.Now()
 	v, err := l.Store.Judge(ctx, j)
 	r := record(faultrun.OpJudge, j.Key, t0, err)
@@ -313,14 +314,14 @@ func (l *ledger) Resume(ctx context.Context, key string, version int64, now time
 	if err == nil {
 		r.Park, r.Version = parkVersion(pe), v
 	}
-	if ce, ok := errors.AsType[*crashloop.ChangedError](err); ok {
+	if ce, ok := errors.AsType[*share.ChangedError](err); ok {
 		r.Changed, r.Version, r.Park = true, ce.Version, parkVersion(ce.Park)
 	}
 	l.log(r)
 	return pe, v, err
 }
 
-func (l *ledger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
+func (l *ledger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]share.Restored, error) {
 	t0 := time.Now()
 	stand, err := l.Store.Restore(ctx, parks)
 	if len(parks) == 0 {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Model check of the versioned shared-state protocol (docs/model.md): spin
-# runs model/shared.pml under each bound below and must find no violation;
+# runs share/model/shared.pml under each bound below and must find no violation;
 # then each deliberately broken variant must make spin find one (an error
 # trail). Exits non-zero otherwise. Needs spin and a C compiler.
 #
@@ -78,5 +78,5 @@ for c in "${checks[@]}"; do
   fi
 done
 
-if [ "$fail" -ne 0 ]; then echo "model/check.sh: FAILED"; exit 1; fi
-echo "model/check.sh: ok (the model: no violation under any bound; every broken variant caught)"
+if [ "$fail" -ne 0 ]; then echo "share/model/check.sh: FAILED"; exit 1; fi
+echo "share/model/check.sh: ok (the model: no violation under any bound; every broken variant caught)"

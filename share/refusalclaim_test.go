@@ -1,4 +1,4 @@
-package crashloop_test
+package share_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,7 +24,7 @@ func (deadLedger) Claim(context.Context, int64) (bool, error) { return false, er
 
 // parkedByTheDead parks key on a replica that dies before it claims the
 // park, and returns the replica's recorder and the park.
-func parkedByTheDead(t *testing.T, l crashloop.Ledger, key string) (*recorder, *crashloop.ParkedError) {
+func parkedByTheDead(t *testing.T, l share.Ledger, key string) (*recorder, *crashloop.ParkedError) {
 	t.Helper()
 	dead, rec := recordedOn(t, deadLedger{deafLedger{l}})
 	var d crashloop.Decision
@@ -125,7 +126,7 @@ func TestSharedResumeRefusalClaimsThePark(t *testing.T) {
 		deadRec, pe := parkedByTheDead(t, ledgers[0], "k")
 
 		err = s.Resume(context.Background(), "k")
-		var ce *crashloop.ChangedError
+		var ce *share.ChangedError
 		require.ErrorAs(t, err, &ce)
 		assert.Equal(t, pe.Version, ce.Version)
 		synctest.Wait()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 )
 
 // Configs are the configurations Differential runs under: Config ("suite"),
@@ -46,9 +47,9 @@ func Differential(t *testing.T, newLedger NewFunc, n int) {
 	keys := []string{"a", "b", "c:{x}"}
 	steps := []time.Duration{0, 0, time.Microsecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 3 * time.Second,
 		5 * time.Second, 10 * time.Second, time.Hour, -time.Second, -time.Microsecond}
-	endings := []crashloop.Ending{crashloop.EndingClean, crashloop.EndingPermanent, crashloop.EndingFailedStart,
-		crashloop.EndingFailedStart, crashloop.EndingCrash, crashloop.EndingCrash, crashloop.EndingCrash,
-		crashloop.EndingCrash, crashloop.EndingCrash, crashloop.EndingPlanned, crashloop.EndingPlanned}
+	endings := []share.Ending{share.EndingClean, share.EndingPermanent, share.EndingFailedStart,
+		share.EndingFailedStart, share.EndingCrash, share.EndingCrash, share.EndingCrash,
+		share.EndingCrash, share.EndingCrash, share.EndingPlanned, share.EndingPlanned}
 	total := map[string]int{}
 	for name, cfg := range Configs() {
 		t.Run(name, func(t *testing.T) {
@@ -63,7 +64,7 @@ func Differential(t *testing.T, newLedger NewFunc, n int) {
 					switch op := rng.IntN(20); {
 					case op < 12:
 						e := endings[rng.IntN(len(endings))]
-						p.judge(i, crashloop.Judgment{Key: key, Ending: e, Healthy: e == crashloop.EndingCrash || rng.IntN(4) == 0,
+						p.judge(i, share.Judgment{Key: key, Ending: e, Healthy: e == share.EndingCrash || rng.IntN(4) == 0,
 							Incarnation: fmt.Sprintf("%s#%d", key, 1+rng.IntN(2)), Cause: []string{"", "boom", "dial: refused"}[rng.IntN(3)],
 							Now: now, Members: rng.IntN(4), Failing: rng.IntN(3)})
 					case op < 14:
@@ -116,29 +117,29 @@ func Differential(t *testing.T, newLedger NewFunc, n int) {
 // they were held, across replicas.
 func Scenarios(t *testing.T, newLedger NewFunc) {
 	cfg := Config() // chain of 2 within 5s, guard 4 in 20s, fleet 8 an hour, cooldown 30s
-	crash := func(now time.Time, inc string) crashloop.Judgment {
-		return crashloop.Judgment{Key: "k", Ending: crashloop.EndingCrash, Healthy: true, Incarnation: inc, Cause: "died", Now: now, Members: 1}
+	crash := func(now time.Time, inc string) share.Judgment {
+		return share.Judgment{Key: "k", Ending: share.EndingCrash, Healthy: true, Incarnation: inc, Cause: "died", Now: now, Members: 1}
 	}
-	planned := func(now time.Time, inc string) crashloop.Judgment {
-		return crashloop.Judgment{Key: "k", Ending: crashloop.EndingPlanned, Incarnation: inc, Now: now, Members: 1}
+	planned := func(now time.Time, inc string) share.Judgment {
+		return share.Judgment{Key: "k", Ending: share.EndingPlanned, Incarnation: inc, Now: now, Members: 1}
 	}
 	sec := func(s int) time.Time { return T0.Add(time.Duration(s) * time.Second) }
 
 	for _, tc := range []struct {
 		name  string
-		steps []crashloop.Judgment // replica i%2 judges step i
-		parks int                  // needs_human parks
+		steps []share.Judgment // replica i%2 judges step i
+		parks int              // needs_human parks
 	}{
-		{"a planned restart ends the chain", []crashloop.Judgment{crash(sec(0), "i"), planned(sec(1), "i"), crash(sec(2), "i"), crash(sec(3), "i")}, 0},
-		{"a full chain is not ended by a planned restart", []crashloop.Judgment{crash(sec(0), "i"), crash(sec(1), "i"), planned(sec(2), "i"), crash(sec(3), "i")}, 1},
-		{"the chain counts one incarnation", []crashloop.Judgment{crash(sec(0), "i"), crash(sec(1), "j"), crash(sec(2), "j"), crash(sec(3), "j")}, 1},
+		{"a planned restart ends the chain", []share.Judgment{crash(sec(0), "i"), planned(sec(1), "i"), crash(sec(2), "i"), crash(sec(3), "i")}, 0},
+		{"a full chain is not ended by a planned restart", []share.Judgment{crash(sec(0), "i"), crash(sec(1), "i"), planned(sec(2), "i"), crash(sec(3), "i")}, 1},
+		{"the chain counts one incarnation", []share.Judgment{crash(sec(0), "i"), crash(sec(1), "j"), crash(sec(2), "j"), crash(sec(3), "j")}, 1},
 	} {
 		for _, tripped := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/tripped=%v", tc.name, tripped), func(t *testing.T) {
 				p := newPair(t, newLedger, 2, cfg)
 				if tripped {
 					for i := range cfg.Fleet.RestartsPerHour {
-						p.judge(i%2, crashloop.Judgment{Key: fmt.Sprintf("o%d", i), Ending: crashloop.EndingPlanned, Incarnation: "i", Now: sec(0)})
+						p.judge(i%2, share.Judgment{Key: fmt.Sprintf("o%d", i), Ending: share.EndingPlanned, Incarnation: "i", Now: sec(0)})
 					}
 				}
 				for i, j := range tc.steps {
@@ -157,7 +158,7 @@ func Scenarios(t *testing.T, newLedger NewFunc) {
 	t.Run("held restarts leave in order, one gap apart", func(t *testing.T) {
 		p := newPair(t, newLedger, 3, cfg)
 		for i := range cfg.Fleet.RestartsPerHour + 3 { // the 8th trips; it and 3 more are held
-			p.judge(i%3, crashloop.Judgment{Key: fmt.Sprintf("k%d", i), Ending: crashloop.EndingPlanned, Incarnation: "i", Now: sec(i)})
+			p.judge(i%3, share.Judgment{Key: fmt.Sprintf("k%d", i), Ending: share.EndingPlanned, Incarnation: "i", Now: sec(i)})
 		}
 		if p.seen["held"] != 4 {
 			p.fail("%d restarts held, want 4", p.seen["held"])

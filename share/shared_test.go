@@ -1,4 +1,4 @@
-package crashloop_test
+package share_test
 
 import (
 	"context"
@@ -11,29 +11,30 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // replicas returns n Supervisors sharing one MemoryLedger, each with its
 // own mock clock at testT0 and recorder.
-func replicas(t *testing.T, cfg crashloop.SupervisorConfig, ledgers []crashloop.Ledger) ([]*crashloop.Supervisor, []*recorder, []*clock.Mock) {
+func replicas(t *testing.T, cfg crashloop.SupervisorConfig, ledgers []share.Ledger) ([]*crashloop.Supervisor, []*recorder, []*clock.Mock) {
 	t.Helper()
 	var sups []*crashloop.Supervisor
 	var recs []*recorder
 	var clocks []*clock.Mock
 	for _, l := range ledgers {
 		rec, c := newRecorder(), mockAt(testT0)
-		s, err := crashloop.NewSharedSupervisor(cfg, l, crashloop.WithClock(c), crashloop.WithEventHandler(rec))
+		s, err := newShared(cfg, l, crashloop.WithClock(c), crashloop.WithEventHandler(rec))
 		require.NoError(t, err)
 		sups, recs, clocks = append(sups, s), append(recs, rec), append(clocks, c)
 	}
 	return sups, recs, clocks
 }
 
-func memoryReplicas(n int) []crashloop.Ledger {
-	first := crashloop.NewMemoryLedger()
-	out := []crashloop.Ledger{first}
+func memoryReplicas(n int) []share.Ledger {
+	first := share.NewMemoryLedger()
+	out := []share.Ledger{first}
 	for range n - 1 {
 		out = append(out, first.Replica())
 	}
@@ -43,7 +44,7 @@ func memoryReplicas(n int) []crashloop.Ledger {
 func countKind(recs []*recorder, kind crashloop.EventKind) int {
 	n := 0
 	for _, r := range recs {
-		n += r.count(kind)
+		n += r.Of(kind)
 	}
 	return n
 }
@@ -64,7 +65,7 @@ func TestSharedReplicasShareOneBudget(t *testing.T) {
 	assert.ErrorIs(t, d.Err, boom, "the replica that parked it carries its own error")
 	assert.Equal(t, 3, pe.Attempts)
 	assert.Equal(t, 1, countKind(recs, crashloop.EventStartupExhausted))
-	assert.Equal(t, 1, recs[0].count(crashloop.EventStartupExhausted))
+	assert.Equal(t, 1, recs[0].Of(crashloop.EventStartupExhausted))
 
 	// Every replica refuses it, and those that know the key were told.
 	for i, s := range sups {
@@ -93,7 +94,7 @@ func TestSharedFleetCountsEveryReplica(t *testing.T) {
 		assert.Equal(t, i == 39, d.Action == crashloop.ActionHold, "restart %d", i+1)
 	}
 	assert.Equal(t, 1, countKind(recs, crashloop.EventFleetTripped))
-	assert.Equal(t, 1, recs[1].count(crashloop.EventFleetTripped), "announced by the replica whose restart tripped it")
+	assert.Equal(t, 1, recs[1].Of(crashloop.EventFleetTripped), "announced by the replica whose restart tripped it")
 	for _, s := range sups {
 		st := s.StatusAt(context.Background(), testT0)
 		assert.True(t, st.Fleet.BreakerTripped)
@@ -107,17 +108,17 @@ func TestSharedFleetCountsEveryReplica(t *testing.T) {
 
 // deafLedger never tells its Supervisor of another's change, as a ledger
 // whose notice was lost does.
-type deafLedger struct{ crashloop.Ledger }
+type deafLedger struct{ share.Ledger }
 
-func (d deafLedger) Open(cfg crashloop.SupervisorConfig, _ func(crashloop.LedgerChange)) error {
-	return d.Ledger.Open(cfg, func(crashloop.LedgerChange) {})
+func (d deafLedger) Open(cfg crashloop.SupervisorConfig, _ func(share.Change)) error {
+	return d.Ledger.Open(cfg, func(share.Change) {})
 }
 
 // A Supervisor that missed the notice of a resume learns it from the
 // ledger at the key's next start: the stale park does not refuse it.
 func TestSharedResumeWithoutItsNotice(t *testing.T) {
 	ledgers := memoryReplicas(2)
-	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), []crashloop.Ledger{deafLedger{ledgers[0]}, ledgers[1]})
+	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), []share.Ledger{deafLedger{ledgers[0]}, ledgers[1]})
 	boom := errors.New("boom")
 	for i := range 4 {
 		sups[0].DecideAt(context.Background(), "k", crashloop.RunResult{Err: boom}, testT0.Add(time.Duration(i)*time.Second))
@@ -137,7 +138,7 @@ func TestSharedResumeWithoutItsNotice(t *testing.T) {
 // flakyLedger fails every call while down, as a ledger on a server that
 // cannot be reached does.
 type flakyLedger struct {
-	crashloop.Ledger
+	share.Ledger
 	down  atomic.Bool
 	calls atomic.Int64
 	with  atomic.Pointer[error] // the error while down; nil: errRefused
@@ -161,7 +162,7 @@ type misconfigured string
 
 func (m misconfigured) Error() string        { return "redisstore: misconfigured: " + string(m) }
 func (m misconfigured) StoreCause() string   { return string(m) }
-func (m misconfigured) Is(target error) bool { return target == crashloop.ErrStoreMisconfigured }
+func (m misconfigured) Is(target error) bool { return target == share.ErrMisconfigured }
 
 // A ledger that fails for a misconfiguration is announced as such, once per
 // cause, never as an outage; a change of cause is announced; the Supervisor
@@ -169,7 +170,7 @@ func (m misconfigured) Is(target error) bool { return target == crashloop.ErrSto
 func TestSharedMisconfigured(t *testing.T) {
 	ledgers := memoryReplicas(1)
 	flaky := &flakyLedger{Ledger: ledgers[0]}
-	sups, recs, clocks := replicas(t, crashloop.DefaultSupervisorConfig(), []crashloop.Ledger{flaky})
+	sups, recs, clocks := replicas(t, crashloop.DefaultSupervisorConfig(), []share.Ledger{flaky})
 	s, rec, c := sups[0], recs[0], clocks[0]
 	boom := errors.New("boom")
 	noperm := error(fmt.Errorf("redisstore: judge: %w", misconfigured("noperm")))
@@ -198,8 +199,8 @@ func TestSharedMisconfigured(t *testing.T) {
 	assert.Empty(t, kinds(evs, crashloop.EventStoreUnavailable), "a misconfiguration is no outage")
 
 	err := s.Resume(context.Background(), "k0")
-	assert.ErrorIs(t, err, crashloop.ErrStoreUnavailable)
-	assert.ErrorIs(t, err, crashloop.ErrStoreMisconfigured)
+	assert.ErrorIs(t, err, share.ErrUnavailable)
+	assert.ErrorIs(t, err, share.ErrMisconfigured)
 	assert.Empty(t, rec.Take(), "the same cause again")
 	c.Add(time.Second)
 
@@ -220,23 +221,23 @@ func TestSharedMisconfigured(t *testing.T) {
 	assert.Len(t, kinds(evs, crashloop.EventStoreRecovered), 1)
 }
 
-func (f *flakyLedger) Lookup(ctx context.Context, key string) (crashloop.LedgerChange, error) {
+func (f *flakyLedger) Lookup(ctx context.Context, key string) (share.Change, error) {
 	if err := f.fail(); err != nil {
-		return crashloop.LedgerChange{}, err
+		return share.Change{}, err
 	}
 	return f.Ledger.Lookup(ctx, key)
 }
 
-func (f *flakyLedger) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+func (f *flakyLedger) Judge(ctx context.Context, j share.Judgment) (share.Verdict, error) {
 	if err := f.fail(); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	return f.Ledger.Judge(ctx, j)
 }
 
-func (f *flakyLedger) Proceed(ctx context.Context, key string, now time.Time) (crashloop.Verdict, error) {
+func (f *flakyLedger) Proceed(ctx context.Context, key string, now time.Time) (share.Verdict, error) {
 	if err := f.fail(); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	return f.Ledger.Proceed(ctx, key, now)
 }
@@ -255,7 +256,7 @@ func (f *flakyLedger) Forget(ctx context.Context, key string, version int64) (in
 	return f.Ledger.Forget(ctx, key, version)
 }
 
-func (f *flakyLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
+func (f *flakyLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]share.Restored, error) {
 	if err := f.fail(); err != nil {
 		return nil, err
 	}
@@ -275,7 +276,7 @@ func (f *flakyLedger) Fleet(ctx context.Context, now time.Time) (crashloop.Fleet
 func TestSharedOutage(t *testing.T) {
 	ledgers := memoryReplicas(2)
 	flaky := &flakyLedger{Ledger: ledgers[0]}
-	sups, recs, clocks := replicas(t, crashloop.DefaultSupervisorConfig(), []crashloop.Ledger{flaky, ledgers[1]})
+	sups, recs, clocks := replicas(t, crashloop.DefaultSupervisorConfig(), []share.Ledger{flaky, ledgers[1]})
 	s, rec, c := sups[0], recs[0], clocks[0]
 	boom := errors.New("boom")
 
@@ -297,10 +298,10 @@ func TestSharedOutage(t *testing.T) {
 	assert.Equal(t, []string{"k"}, s.Parked())
 
 	err := s.Resume(context.Background(), "k")
-	assert.ErrorIs(t, err, crashloop.ErrStoreUnavailable, "a resume never pretends to have applied everywhere")
+	assert.ErrorIs(t, err, share.ErrUnavailable, "a resume never pretends to have applied everywhere")
 	assert.ErrorContains(t, err, "connection refused")
 	assert.Equal(t, []string{"k"}, s.Parked(), "and changes nothing")
-	assert.ErrorIs(t, s.Forget(context.Background(), "k"), crashloop.ErrStoreUnavailable)
+	assert.ErrorIs(t, s.Forget(context.Background(), "k"), share.ErrUnavailable)
 
 	// The other replica does not know of the park yet.
 	assert.Empty(t, sups[1].Parked())
@@ -322,13 +323,13 @@ func TestSharedOutage(t *testing.T) {
 
 // A shared Supervisor keeps no file of its own: its ledger keeps its state.
 func TestSharedRefusesAStore(t *testing.T) {
-	_, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), crashloop.NewMemoryLedger(),
+	_, err := newShared(crashloop.DefaultSupervisorConfig(), share.NewMemoryLedger(),
 		crashloop.WithStore(crashloop.NewFileStore(t.TempDir()+"/state.json")))
 	require.ErrorIs(t, err, crashloop.ErrInvalidConfig)
 	var ce *crashloop.ConfigError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "WithStore", ce.Field)
-	s, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), nil)
+	s, err := newShared(crashloop.DefaultSupervisorConfig(), nil)
 	require.NoError(t, err, "a nil ledger is NewSupervisor")
 	assert.NotNil(t, s)
 }
@@ -338,15 +339,15 @@ func TestSharedRefusesAStore(t *testing.T) {
 func TestSharedFlush(t *testing.T) {
 	ledgers := memoryReplicas(2)
 	flaky := &flakyLedger{Ledger: ledgers[0]}
-	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), []crashloop.Ledger{flaky, ledgers[1]})
-	require.NoError(t, sups[0].Flush(context.Background()), "nothing to write back")
+	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), []share.Ledger{flaky, ledgers[1]})
+	require.NoError(t, layerOf(sups[0]).Flush(context.Background()), "nothing to write back")
 	flaky.down.Store(true)
 	for range 4 {
 		sups[0].DecideAt(context.Background(), "k", crashloop.RunResult{Err: errors.New("boom")}, testT0)
 	}
 	require.Equal(t, []string{"k"}, sups[0].Parked())
-	err := sups[0].Flush(context.Background())
-	assert.ErrorIs(t, err, crashloop.ErrStoreUnavailable)
+	err := layerOf(sups[0]).Flush(context.Background())
+	assert.ErrorIs(t, err, share.ErrUnavailable)
 	assert.ErrorContains(t, err, "writing back 1 park decided alone")
 	run := func() error {
 		return sups[1].Run(context.Background(), "k", func(context.Context) error { return nil })
@@ -354,11 +355,11 @@ func TestSharedFlush(t *testing.T) {
 	assert.NoError(t, run(), "the other replica does not know of the park")
 
 	flaky.down.Store(false)
-	require.NoError(t, sups[0].Flush(context.Background()))
+	require.NoError(t, layerOf(sups[0]).Flush(context.Background()))
 	assert.ErrorIs(t, run(), crashloop.ErrParked, "the other replica refuses the key")
-	assert.Equal(t, 1, recs[0].count(crashloop.EventStoreRecovered))
-	require.NoError(t, sups[0].Flush(context.Background()), "written back once")
-	assert.Equal(t, 1, recs[0].count(crashloop.EventStoreRecovered))
+	assert.Equal(t, 1, recs[0].Of(crashloop.EventStoreRecovered))
+	require.NoError(t, layerOf(sups[0]).Flush(context.Background()), "written back once")
+	assert.Equal(t, 1, recs[0].Of(crashloop.EventStoreRecovered))
 }
 
 // Each replica's LocalRestarts counts the restarts it scheduled itself,
@@ -423,12 +424,12 @@ func TestSharedFleetCountsReports(t *testing.T) {
 	}
 	for i, s := range sups {
 		fs := s.StatusAt(context.Background(), testT0).Fleet
-		assert.Equal(t, [2]int{0, 3}, [2]int{fs.FailingChannels, fs.TotalChannels}, "replica %d", i)
+		assert.Equal(t, [2]int{0, 3}, [2]int{fs.FailingKeys, fs.Keys}, "replica %d", i)
 	}
 	require.ErrorIs(t, sups[1].DecideAt(context.Background(), "b", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad"))}, testT0).Err, crashloop.ErrParked)
 	for i, s := range sups {
 		fs := s.StatusAt(context.Background(), testT0).Fleet
-		assert.Equal(t, [2]int{1, 3}, [2]int{fs.FailingChannels, fs.TotalChannels}, "replica %d", i)
+		assert.Equal(t, [2]int{1, 3}, [2]int{fs.FailingKeys, fs.Keys}, "replica %d", i)
 	}
 }
 
@@ -448,7 +449,7 @@ func TestSharedFleetCountsKeysOnce(t *testing.T) {
 	}
 	fleet := func(i int) string {
 		fs := sups[i].StatusAt(context.Background(), testT0).Fleet
-		return fmt.Sprintf("tripped=%v %d/%d", fs.BreakerTripped, fs.FailingChannels, fs.TotalChannels)
+		return fmt.Sprintf("tripped=%v %d/%d", fs.BreakerTripped, fs.FailingKeys, fs.Keys)
 	}
 	assert.Equal(t, "tripped=false 0/4", fleet(0))
 	fatal := crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))}

@@ -1,4 +1,4 @@
-package crashloop_test
+package share_test
 
 import (
 	"context"
@@ -9,16 +9,17 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // recordedOn returns a Supervisor with the default configuration sharing
 // l, on the real clock (the bubble's), and its recorder.
-func recordedOn(t *testing.T, l crashloop.Ledger) (*crashloop.Supervisor, *recorder) {
+func recordedOn(t *testing.T, l share.Ledger) (*crashloop.Supervisor, *recorder) {
 	t.Helper()
 	rec := newRecorder()
-	s, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), l, crashloop.WithEventHandler(rec))
+	s, err := newShared(crashloop.DefaultSupervisorConfig(), l, crashloop.WithEventHandler(rec))
 	require.NoError(t, err)
 	return s, rec
 }
@@ -46,7 +47,7 @@ func runUntilStopped(t *testing.T, s *crashloop.Supervisor, key string) (stop fu
 // before the outage and after it, nothing asks it.
 func TestRejoinWhileRunRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		flaky := &flakyLedger{Ledger: crashloop.NewMemoryLedger()}
+		flaky := &flakyLedger{Ledger: share.NewMemoryLedger()}
 		s, rec := recordedOn(t, flaky)
 		boom := errors.New("boom")
 		failNow := make(chan struct{})
@@ -83,7 +84,7 @@ func TestRejoinWhileRunRuns(t *testing.T) {
 		flaky.down.Store(false)
 		time.Sleep(499 * time.Millisecond)
 		synctest.Wait()
-		assert.Zero(t, rec.count(crashloop.EventStoreRecovered), "not before the next ask")
+		assert.Zero(t, rec.Of(crashloop.EventStoreRecovered), "not before the next ask")
 		time.Sleep(time.Millisecond) // 1m3s: the next ask
 		synctest.Wait()
 		m := time.Minute
@@ -91,7 +92,7 @@ func TestRejoinWhileRunRuns(t *testing.T) {
 			{At: m, Event: crashloop.Event{Kind: crashloop.EventStoreUnavailable, Key: "store", LastError: errRefused}},
 			restartEv(m, "k", "k#1", crashloop.ReasonCrashed, boom, 1, millis(500)), // healthy for a minute: a crash
 			{At: m + 3*time.Second, Event: crashloop.Event{Kind: crashloop.EventStoreRecovered, Key: "store"}},
-		}, rec.events())
+		}, rec.Events())
 		assert.Equal(t, int64(5), flaky.calls.Load())
 
 		time.Sleep(time.Hour) // back on the ledger: nothing asks it
@@ -101,7 +102,7 @@ func TestRejoinWhileRunRuns(t *testing.T) {
 
 		cancel()
 		assert.ErrorIs(t, <-done, context.Canceled)
-		assert.Equal(t, 1, rec.count(crashloop.EventStoreRecovered))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStoreRecovered))
 	})
 }
 
@@ -114,7 +115,7 @@ func TestRejoinOnceForConcurrentRuns(t *testing.T) {
 		ledgers := memoryReplicas(2)
 		flaky := &flakyLedger{Ledger: ledgers[0]}
 		s, rec := recordedOn(t, flaky)
-		other, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), ledgers[1])
+		other, err := newShared(crashloop.DefaultSupervisorConfig(), ledgers[1])
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(t.Context())
 		work := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
@@ -130,8 +131,8 @@ func TestRejoinOnceForConcurrentRuns(t *testing.T) {
 		err = s.Run(ctx, "p", func(context.Context) error { return crashloop.Permanent(bad) })
 		require.ErrorIs(t, err, crashloop.ErrParked)
 		assert.Equal(t, up+1, flaky.calls.Load(), "p's lookup failed; its decision was made alone")
-		assert.Equal(t, 1, rec.count(crashloop.EventStoreUnavailable))
-		assert.Equal(t, 1, rec.count(crashloop.EventStartupExhausted))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStoreUnavailable))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStartupExhausted))
 		ch, err := ledgers[1].Lookup(t.Context(), "p")
 		require.NoError(t, err)
 		assert.Nil(t, ch.Park, "the ledger does not know of the park")
@@ -161,8 +162,8 @@ func TestRejoinOnceForConcurrentRuns(t *testing.T) {
 		for range 2 {
 			assert.ErrorIs(t, <-done, context.Canceled)
 		}
-		assert.Equal(t, 1, rec.count(crashloop.EventStoreRecovered))
-		assert.Equal(t, 1, rec.count(crashloop.EventStoreUnavailable))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStoreRecovered))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStoreUnavailable))
 	})
 }
 
@@ -170,7 +171,7 @@ func TestRejoinOnceForConcurrentRuns(t *testing.T) {
 // again only at the Supervisor's next call.
 func TestRejoinEndsWithTheLastRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		flaky := &flakyLedger{Ledger: crashloop.NewMemoryLedger()}
+		flaky := &flakyLedger{Ledger: share.NewMemoryLedger()}
 		flaky.down.Store(true)
 		s, rec := recordedOn(t, flaky)
 		stop := runUntilStopped(t, s, "k")
@@ -182,8 +183,8 @@ func TestRejoinEndsWithTheLastRun(t *testing.T) {
 		time.Sleep(time.Hour)
 		synctest.Wait()
 		assert.Equal(t, int64(3), flaky.calls.Load(), "no key runs: nothing asks")
-		assert.Equal(t, 1, rec.count(crashloop.EventStoreUnavailable))
-		assert.Zero(t, rec.count(crashloop.EventStoreRecovered))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStoreUnavailable))
+		assert.Zero(t, rec.Of(crashloop.EventStoreRecovered))
 	})
 }
 
@@ -193,12 +194,12 @@ func TestRejoinEndsWithTheLastRun(t *testing.T) {
 // the handler).
 func TestRejoinHandlerRunsAKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		flaky := &flakyLedger{Ledger: crashloop.NewMemoryLedger()}
+		flaky := &flakyLedger{Ledger: share.NewMemoryLedger()}
 		flaky.down.Store(true)
 		release := make(chan struct{})
 		processed := make(chan crashloop.Decision, 1)
 		var s *crashloop.Supervisor
-		s, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), flaky,
+		s, err := newShared(crashloop.DefaultSupervisorConfig(), flaky,
 			crashloop.WithEventHandler(crashloop.EventHandlerFunc(func(ev crashloop.Event) {
 				if ev.Kind == crashloop.EventStoreRecovered {
 					processed <- s.Process(context.Background(), "x", func(context.Context) error { <-release; return nil })
@@ -227,7 +228,7 @@ type slowLedger struct {
 
 func (l *slowLedger) CallTimeout() time.Duration { return 200 * time.Millisecond }
 
-func (l *slowLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
+func (l *slowLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]share.Restored, error) {
 	if l.slow.Load() {
 		l.calls.Add(1)
 		<-ctx.Done()
@@ -243,7 +244,7 @@ func (l *slowLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError
 func TestRejoinAskBoundedByCallTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		slow := &slowLedger{flakyLedger: &flakyLedger{Ledger: crashloop.NewMemoryLedger()}}
+		slow := &slowLedger{flakyLedger: &flakyLedger{Ledger: share.NewMemoryLedger()}}
 		slow.down.Store(true)
 		s, rec := recordedOn(t, slow)
 		stop := runUntilStopped(t, s, "k")

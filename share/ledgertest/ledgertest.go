@@ -1,5 +1,5 @@
-// Package ledgertest checks that an implementation of crashloop.Ledger
-// decides as the in-memory reference, crashloop.MemoryLedger, does: the
+// Package ledgertest checks that an implementation of share.Ledger
+// decides as the in-memory reference, share.MemoryLedger, does: the
 // same operations with the same explicit times must give the same
 // verdicts, boundaries included, and a change made through one replica
 // must be announced exactly once.
@@ -14,7 +14,7 @@
 // reads an earlier time as that one, whichever clock gave it.
 //
 // The checks tell replicas which keys they count as fleet members
-// (crashloop.Ledger.Member) and expect every replica's next step to count
+// (share.Ledger.Member) and expect every replica's next step to count
 // them: a candidate that writes them later (redisstore's Store, within a
 // round trip) is given to the checks wrapped so that Member writes at once.
 // A candidate's replicas must be io.Closers whose Close withdraws their
@@ -30,11 +30,12 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 )
 
 // NewFunc returns n fresh replicas of one empty shared ledger, not yet
 // opened. Conform calls it once per check.
-type NewFunc func(t *testing.T, n int) []crashloop.Ledger
+type NewFunc func(t *testing.T, n int) []share.Ledger
 
 // T0 is the time the checks start from, a whole number of microseconds.
 var T0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -68,28 +69,28 @@ func Conform(t *testing.T, newLedger NewFunc) {
 // time earlier than the ledger's latest is read as the latest.
 func Boundaries(t *testing.T, newLedger NewFunc) {
 	cfg := Config()
-	j := func(key string, e crashloop.Ending, now time.Time) crashloop.Judgment {
-		return crashloop.Judgment{Key: key, Ending: e, Incarnation: key + "#1", Cause: "boom", Now: now, Members: 1, Failing: 1}
+	j := func(key string, e share.Ending, now time.Time) share.Judgment {
+		return share.Judgment{Key: key, Ending: e, Incarnation: key + "#1", Cause: "boom", Now: now, Members: 1, Failing: 1}
 	}
 	// The budget's window with every guard, and alone (Configs' "budget").
 	alone := Configs()["budget"]
 	for name, cfg := range map[string]crashloop.SupervisorConfig{"budget window": cfg, "budget window alone": alone} {
 		t.Run(name, func(t *testing.T) {
 			p := newPair(t, newLedger, 1, cfg)
-			p.judge(0, j("k", crashloop.EndingFailedStart, T0))
-			p.judge(0, j("k", crashloop.EndingFailedStart, T0.Add(time.Second)))
+			p.judge(0, j("k", share.EndingFailedStart, T0))
+			p.judge(0, j("k", share.EndingFailedStart, T0.Add(time.Second)))
 			// Exactly a window after the first respawn it still counts: park.
-			v := p.judge(0, j("k", crashloop.EndingFailedStart, T0.Add(cfg.Budget.Window)))
+			v := p.judge(0, j("k", share.EndingFailedStart, T0.Add(cfg.Budget.Window)))
 			if !v.NewPark {
 				p.fail("a respawn exactly Window old must still count")
 			}
 			q := newPair(t, newLedger, 1, cfg)
-			q.judge(0, j("k", crashloop.EndingFailedStart, T0))
-			q.judge(0, j("k", crashloop.EndingFailedStart, T0.Add(time.Second)))
-			if v := q.judge(0, j("k", crashloop.EndingFailedStart, T0.Add(cfg.Budget.Window+time.Microsecond))); v.NewPark {
+			q.judge(0, j("k", share.EndingFailedStart, T0))
+			q.judge(0, j("k", share.EndingFailedStart, T0.Add(time.Second)))
+			if v := q.judge(0, j("k", share.EndingFailedStart, T0.Add(cfg.Budget.Window+time.Microsecond))); v.NewPark {
 				q.fail("a respawn older than Window must not count")
 			}
-			if v := q.judge(0, j("k", crashloop.EndingFailedStart, T0.Add(cfg.Budget.Window+time.Second))); !v.NewPark {
+			if v := q.judge(0, j("k", share.EndingFailedStart, T0.Add(cfg.Budget.Window+time.Second))); !v.NewPark {
 				q.fail("two respawns within Window must spend a budget of 2")
 			}
 		})
@@ -99,10 +100,10 @@ func Boundaries(t *testing.T, newLedger NewFunc) {
 	for name, cfg := range map[string]crashloop.SupervisorConfig{"one latest time": cfg, "one latest time alone": alone} {
 		t.Run(name, func(t *testing.T) {
 			p := newPair(t, newLedger, 2, cfg)
-			p.judge(0, j("b", crashloop.EndingFailedStart, T0))
-			p.judge(1, j("a", crashloop.EndingFailedStart, T0.Add(cfg.Budget.Window+time.Second)))
+			p.judge(0, j("b", share.EndingFailedStart, T0))
+			p.judge(1, j("a", share.EndingFailedStart, T0.Add(cfg.Budget.Window+time.Second)))
 			// At the latest time the respawn of T0 is older than the window.
-			if v := p.judge(0, j("b", crashloop.EndingFailedStart, T0.Add(time.Second))); v.Attempt != 1 {
+			if v := p.judge(0, j("b", share.EndingFailedStart, T0.Add(time.Second))); v.Attempt != 1 {
 				p.fail("attempt %d, want 1: the step read its own time, not the ledger's latest", v.Attempt)
 			}
 		})
@@ -112,7 +113,7 @@ func Boundaries(t *testing.T, newLedger NewFunc) {
 			p := newPair(t, newLedger, 1, cfg)
 			now := T0
 			for range 3 {
-				p.judge(0, crashloop.Judgment{Key: "k", Ending: crashloop.EndingCrash, Healthy: true, Incarnation: "i", Cause: "died", Now: now, Members: 1, Failing: 1})
+				p.judge(0, share.Judgment{Key: "k", Ending: share.EndingCrash, Healthy: true, Incarnation: "i", Cause: "died", Now: now, Members: 1, Failing: 1})
 				now = now.Add(gap)
 			}
 		}
@@ -120,7 +121,7 @@ func Boundaries(t *testing.T, newLedger NewFunc) {
 	t.Run("fleet re-arm", func(t *testing.T) {
 		p := newPair(t, newLedger, 1, cfg)
 		for i := range cfg.Fleet.RestartsPerHour {
-			p.judge(0, crashloop.Judgment{Key: fmt.Sprintf("k%d", i), Ending: crashloop.EndingPlanned, Incarnation: "i", Now: T0})
+			p.judge(0, share.Judgment{Key: fmt.Sprintf("k%d", i), Ending: share.EndingPlanned, Incarnation: "i", Now: T0})
 		}
 		p.state(0, T0, nil)
 		p.proceed(0, "k7", T0.Add(cfg.Fleet.Cooldown-time.Microsecond))
@@ -132,7 +133,7 @@ func Boundaries(t *testing.T, newLedger NewFunc) {
 		p := newPair(t, newLedger, 1, cfg)
 		now := T0
 		for range cfg.HourlyCap + 1 {
-			p.judge(0, crashloop.Judgment{Key: "k", Ending: crashloop.EndingPlanned, Incarnation: "i", Now: now, Members: 1, Failing: 1})
+			p.judge(0, share.Judgment{Key: "k", Ending: share.EndingPlanned, Incarnation: "i", Now: now, Members: 1, Failing: 1})
 			now = now.Add(cfg.Guard.Window)
 		}
 		p.state(0, now, []string{"k"})
@@ -145,8 +146,8 @@ func Boundaries(t *testing.T, newLedger NewFunc) {
 func Sequences(t *testing.T, newLedger NewFunc, n int) {
 	keys := []string{"a", "b", "c"}
 	steps := []time.Duration{0, time.Microsecond, time.Second, 5 * time.Second, 10 * time.Second, 20 * time.Second, 30 * time.Second, time.Hour}
-	endings := []crashloop.Ending{crashloop.EndingClean, crashloop.EndingPermanent, crashloop.EndingFailedStart,
-		crashloop.EndingFailedStart, crashloop.EndingCrash, crashloop.EndingCrash, crashloop.EndingPlanned}
+	endings := []share.Ending{share.EndingClean, share.EndingPermanent, share.EndingFailedStart,
+		share.EndingFailedStart, share.EndingCrash, share.EndingCrash, share.EndingPlanned}
 	for seed := range n {
 		rng := rand.New(rand.NewPCG(uint64(seed), 7))
 		p := newPair(t, newLedger, 1, Config())
@@ -157,7 +158,7 @@ func Sequences(t *testing.T, newLedger NewFunc, n int) {
 			switch op := rng.IntN(10); {
 			case op < 6:
 				e := endings[rng.IntN(len(endings))]
-				p.judge(0, crashloop.Judgment{Key: key, Ending: e, Healthy: e == crashloop.EndingCrash || rng.IntN(4) == 0,
+				p.judge(0, share.Judgment{Key: key, Ending: e, Healthy: e == share.EndingCrash || rng.IntN(4) == 0,
 					Incarnation: fmt.Sprintf("%s#%d", key, 1+rng.IntN(2)), Cause: "boom", Now: now,
 					Members: 1 + rng.IntN(4), Failing: rng.IntN(3)})
 			case op < 7:
@@ -184,16 +185,16 @@ func Replicas(t *testing.T, newLedger NewFunc) {
 	p := newPair(t, newLedger, 3, Config())
 	now := T0
 	for i := range 3 { // the key fails on each replica in turn: one budget
-		p.judge(i, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart, Incarnation: "k#1", Cause: "boom", Now: now, Members: 1, Failing: 1})
+		p.judge(i, share.Judgment{Key: "k", Ending: share.EndingFailedStart, Incarnation: "k#1", Cause: "boom", Now: now, Members: 1, Failing: 1})
 		now = now.Add(time.Second)
 	}
 	p.state(0, now, []string{"k"})
-	p.judge(1, crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart, Incarnation: "k#1", Cause: "boom", Now: now, Members: 1, Failing: 1})
+	p.judge(1, share.Judgment{Key: "k", Ending: share.EndingFailedStart, Incarnation: "k#1", Cause: "boom", Now: now, Members: 1, Failing: 1})
 	p.resume(2, "k", now)
 	p.resume(0, "k", now)
 	p.state(0, now, []string{"k"})
 	for i := range Config().Fleet.RestartsPerHour {
-		p.judge(i%3, crashloop.Judgment{Key: fmt.Sprintf("f%d", i), Ending: crashloop.EndingPlanned, Incarnation: "i", Now: now})
+		p.judge(i%3, share.Judgment{Key: fmt.Sprintf("f%d", i), Ending: share.EndingPlanned, Incarnation: "i", Now: now})
 	}
 	p.state(0, now, nil)
 }
@@ -211,7 +212,7 @@ func ExactlyOnce(t *testing.T, newLedger NewFunc) {
 		l.Member("p", true)
 	}
 	// p parked: k's park makes 2 failing keys of 2, and trips the breaker
-	if v, err := ledgers[0].Judge(context.Background(), crashloop.Judgment{Key: "p", Ending: crashloop.EndingPermanent,
+	if v, err := ledgers[0].Judge(context.Background(), share.Judgment{Key: "p", Ending: share.EndingPermanent,
 		Incarnation: "p#1", Cause: "bad", Now: T0}); err != nil || !v.NewPark || v.Tripped != nil {
 		t.Fatalf("the park of p: %+v, %v", v, err)
 	}
@@ -223,7 +224,7 @@ func ExactlyOnce(t *testing.T, newLedger NewFunc) {
 		go func() {
 			defer wg.Done()
 			for n := range 10 {
-				v, err := l.Judge(context.Background(), crashloop.Judgment{Key: "k", Ending: crashloop.EndingFailedStart,
+				v, err := l.Judge(context.Background(), share.Judgment{Key: "k", Ending: share.EndingFailedStart,
 					Incarnation: "k#1", Cause: fmt.Sprintf("r%d failure %d", i, n), Now: T0, Members: 4, Failing: 3})
 				if err != nil {
 					t.Errorf("Judge: %v", err)
@@ -252,16 +253,16 @@ func ExactlyOnce(t *testing.T, newLedger NewFunc) {
 // whatever its reason; a replica that closes stops counting.
 func Keys(t *testing.T, newLedger NewFunc) {
 	cfg := Config() // trips at half the keys failing, at least 2
-	fatal := func(key string, now time.Time) crashloop.Judgment {
-		return crashloop.Judgment{Key: key, Ending: crashloop.EndingPermanent, Incarnation: key + "#1", Cause: "bad config", Now: now}
+	fatal := func(key string, now time.Time) share.Judgment {
+		return share.Judgment{Key: key, Ending: share.EndingPermanent, Incarnation: key + "#1", Cause: "bad config", Now: now}
 	}
 	counts := func(p *pair, i int, now time.Time, failing, total int) {
 		p.t.Helper()
-		if f := p.fleet(i, now); f.FailingChannels != failing || f.TotalChannels != total {
-			p.fail("r%d: %d of %d keys failing, want %d of %d", i, f.FailingChannels, f.TotalChannels, failing, total)
+		if f := p.fleet(i, now); f.FailingKeys != failing || f.Keys != total {
+			p.fail("r%d: %d of %d keys failing, want %d of %d", i, f.FailingKeys, f.Keys, failing, total)
 		}
 	}
-	trip := func(p *pair, v crashloop.Verdict, failing, total int) {
+	trip := func(p *pair, v share.Verdict, failing, total int) {
 		p.t.Helper()
 		if failing == 0 {
 			if v.Tripped != nil {

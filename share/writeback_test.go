@@ -1,4 +1,4 @@
-package crashloop_test
+package share_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,7 +22,7 @@ type heldLedger struct {
 	entered, release chan struct{}
 }
 
-func (l *heldLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
+func (l *heldLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]share.Restored, error) {
 	if l.hold.CompareAndSwap(true, false) {
 		l.entered <- struct{}{}
 		<-l.release
@@ -36,7 +37,7 @@ func (l *heldLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError
 func TestSharedParkDecidedDuringWriteBack(t *testing.T) {
 	ledgers := memoryReplicas(2)
 	held := &heldLedger{flakyLedger: &flakyLedger{Ledger: ledgers[0]}, entered: make(chan struct{}), release: make(chan struct{})}
-	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), []crashloop.Ledger{held, ledgers[1]})
+	sups, recs, _ := replicas(t, crashloop.DefaultSupervisorConfig(), []share.Ledger{held, ledgers[1]})
 	s := sups[0]
 	boom := errors.New("boom")
 
@@ -64,10 +65,10 @@ func TestSharedParkDecidedDuringWriteBack(t *testing.T) {
 		"the other replica refuses the key written back")
 	assert.Equal(t, []crashloop.Event{{Kind: crashloop.EventStoreRecovered, Key: "store", Time: at, Attempts: 1}},
 		recovered(recs[0]))
-	require.NoError(t, s.Flush(context.Background()), "nothing left to write back")
+	require.NoError(t, layerOf(s).Flush(context.Background()), "nothing left to write back")
 	assert.Len(t, recovered(recs[0]), 1, "announced once")
 	assert.Equal(t, 1, countKind(recs, crashloop.EventStartupExhausted))
-	assert.Equal(t, 1, recs[0].count(crashloop.EventStartupExhausted))
+	assert.Equal(t, 1, recs[0].Of(crashloop.EventStartupExhausted))
 }
 
 // recovered returns the EventStoreRecovered events r recorded, as they
@@ -91,17 +92,17 @@ const claimSettled = 2 * time.Second
 // and then waits for release before it replies: a reply still on its way.
 type lateLedger struct {
 	*flakyLedger
-	notify           func(crashloop.LedgerChange)
+	notify           func(share.Change)
 	hold             atomic.Bool
 	entered, release chan struct{}
 }
 
-func (l *lateLedger) Open(cfg crashloop.SupervisorConfig, notify func(crashloop.LedgerChange)) error {
+func (l *lateLedger) Open(cfg crashloop.SupervisorConfig, notify func(share.Change)) error {
 	l.notify = notify
 	return l.flakyLedger.Open(cfg, notify)
 }
 
-func (l *lateLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
+func (l *lateLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]share.Restored, error) {
 	if err := l.fail(); err != nil {
 		return nil, err
 	}
@@ -122,10 +123,10 @@ func (l *lateLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError
 // time; store.recovered tells of the park written, once, after the loss.
 func TestLossFoundDuringTheWriteBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := &lateLedger{flakyLedger: &flakyLedger{Ledger: crashloop.NewMemoryLedger()},
+		l := &lateLedger{flakyLedger: &flakyLedger{Ledger: share.NewMemoryLedger()},
 			entered: make(chan struct{}), release: make(chan struct{})}
 		rec, c := newRecorder(), mockAt(testT0)
-		s, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), l,
+		s, err := newShared(crashloop.DefaultSupervisorConfig(), l,
 			crashloop.WithClock(c), crashloop.WithEventHandler(rec))
 		require.NoError(t, err)
 
@@ -136,9 +137,9 @@ func TestLossFoundDuringTheWriteBack(t *testing.T) {
 		l.down.Store(false)
 		l.hold.Store(true)
 		flushed := make(chan error)
-		go func() { flushed <- s.Flush(context.Background()) }()
+		go func() { flushed <- layerOf(s).Flush(context.Background()) }()
 		<-l.entered // the park is written; the reply is on its way
-		l.notify(crashloop.LedgerChange{StateLost: &crashloop.StateLostError{Announce: true, Epoch: "e2"}})
+		l.notify(share.Change{StateLost: &share.StateLostError{Announce: true, Epoch: "e2"}})
 		synctest.Wait() // the loss's write-back ran, or waits for this one
 		close(l.release)
 		require.NoError(t, <-flushed)
@@ -167,19 +168,19 @@ func TestLossFoundDuringTheWriteBack(t *testing.T) {
 // on the write-back that called it.
 func TestWriteBackAnnouncesWithNothingHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := &flakyLedger{Ledger: crashloop.NewMemoryLedger()}
+		l := &flakyLedger{Ledger: share.NewMemoryLedger()}
 		rec := newRecorder()
 		var s *crashloop.Supervisor
 		var flushes []error
 		h := crashloop.EventHandlerFunc(func(ev crashloop.Event) {
 			rec.HandleEvent(ev)
 			if ev.Kind == crashloop.EventStoreUnavailable || ev.Kind == crashloop.EventStoreRecovered {
-				flushes = append(flushes, s.Flush(context.Background()))
+				flushes = append(flushes, layerOf(s).Flush(context.Background()))
 			}
 		})
 		var err error
 		c := mockAt(testT0)
-		s, err = crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), l,
+		s, err = newShared(crashloop.DefaultSupervisorConfig(), l,
 			crashloop.WithClock(c), crashloop.WithEventHandler(h))
 		require.NoError(t, err)
 
@@ -187,9 +188,9 @@ func TestWriteBackAnnouncesWithNothingHeld(t *testing.T) {
 		d := s.DecideAt(context.Background(), "solo", crashloop.RunResult{Err: crashloop.Permanent(errors.New("bad config"))}, testT0)
 		require.ErrorIs(t, d.Err, crashloop.ErrParked, "decided alone")
 		require.Len(t, flushes, 1)
-		require.ErrorIs(t, flushes[0], crashloop.ErrStoreUnavailable, "the Flush inside the announcement finds the ledger failing")
+		require.ErrorIs(t, flushes[0], share.ErrUnavailable, "the Flush inside the announcement finds the ledger failing")
 		l.down.Store(false)
-		require.NoError(t, s.Flush(context.Background()))
+		require.NoError(t, layerOf(s).Flush(context.Background()))
 		require.Equal(t, []error{flushes[0], nil}, flushes, "the Flush inside store.recovered finds nothing left")
 		c.Add(claimSettled)
 		synctest.Wait()

@@ -1,4 +1,4 @@
-package crashloop_test
+package share_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/stretchr/testify/require"
 )
 
@@ -34,7 +35,7 @@ type ledgerCall struct {
 // ends (a ledger stuck on the network), telling entered which method
 // blocked.
 type ctxLedger struct {
-	crashloop.Ledger
+	share.Ledger
 	entered chan string
 
 	mu    sync.Mutex
@@ -44,7 +45,7 @@ type ctxLedger struct {
 }
 
 func newCtxLedger() *ctxLedger {
-	return &ctxLedger{Ledger: crashloop.NewMemoryLedger(), entered: make(chan string)}
+	return &ctxLedger{Ledger: share.NewMemoryLedger(), entered: make(chan string)}
 }
 
 func (l *ctxLedger) set(block bool, fail error) {
@@ -78,23 +79,23 @@ func (l *ctxLedger) enter(ctx context.Context, method string) error {
 	return nil
 }
 
-func (l *ctxLedger) Lookup(ctx context.Context, key string) (crashloop.LedgerChange, error) {
+func (l *ctxLedger) Lookup(ctx context.Context, key string) (share.Change, error) {
 	if err := l.enter(ctx, "Lookup"); err != nil {
-		return crashloop.LedgerChange{}, err
+		return share.Change{}, err
 	}
 	return l.Ledger.Lookup(ctx, key)
 }
 
-func (l *ctxLedger) Judge(ctx context.Context, j crashloop.Judgment) (crashloop.Verdict, error) {
+func (l *ctxLedger) Judge(ctx context.Context, j share.Judgment) (share.Verdict, error) {
 	if err := l.enter(ctx, "Judge"); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	return l.Ledger.Judge(ctx, j)
 }
 
-func (l *ctxLedger) Proceed(ctx context.Context, key string, now time.Time) (crashloop.Verdict, error) {
+func (l *ctxLedger) Proceed(ctx context.Context, key string, now time.Time) (share.Verdict, error) {
 	if err := l.enter(ctx, "Proceed"); err != nil {
-		return crashloop.Verdict{}, err
+		return share.Verdict{}, err
 	}
 	return l.Ledger.Proceed(ctx, key, now)
 }
@@ -113,7 +114,7 @@ func (l *ctxLedger) Forget(ctx context.Context, key string, version int64) (int6
 	return l.Ledger.Forget(ctx, key, version)
 }
 
-func (l *ctxLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]crashloop.Restored, error) {
+func (l *ctxLedger) Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]share.Restored, error) {
 	if err := l.enter(ctx, "Restore"); err != nil {
 		return nil, err
 	}
@@ -146,7 +147,7 @@ type ctxFixture struct {
 func newCtxFixture(t *testing.T) *ctxFixture {
 	t.Helper()
 	f := &ctxFixture{l: newCtxLedger(), rec: newRecorder(), c: mockAt(testT0)}
-	s, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), f.l, crashloop.WithClock(f.c), crashloop.WithEventHandler(f.rec))
+	s, err := newShared(crashloop.DefaultSupervisorConfig(), f.l, crashloop.WithClock(f.c), crashloop.WithEventHandler(f.rec))
 	require.NoError(t, err)
 	f.s = s
 	return f
@@ -169,7 +170,7 @@ func (f *ctxFixture) outage(t *testing.T) {
 	f.l.set(false, errRefused)
 	d := f.s.Decide(context.Background(), "p", crashloop.RunResult{Err: crashloop.Permanent(errCtxBoom)})
 	require.ErrorIs(t, d.Err, crashloop.ErrParked)
-	require.Equal(t, 1, f.rec.count(crashloop.EventStoreUnavailable))
+	require.Equal(t, 1, f.rec.Of(crashloop.EventStoreUnavailable))
 	f.l.set(false, nil)
 }
 
@@ -225,7 +226,7 @@ func ctxOps() []ctxOp {
 		{name: "StatusAt", setup: known, waits: "Fleet", ended: crashloop.Status{}, live: "keys [k], fleet restarts 1",
 			call: func(ctx context.Context, f *ctxFixture) any { return keysOf(f.s.StatusAt(ctx, testT0)) }},
 		{name: "Flush", setup: func(t *testing.T, f *ctxFixture) { f.outage(t) }, waits: "Restore", ended: context.Canceled, live: nil, recent: true,
-			call: func(ctx context.Context, f *ctxFixture) any { return f.s.Flush(ctx) }},
+			call: func(ctx context.Context, f *ctxFixture) any { return layerOf(f.s).Flush(ctx) }},
 		// A decision due to ask a failed ledger again waits on the
 		// write-back of the parks decided alone first.
 		{name: "Decide/write-back", waits: "Restore", ended: stopped, live: restart, recent: true,
@@ -332,7 +333,7 @@ func TestContextDoneWithoutALedger(t *testing.T) {
 	require.Equal(t, context.Canceled, s.Resume(ctx, "k"))
 	require.Equal(t, context.Canceled, s.ResumeAt(ctx, "k", testT0))
 	require.Equal(t, context.Canceled, s.Forget(ctx, "k"))
-	require.Equal(t, context.Canceled, s.Flush(ctx))
+	require.Equal(t, context.Canceled, layerOf(s).Flush(ctx))
 	require.Equal(t, crashloop.Status{}, s.Status(ctx))
 	require.Equal(t, crashloop.Status{}, s.StatusAt(ctx, testT0))
 	require.Empty(t, rec.Take())
@@ -396,7 +397,7 @@ func TestRunContextReachesTheLedger(t *testing.T) {
 	f.l.seen()
 	require.NoError(t, f.s.Run(tagged("back"), "r", clean))
 	require.Equal(t, []ledgerCall{{"Restore", "back"}, {"Lookup", "back"}, {"Judge", "back"}}, f.l.seen())
-	require.Equal(t, 1, f.rec.count(crashloop.EventStoreRecovered))
+	require.Equal(t, 1, f.rec.Of(crashloop.EventStoreRecovered))
 }
 
 // A nil context is context.Background(), as Run reads it: the calls reach
@@ -410,7 +411,7 @@ func TestNilContextIsBackground(t *testing.T) {
 	st := f.s.Status(none)
 	require.Equal(t, crashloop.StateBackoff, st.Keys["k"].State)
 	require.Equal(t, 1, st.Fleet.RestartsInHour)
-	require.NoError(t, f.s.Flush(none))
+	require.NoError(t, layerOf(f.s).Flush(none))
 	// a Resume of a key this Supervisor holds unparked asks the ledger for the park it would name
 	require.ErrorIs(t, f.s.Resume(none, "k"), crashloop.ErrNotParked)
 	require.NoError(t, f.s.Forget(none, "k"))

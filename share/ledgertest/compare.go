@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 )
 
 // pair is a candidate and the reference, replica for replica, driven alike:
@@ -19,8 +20,8 @@ import (
 // stops reaching an outcome can fail rather than pass quietly.
 type pair struct {
 	t    *testing.T
-	got  []crashloop.Ledger
-	want []crashloop.Ledger
+	got  []share.Ledger
+	want []share.Ledger
 	log  []string
 	seen map[string]int
 }
@@ -33,8 +34,8 @@ func newPair(t *testing.T, newLedger NewFunc, replicas int, cfg crashloop.Superv
 	if len(p.got) != replicas {
 		t.Fatalf("NewFunc gave %d replicas, want %d", len(p.got), replicas)
 	}
-	ref := crashloop.NewMemoryLedger()
-	p.want = []crashloop.Ledger{ref}
+	ref := share.NewMemoryLedger()
+	p.want = []share.Ledger{ref}
 	for range replicas - 1 {
 		p.want = append(p.want, ref.Replica())
 	}
@@ -72,7 +73,7 @@ func (p *pair) step(what, got, want string, gerr, werr error) {
 }
 
 // judge runs j on replica i of both and returns the candidate's verdict.
-func (p *pair) judge(i int, j crashloop.Judgment) crashloop.Verdict {
+func (p *pair) judge(i int, j share.Judgment) share.Verdict {
 	p.t.Helper()
 	ctx := context.Background()
 	got, gerr := p.got[i].Judge(ctx, j)
@@ -90,7 +91,7 @@ func (p *pair) judge(i int, j crashloop.Judgment) crashloop.Verdict {
 }
 
 // count notes the outcome of a verdict in seen.
-func (p *pair) count(v crashloop.Verdict) {
+func (p *pair) count(v share.Verdict) {
 	switch {
 	case v.NewPark:
 		p.seen["park "+v.Park.Reason]++
@@ -109,7 +110,7 @@ func (p *pair) count(v crashloop.Verdict) {
 
 // proceed runs Proceed on replica i of both and returns the candidate's
 // verdict.
-func (p *pair) proceed(i int, key string, now time.Time) crashloop.Verdict {
+func (p *pair) proceed(i int, key string, now time.Time) share.Verdict {
 	p.t.Helper()
 	ctx := context.Background()
 	got, gerr := p.got[i].Proceed(ctx, key, now)
@@ -135,7 +136,7 @@ func (p *pair) version(i int, key string) int64 {
 
 // resume runs Resume on replica i of both: first naming a version that is
 // not the key's park's (both must refuse it with the same
-// *crashloop.ChangedError and change nothing), then the park's own (or 0
+// *share.ChangedError and change nothing), then the park's own (or 0
 // for a key that is not parked). A refusal must match crashloop.ErrNotParked
 // where the reference's does.
 func (p *pair) resume(i int, key string, now time.Time) {
@@ -245,23 +246,23 @@ func (p *pair) fleet(i int, now time.Time) crashloop.FleetStatus {
 }
 
 // stands writes a key as it stands: its version and its park.
-func stands(ch crashloop.LedgerChange) string {
+func stands(ch share.Change) string {
 	return fmt.Sprintf("%s@v%d %s", ch.Key, ch.Version, park(ch.Park))
 }
 
-// changed writes the key a *crashloop.ChangedError tells of, or "-".
+// changed writes the key a *share.ChangedError tells of, or "-".
 func changed(err error) string {
-	var ce *crashloop.ChangedError
+	var ce *share.ChangedError
 	if !errors.As(err, &ce) {
 		return "-"
 	}
-	return "changed:" + stands(crashloop.LedgerChange{Key: ce.Key, Version: ce.Version, Park: ce.Park})
+	return "changed:" + stands(share.Change{Key: ce.Key, Version: ce.Version, Park: ce.Park})
 }
 
-func restored(rs []crashloop.Restored) string {
+func restored(rs []share.Restored) string {
 	var out []string
 	for _, r := range rs {
-		out = append(out, fmt.Sprintf("written=%v %s", r.Written, stands(r.LedgerChange)))
+		out = append(out, fmt.Sprintf("written=%v %s", r.Written, stands(r.Change)))
 	}
 	return "[" + strings.Join(out, " ") + "]"
 }
@@ -284,7 +285,7 @@ func (p *pair) state(i int, now time.Time, keys []string) {
 
 func at(t time.Time) string { return "T0+" + t.Sub(T0).String() }
 
-func describe(j crashloop.Judgment) string {
+func describe(j share.Judgment) string {
 	return fmt.Sprintf("%q %s healthy=%v inc=%q cause=%q at %s members=%d failing=%d", j.Key, j.Ending, j.Healthy, j.Incarnation, j.Cause, at(j.Now), j.Members, j.Failing)
 }
 
@@ -318,7 +319,7 @@ func change(c *crashloop.FleetChange) string {
 	return fmt.Sprintf("{%s restarts=%d %d/%d}", c.Reason, c.Restarts, c.Failing, c.Total)
 }
 
-func verdict(v crashloop.Verdict) string {
+func verdict(v share.Verdict) string {
 	return fmt.Sprintf("now=%s park=%s new=%v attempt=%d restarts=%d held=%v wait=%v tripped=%s rearmed=%s",
 		at(v.Now), park(v.Park), v.NewPark, v.Attempt, v.Restarts, v.Held, v.Wait, change(v.Tripped), change(v.Rearmed))
 }
@@ -329,5 +330,5 @@ func fleet(st crashloop.FleetStatus) string {
 		rearm = at(*st.RearmAt)
 	}
 	return fmt.Sprintf("{tripped=%v limit=%d %d/%d hour=%d rearm=%s}", st.BreakerTripped, st.FleetRestartsPerHour,
-		st.FailingChannels, st.TotalChannels, st.RestartsInHour, rearm)
+		st.FailingKeys, st.Keys, st.RestartsInHour, rearm)
 }

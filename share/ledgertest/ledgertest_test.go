@@ -3,16 +3,16 @@ package ledgertest_test
 import (
 	"testing"
 
-	"github.com/crashloopguard/crashloop"
-	"github.com/crashloopguard/crashloop/ledgertest"
+	"github.com/crashloopguard/crashloop/share"
+	"github.com/crashloopguard/crashloop/share/ledgertest"
 )
 
 // The reference conforms to itself: the checks run, and their scenarios
 // are consistent.
 func TestMemoryLedgerConforms(t *testing.T) {
-	ledgertest.Conform(t, func(t *testing.T, n int) []crashloop.Ledger {
-		first := crashloop.NewMemoryLedger()
-		out := []crashloop.Ledger{first}
+	ledgertest.Conform(t, func(t *testing.T, n int) []share.Ledger {
+		first := share.NewMemoryLedger()
+		out := []share.Ledger{first}
 		for range n - 1 {
 			out = append(out, first.Replica())
 		}

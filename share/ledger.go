@@ -1,31 +1,16 @@
-package crashloop
+package share
 
 import (
-	"cmp"
 	"context"
-	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/crashloopguard/crashloop"
 )
-
-// ErrStoreUnavailable is matched by the errors of a Supervisor that cannot
-// reach its shared Ledger for an operation that must not be decided alone,
-// such as a Resume: a resume that only this process knew of would not
-// apply everywhere.
-var ErrStoreUnavailable = errors.New("crashloop: shared store unavailable")
-
-// ErrStoreMisconfigured is matched by a Ledger's errors that no retry
-// fixes: the store refuses the credentials, lacks a permission, may evict
-// the guard state, or is full. A Supervisor announces EventStoreMisconfigured
-// (not EventStoreUnavailable) for such an error, once per cause, and decides
-// alone until the ledger answers again, as during an outage. An error that
-// matches it may also have a method StoreCause() string naming its cause
-// (such as "noperm" or "eviction"); the Supervisor announces each distinct
-// cause once, in Event.Reason, and otherwise uses the error's text.
-var ErrStoreMisconfigured = errors.New("crashloop: shared store misconfigured")
 
 // Ledger keeps the guard state of a Supervisor's keys and its fleet breaker
 // where several Supervisors can share it: the replicas of one service. Each
@@ -34,7 +19,7 @@ var ErrStoreMisconfigured = errors.New("crashloop: shared store misconfigured")
 // finds its server lost its state returns a *StateLostError, having changed
 // nothing. A Ledger is used by one Supervisor and must be safe for concurrent
 // use. docs/ledger.md has the whole contract; package redisstore of this
-// module has one on Redis.
+// module has one on Redis, and MemoryLedger is the reference.
 type Ledger interface {
 	// Open binds the ledger to the configuration of the Supervisor that
 	// uses it, before any other call. notify, when the ledger can learn of
@@ -43,12 +28,12 @@ type Ledger interface {
 	// be called with changes this Supervisor made, and with changes told
 	// before: a Supervisor takes only a change whose Version is newer than
 	// the one it knows for the key. A ledger that finds, outside a call,
-	// that its server lost its state tells it with a LedgerChange whose
+	// that its server lost its state tells it with a Change whose
 	// StateLost is set.
-	Open(cfg SupervisorConfig, notify func(LedgerChange)) error
+	Open(cfg crashloop.SupervisorConfig, notify func(Change)) error
 	// Lookup returns key as it stands: its Version and its Park (nil when
 	// it is not parked).
-	Lookup(ctx context.Context, key string) (LedgerChange, error)
+	Lookup(ctx context.Context, key string) (Change, error)
 	// Judge decides j and commits the decision: see Verdict. A park it
 	// makes takes the next version.
 	Judge(ctx context.Context, j Judgment) (Verdict, error)
@@ -61,7 +46,7 @@ type Ledger interface {
 	// key as it stands (matching ErrNotParked when it is not parked): a
 	// resume names the park it clears, so that a resume delivered late
 	// never clears a newer park.
-	Resume(ctx context.Context, key string, version int64, now time.Time) (*ParkedError, int64, error)
+	Resume(ctx context.Context, key string, version int64, now time.Time) (*crashloop.ParkedError, int64, error)
 	// Forget drops every trace of key if the key's version is version
 	// (0 for a key with no transition), and returns the version of the
 	// forget; else it changes nothing and returns a *ChangedError.
@@ -75,9 +60,9 @@ type Ledger interface {
 	// its key as it stands after the step. A Supervisor also calls it with
 	// no parks to learn whether the ledger answers again: it must reach the
 	// ledger all the same.
-	Restore(ctx context.Context, parks []*ParkedError) ([]Restored, error)
+	Restore(ctx context.Context, parks []*crashloop.ParkedError) ([]Restored, error)
 	// Parked returns the parks of every key, sorted by key.
-	Parked(ctx context.Context) ([]*ParkedError, error)
+	Parked(ctx context.Context) ([]*crashloop.ParkedError, error)
 	// Claim reports whether this caller is the first to claim the
 	// transition of the given version: of every caller, on every replica,
 	// exactly one wins each version (a write-back's park is claimed by the
@@ -92,27 +77,27 @@ type Ledger interface {
 	// that count it (docs/ledger.md).
 	Member(key string, member bool)
 	// Fleet returns the status of the fleet breaker at now. Its
-	// FailingChannels and TotalChannels are the failing keys and the live
-	// keys of the deployment (see Member), counted now: not the counts a
-	// park last noted (which the trip's event carries).
-	Fleet(ctx context.Context, now time.Time) (FleetStatus, error)
+	// FailingKeys and Keys are the failing keys and the live keys of the
+	// deployment (see Member), counted now: not the counts a park last
+	// noted (which the trip's event carries).
+	Fleet(ctx context.Context, now time.Time) (crashloop.FleetStatus, error)
 }
 
-// LedgerChange is a transition of a key (a park, a resume, a forget), or
-// the key as it stands, as a Ledger tells of it. Every transition of a key
-// takes the next Version of the ledger, so of two changes of a key the one
-// with the higher Version is the newer. It is a plain value.
-type LedgerChange struct {
+// Change is a transition of a key (a park, a resume, a forget), or the key
+// as it stands, as a Ledger tells of it. Every transition of a key takes
+// the next Version of the ledger, so of two changes of a key the one with
+// the higher Version is the newer. It is a plain value.
+type Change struct {
 	Key     string
-	Version int64        // the key's version: its last transition's, 0 for none
-	Park    *ParkedError // the key's park; nil: it was resumed or forgotten
+	Version int64                  // the key's version: its last transition's, 0 for none
+	Park    *crashloop.ParkedError // the key's park; nil: it was resumed or forgotten
 	// Forgotten tells a forget of a parked key from a resume, where the
 	// ledger knows (a notice does; a lookup does not).
 	Forgotten bool
 	// StateLost, when set, tells no change of a key (Key is empty) but
-	// that the ledger found, outside any call of the Supervisor, that its
-	// server lost its state: the Supervisor writes back the parks it knows
-	// at once, as when a call returns the *StateLostError.
+	// that the ledger found, outside any call, that its server lost its
+	// state: the layer writes back the parks it knows at once, as when a
+	// call returns the *StateLostError.
 	StateLost *StateLostError
 }
 
@@ -121,94 +106,8 @@ type LedgerChange struct {
 // Version, or the state that kept it from being written). It is a plain
 // value.
 type Restored struct {
-	LedgerChange
+	Change
 	Written bool
-}
-
-// Ending is how a run ended, as a Supervisor's judgment tells them apart.
-// Its zero value is not an ending; String returns the names below.
-type Ending int
-
-// The endings of a run.
-const (
-	// EndingClean: the run returned nil and supervision ends.
-	EndingClean Ending = iota + 1
-	// EndingPermanent: Permanent(err); the key parks at once.
-	EndingPermanent
-	// EndingFailedStart: a failure before the run was healthy; the budget
-	// judges it.
-	EndingFailedStart
-	// EndingCrash: a failure after a healthy run; the chain judges it.
-	EndingCrash
-	// EndingPlanned: Restart(err), or a clean exit after a healthy run
-	// with RestartOnCleanExit; no budget, and the chain ends.
-	EndingPlanned
-)
-
-// String returns "clean", "permanent", "failed_start", "crash" or "planned".
-func (e Ending) String() string {
-	switch e {
-	case EndingClean:
-		return "clean"
-	case EndingPermanent:
-		return "permanent"
-	case EndingFailedStart:
-		return "failed_start"
-	case EndingCrash:
-		return "crash"
-	case EndingPlanned:
-		return "planned"
-	}
-	return "Ending(" + strconv.Itoa(int(e)) + ")"
-}
-
-// Judgment is what a Supervisor asks about the end of one run of a key:
-// the part of its decision that the guards' state settles. A Ledger takes
-// it whole, in one atomic step. It is a plain value; its zero value is not
-// a judgment a Supervisor makes (it has no key and no Ending).
-type Judgment struct {
-	Key         string
-	Ending      Ending
-	Healthy     bool      // the run was healthy: the respawn window is cleared first
-	Incarnation string    // what ran under the key; the chain counts per incarnation
-	Cause       string    // the failure's text, kept with a park
-	Now         time.Time // the Supervisor's reading of its clock
-	// Members and Failing count this Supervisor's fleet members and failing
-	// members, leaving out the key judged: a park judges the failing
-	// fraction with them and the parked key when the Supervisor decides
-	// alone. A Ledger counts the deployment's keys instead (see
-	// Ledger.Member) and does not use them.
-	Members, Failing int
-}
-
-// Verdict is what a step of a Ledger decided and committed: everything the
-// Supervisor needs to act on it and to announce it. It is a plain value;
-// its zero value decides nothing (no park, no hold: a restart at once).
-type Verdict struct {
-	// Now is the time the step decided at: the Judgment's, or the ledger's
-	// own clock for a shared ledger that reads its server's time.
-	Now time.Time
-	// Park is the key's park: made by this step when NewPark is set, else
-	// found (the key was already parked, and nothing was recorded).
-	Park    *ParkedError
-	NewPark bool
-	// Attempt is, for a failed start, the respawn's number in the budget's
-	// window.
-	Attempt int
-	// Restarts is the key's count of restarts since it was first run or
-	// last resumed, this one included.
-	Restarts int
-	// Held reports that the fleet breaker holds the restart; Wait is then
-	// how long until the breaker re-arms, or (from Proceed) until the
-	// restart's turn to leave. A Proceed verdict that is not Held
-	// releases the restart.
-	Held bool
-	Wait time.Duration
-	// Tripped and Rearmed are set when this step tripped or re-armed the
-	// fleet breaker: exactly one step does each, whichever Supervisor it
-	// serves.
-	Tripped *FleetChange
-	Rearmed *FleetChange
 }
 
 // MemoryLedger is a Ledger in this process's memory: several Supervisors
@@ -221,7 +120,7 @@ type Verdict struct {
 type MemoryLedger struct {
 	st      *memoryState
 	replica string
-	notify  func(LedgerChange)
+	notify  func(Change)
 	mine    map[string]struct{} // the keys this replica counts as members; st.mu guards it
 	closed  bool                // Close was called; st.mu guards it
 }
@@ -230,11 +129,7 @@ type MemoryLedger struct {
 type memoryState struct {
 	mu       sync.Mutex
 	opened   bool
-	rules    rules
-	cfg      SupervisorConfig
-	tb       timebase
-	keys     map[string]*keyGuards
-	book     fleetBook
+	g        guards
 	live     map[string]int // per key, the open replicas that count it as a member
 	liveN    int            // the keys of live
 	failingN int            // the keys of live that are parked
@@ -248,8 +143,7 @@ type memoryState struct {
 // NewMemoryLedger returns an empty MemoryLedger, reading time from the
 // Judgment of each call.
 func NewMemoryLedger() *MemoryLedger {
-	st := &memoryState{keys: map[string]*keyGuards{}, live: map[string]int{}, ver: map[string]int64{},
-		claims: map[int64]string{}}
+	st := &memoryState{live: map[string]int{}, ver: map[string]int64{}, claims: map[int64]string{}}
 	return st.replica()
 }
 
@@ -268,39 +162,23 @@ func (l *MemoryLedger) Replica() *MemoryLedger { return l.st.replica() }
 // Open binds the ledger to cfg. The replicas of one MemoryLedger must be
 // opened with configurations whose guards are the same; the first one
 // opened decides.
-func (l *MemoryLedger) Open(cfg SupervisorConfig, notify func(LedgerChange)) error {
+func (l *MemoryLedger) Open(cfg crashloop.SupervisorConfig, notify func(Change)) error {
 	st := l.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	l.notify = notify
-	if !st.opened {
-		st.opened, st.cfg, st.rules = true, cfg.clone(), rulesOf(cfg)
-		st.tb = timebase{base: time.Unix(0, 0), high: minOffset}
+	if st.g == nil {
+		g, err := newGuards(cfg)
+		if err != nil {
+			return err
+		}
+		st.g = g
 	}
 	return nil
 }
 
-const minOffset = -1 << 63
-
-// at locks the state and returns the time the step uses for now.
-func (st *memoryState) at(now time.Time) int64 {
-	off := st.tb.off(now)
-	st.mu.Lock()
-	return st.tb.at(off)
-}
-
-// rearm re-arms the fleet breaker if its cooldown has ended at t, and
-// returns the re-arm, if any. st.mu must be held.
-func (st *memoryState) rearm(t int64) *FleetChange {
-	return st.rules.rearm(&st.book, t, func(f func(*keyGuards)) {
-		for _, g := range st.keys {
-			f(g)
-		}
-	})
-}
-
 // tell passes a change of key to every replica but from.
-func (st *memoryState) tell(from *MemoryLedger, ch LedgerChange) {
+func (st *memoryState) tell(from *MemoryLedger, ch Change) {
 	st.mu.Lock()
 	replicas := slices.Clone(st.replicas)
 	st.mu.Unlock()
@@ -319,12 +197,8 @@ func (st *memoryState) bump(key string) int64 {
 }
 
 // stands returns key as it stands. st.mu must be held.
-func (st *memoryState) stands(key string) LedgerChange {
-	ch := LedgerChange{Key: key, Version: st.ver[key]}
-	if g := st.keys[key]; g != nil {
-		ch.Park = g.park
-	}
-	return ch
+func (st *memoryState) stands(key string) Change {
+	return Change{Key: key, Version: st.ver[key], Park: st.g.Park(key)}
 }
 
 // changed is the refusal of a step on key that named another version.
@@ -335,7 +209,7 @@ func (st *memoryState) changed(key string) error {
 }
 
 // Lookup returns key as it stands.
-func (l *MemoryLedger) Lookup(_ context.Context, key string) (LedgerChange, error) {
+func (l *MemoryLedger) Lookup(_ context.Context, key string) (Change, error) {
 	l.st.mu.Lock()
 	defer l.st.mu.Unlock()
 	return l.st.stands(key), nil
@@ -344,26 +218,19 @@ func (l *MemoryLedger) Lookup(_ context.Context, key string) (LedgerChange, erro
 // Judge decides j at j.Now.
 func (l *MemoryLedger) Judge(_ context.Context, j Judgment) (Verdict, error) {
 	st := l.st
-	t := st.at(j.Now)
-	rearmed := st.rearm(t)
-	g := st.keys[j.Key]
-	if g == nil {
-		g = &keyGuards{}
-		st.keys[j.Key] = g
-	}
+	st.mu.Lock()
 	// the deployment's keys but the one judged: a park counts it, live and
 	// failing, with them
 	lb, fb := st.counts(j.Key)
 	j.Members, j.Failing = st.liveN-b2i(lb), st.failingN-b2i(fb)
-	v := st.rules.judge(g, &st.book, &j, t, j.Now)
+	v := st.g.Judge(j)
 	st.recount(j.Key, lb, fb)
-	v.Rearmed = rearmed
 	if v.NewPark {
-		g.park.Version = st.bump(j.Key)
+		v.Park.Version = st.bump(j.Key)
 	}
 	st.mu.Unlock()
 	if v.NewPark {
-		st.tell(l, LedgerChange{Key: j.Key, Version: v.Park.Version, Park: v.Park})
+		st.tell(l, Change{Key: j.Key, Version: v.Park.Version, Park: v.Park})
 	}
 	return v, nil
 }
@@ -373,8 +240,7 @@ func (l *MemoryLedger) Judge(_ context.Context, j Judgment) (Verdict, error) {
 // must be held.
 func (st *memoryState) counts(key string) (live, failing bool) {
 	live = st.live[key] > 0
-	g := st.keys[key]
-	return live, live && g != nil && g.park != nil
+	return live, live && st.g.Park(key) != nil
 }
 
 // recount moves the counts of live and failing keys from what key counted
@@ -431,35 +297,27 @@ func (l *MemoryLedger) Close() error {
 
 // Proceed asks at now whether the held restart of key may go.
 func (l *MemoryLedger) Proceed(_ context.Context, key string, now time.Time) (Verdict, error) {
-	st := l.st
-	t := st.at(now)
-	defer st.mu.Unlock()
-	rearmed := st.rearm(t)
-	v := Verdict{Now: now}
-	if g := st.keys[key]; g != nil {
-		v = st.rules.proceed(g, &st.book, t, now)
-	}
-	v.Rearmed = rearmed
-	return v, nil
+	l.st.mu.Lock()
+	defer l.st.mu.Unlock()
+	return l.st.g.Proceed(key, now), nil
 }
 
 // Resume clears the park of key whose Version is version.
-func (l *MemoryLedger) Resume(_ context.Context, key string, version int64, _ time.Time) (*ParkedError, int64, error) {
+func (l *MemoryLedger) Resume(_ context.Context, key string, version int64, _ time.Time) (*crashloop.ParkedError, int64, error) {
 	st := l.st
 	st.mu.Lock()
-	g := st.keys[key]
-	if g == nil || g.park == nil || g.park.Version != version {
+	pe := st.g.Park(key)
+	if pe == nil || pe.Version != version {
 		err := st.changed(key)
 		st.mu.Unlock()
 		return nil, 0, err
 	}
-	pe := g.park
 	lb, fb := st.counts(key)
-	g.resume()
+	st.g.Forget(key) // a resume clears everything the guards counted
 	st.recount(key, lb, fb)
 	v := st.bump(key)
 	st.mu.Unlock()
-	st.tell(l, LedgerChange{Key: key, Version: v})
+	st.tell(l, Change{Key: key, Version: v})
 	return pe, v, nil
 }
 
@@ -472,44 +330,39 @@ func (l *MemoryLedger) Forget(_ context.Context, key string, version int64) (int
 		st.mu.Unlock()
 		return 0, err
 	}
-	g := st.keys[key]
+	parked := st.g.Park(key) != nil
 	lb, fb := st.counts(key)
-	delete(st.keys, key)
+	st.g.Forget(key)
 	st.recount(key, lb, fb)
 	v := st.bump(key)
 	st.mu.Unlock()
-	if g != nil && g.park != nil {
-		st.tell(l, LedgerChange{Key: key, Version: v, Forgotten: true})
+	if parked {
+		st.tell(l, Change{Key: key, Version: v, Forgotten: true})
 	}
 	return v, nil
 }
 
 // Restore writes back parks decided alone, each only if its key's version
 // is still the park's.
-func (l *MemoryLedger) Restore(_ context.Context, parks []*ParkedError) ([]Restored, error) {
+func (l *MemoryLedger) Restore(_ context.Context, parks []*crashloop.ParkedError) ([]Restored, error) {
 	st := l.st
-	var told []LedgerChange
+	var told []Change
 	out := make([]Restored, 0, len(parks))
 	st.mu.Lock()
 	for _, pe := range parks {
-		g := st.keys[pe.Key]
-		if st.ver[pe.Key] != pe.Version || (g != nil && g.park != nil) {
-			out = append(out, Restored{LedgerChange: st.stands(pe.Key)})
+		if st.ver[pe.Key] != pe.Version || st.g.Park(pe.Key) != nil {
+			out = append(out, Restored{Change: st.stands(pe.Key)})
 			continue
-		}
-		if g == nil {
-			g = &keyGuards{}
-			st.keys[pe.Key] = g
 		}
 		w := *pe
 		w.Version = st.bump(pe.Key)
 		st.claims[w.Version] = restored // its writer announced it when it parked the key alone: no claim wins
 		lb, fb := st.counts(pe.Key)
-		g.park = &w
+		st.g.SetPark(&w)
 		st.recount(pe.Key, lb, fb)
-		ch := LedgerChange{Key: pe.Key, Version: w.Version, Park: &w}
+		ch := Change{Key: pe.Key, Version: w.Version, Park: &w}
 		told = append(told, ch)
-		out = append(out, Restored{LedgerChange: ch, Written: true})
+		out = append(out, Restored{Change: ch, Written: true})
 	}
 	st.mu.Unlock()
 	for _, ch := range told {
@@ -537,16 +390,15 @@ func (l *MemoryLedger) Claim(_ context.Context, version int64) (bool, error) {
 }
 
 // Parked returns the parks of every key, sorted by key.
-func (l *MemoryLedger) Parked(context.Context) ([]*ParkedError, error) {
+func (l *MemoryLedger) Parked(context.Context) ([]*crashloop.ParkedError, error) {
 	l.st.mu.Lock()
 	defer l.st.mu.Unlock()
-	var out []*ParkedError
-	for _, g := range l.st.keys {
-		if g.park != nil {
-			out = append(out, g.park)
+	var out []*crashloop.ParkedError
+	for _, key := range slices.Sorted(maps.Keys(l.st.ver)) {
+		if pe := l.st.g.Park(key); pe != nil {
+			out = append(out, pe)
 		}
 	}
-	slices.SortFunc(out, func(a, b *ParkedError) int { return cmp.Compare(a.Key, b.Key) })
 	return out, nil
 }
 
@@ -554,16 +406,16 @@ func (l *MemoryLedger) Parked(context.Context) ([]*ParkedError, error) {
 // failing keys of the deployment (see Ledger.Member). It changes nothing: a
 // breaker due to re-arm reads as re-armed, and re-arms (with its event) at
 // the next Judge or Proceed.
-func (l *MemoryLedger) Fleet(_ context.Context, now time.Time) (FleetStatus, error) {
+func (l *MemoryLedger) Fleet(_ context.Context, now time.Time) (crashloop.FleetStatus, error) {
 	st := l.st
-	t := st.at(now)
+	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.cfg.Fleet == nil {
-		return FleetStatus{}, nil
+	return st.g.Fleet(now, st.failingN, st.liveN), nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
 	}
-	f := copyFleet(&st.book.f)
-	st.cfg.Fleet.rearm(&f, t)
-	fs := st.cfg.Fleet.status(&f, t, &st.tb)
-	fs.TotalChannels, fs.FailingChannels = st.liveN, st.failingN
-	return fs, nil
+	return 0
 }

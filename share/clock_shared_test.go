@@ -1,4 +1,4 @@
-package crashloop_test
+package share_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/share"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +20,7 @@ import (
 
 // refusingClaims is a ledger whose claims fail while refusing is set.
 type refusingClaims struct {
-	crashloop.Ledger
+	share.Ledger
 	refusing atomic.Bool
 	claims   atomic.Int64
 }
@@ -36,9 +37,9 @@ func (l *refusingClaims) Claim(ctx context.Context, v int64) (bool, error) {
 // the Supervisor's clock, and announced then, once.
 func TestClaimRetryOnTheInjectedClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := &refusingClaims{Ledger: crashloop.NewMemoryLedger()}
+		l := &refusingClaims{Ledger: share.NewMemoryLedger()}
 		rec, c := newRecorder(), mockAt(testT0)
-		s, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), l,
+		s, err := newShared(crashloop.DefaultSupervisorConfig(), l,
 			crashloop.WithClock(c), crashloop.WithEventHandler(rec))
 		require.NoError(t, err)
 		l.refusing.Store(true)
@@ -49,7 +50,7 @@ func TestClaimRetryOnTheInjectedClock(t *testing.T) {
 		require.ErrorIs(t, d.Err, crashloop.ErrParked)
 		synctest.Wait()
 		assert.Equal(t, int64(1), l.claims.Load(), "claimed at the step's reply, refused")
-		assert.Zero(t, rec.count(crashloop.EventStartupExhausted))
+		assert.Zero(t, rec.Of(crashloop.EventStartupExhausted))
 
 		l.refusing.Store(false)
 		c.Add(time.Second - time.Millisecond)
@@ -58,11 +59,11 @@ func TestClaimRetryOnTheInjectedClock(t *testing.T) {
 		c.Add(time.Millisecond)
 		synctest.Wait()
 		assert.Equal(t, int64(2), l.claims.Load())
-		assert.Equal(t, 1, rec.count(crashloop.EventStartupExhausted), "won and announced at the retry")
+		assert.Equal(t, 1, rec.Of(crashloop.EventStartupExhausted), "won and announced at the retry")
 		c.Add(time.Hour)
 		synctest.Wait()
 		assert.Equal(t, int64(2), l.claims.Load(), "won: no more claims")
-		assert.Equal(t, 1, rec.count(crashloop.EventStartupExhausted))
+		assert.Equal(t, 1, rec.Of(crashloop.EventStartupExhausted))
 	})
 }
 
@@ -70,9 +71,9 @@ func TestClaimRetryOnTheInjectedClock(t *testing.T) {
 // ask after it answers, a second after the failure by the mock clock.
 func TestRejoinOnTheInjectedClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		flaky := &flakyLedger{Ledger: crashloop.NewMemoryLedger()}
+		flaky := &flakyLedger{Ledger: share.NewMemoryLedger()}
 		rec, c := newRecorder(), mockAt(testT0)
-		s, err := crashloop.NewSharedSupervisor(crashloop.DefaultSupervisorConfig(), flaky,
+		s, err := newShared(crashloop.DefaultSupervisorConfig(), flaky,
 			crashloop.WithClock(c), crashloop.WithEventHandler(rec))
 		require.NoError(t, err)
 		var runs atomic.Int32
@@ -99,7 +100,7 @@ func TestRejoinOnTheInjectedClock(t *testing.T) {
 		c.Add(499 * time.Millisecond)
 		synctest.Wait()
 		assert.Equal(t, calls, flaky.calls.Load(), "no ask before a second after the failure")
-		assert.Zero(t, rec.count(crashloop.EventStoreRecovered))
+		assert.Zero(t, rec.Of(crashloop.EventStoreRecovered))
 		c.Add(time.Millisecond)
 		synctest.Wait()
 		assert.Equal(t, calls+1, flaky.calls.Load(), "the rejoin's ask")
