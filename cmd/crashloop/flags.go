@@ -165,6 +165,10 @@ Examples:
     crashloop --watchdog 30s -- ./worker
   Replicas of one service sharing one budget on Redis:
     REDIS_PASSWORD=... crashloop --redis redis://redis.internal:6379 --key web -- ./web
+  Exit status 78 means a bad configuration: park at once, and on an OOM kill:
+    crashloop --on-exit 78=park --on-exit oom=park -- ./server
+  What a policy does before deploying it (its schedule, outages, warnings):
+    crashloop plan --max-respawns 10 --window 10m --initial-backoff 2s
   What is parked, and resuming it once the cause is fixed:
     crashloop status --state /data/crashloop.json
     crashloop resume --state /data/crashloop.json worker
