@@ -124,6 +124,11 @@ func TestPlanWarnsOfLimitsThatNeverTrip(t *testing.T) {
 	assert.Equal(t, map[string]any{"code": "never_trips", "limit": "guard",
 		"message": "the guard (5 restarts in 2s) never trips: in the fastest loops it judges, failed starts park with respawn_budget_exhausted after 3s; crashes right after healthy runs never park within 1d"},
 		doc["warnings"].([]any)[1])
+	// With a planned rule, planned restarts come at once: the same guard
+	// trips on them.
+	doc = runPlan(t, "--guard=5/2s", "--chain-max=0", "--on-exit=75=planned", "--outage=1s")
+	assert.Equal(t, "budget 3 in 1m; linear 500ms to 5s; healthy after 10s; guard 5 in 2s; exit rules 75=planned", doc["policy"])
+	assert.Len(t, doc["warnings"], 1, "only parks_on_short_outage")
 }
 
 // The outage rows agree with replay.Simulate, which drives the same
