@@ -280,8 +280,8 @@ type planRun struct {
 	Ready bool
 }
 
-// errPlanned is the failure of a simulated run.
-var errPlanned = errors.New("simulated failure")
+// errSimulated is the failure of a simulated run.
+var errSimulated = errors.New("simulated failure")
 
 // failingUntil is a program whose every start fails at once until
 // outage after the first start; a start after that runs for good.
@@ -290,7 +290,7 @@ func failingUntil(outage time.Duration) func(start time.Duration) planRun {
 		if start >= outage {
 			return planRun{}
 		}
-		return planRun{Err: errPlanned}
+		return planRun{Err: errSimulated}
 	}
 }
 
@@ -309,14 +309,14 @@ type planTrace struct {
 
 // simulateLoop runs program under a fresh Supervisor of cfg on a mock
 // clock that stands still, at explicit times: each run's end is judged by
-// DecideAt, a held restart waits for ProceedAt. It ends at a park, when the program runs for good, or after
-// planHorizon.
+// DecideAt, a held restart waits for ProceedAt. It ends at a park, when
+// the program runs for good, or after planHorizon.
 func simulateLoop(cfg crashloop.SupervisorConfig, program func(start time.Duration) planRun) planTrace {
 	return simulateAfter(cfg, nil, 0, program)
 }
 
-// simulateAfter is simulateLoop after a first program, before, that ran
-// to its own end, and a quiet gap: the times of the trace are from the
+// simulateAfter is simulateLoop after the failures of before short of its
+// park (nil: none) and a quiet gap: the times of the trace are from the
 // first start after the gap.
 func simulateAfter(cfg crashloop.SupervisorConfig, before *planTrace, gap time.Duration, program func(start time.Duration) planRun) planTrace {
 	mock := clock.NewMock()
@@ -334,7 +334,7 @@ func simulateAfter(cfg crashloop.SupervisorConfig, before *planTrace, gap time.D
 	offset := time.Duration(0)
 	if before != nil { // replay the failures of before, then the gap
 		for _, st := range before.starts[:len(before.starts)-1] {
-			decide(st, crashloop.RunResult{Err: errPlanned, Started: base.Add(st)})
+			decide(st, crashloop.RunResult{Err: errSimulated, Started: base.Add(st)})
 		}
 		offset = before.starts[len(before.starts)-2] + gap
 	}
@@ -402,9 +402,9 @@ func planWarnings(cfg crashloop.SupervisorConfig, sched planTrace) []planWarning
 	// The fastest loops each limit judges.
 	healthyCrash := func(time.Duration) planRun {
 		if cfg.HealthyAfter > 0 {
-			return planRun{For: cfg.HealthyAfter, Err: errPlanned}
+			return planRun{For: cfg.HealthyAfter, Err: errSimulated}
 		}
-		return planRun{Err: errPlanned, Ready: true}
+		return planRun{Err: errSimulated, Ready: true}
 	}
 	loops := []struct {
 		name string
@@ -414,7 +414,7 @@ func planWarnings(cfg crashloop.SupervisorConfig, sched planTrace) []planWarning
 		loops = append(loops, struct {
 			name string
 			tr   planTrace
-		}{"planned restarts", simulateLoop(cfg, func(time.Duration) planRun { return planRun{Err: crashloop.Restart(errPlanned)} })})
+		}{"planned restarts", simulateLoop(cfg, func(time.Duration) planRun { return planRun{Err: crashloop.Restart(errSimulated)} })})
 	}
 	limits := []struct {
 		limit, reason, code string
