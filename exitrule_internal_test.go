@@ -52,3 +52,18 @@ func TestExitActionOf(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkExitActionOf judges a failure against eight rules, the last of
+// which matches.
+func BenchmarkExitActionOf(b *testing.B) {
+	rules := []ExitRule{{"oom", ExitPark}, {"3", ExitStop}, {"1-5,64-78", ExitPark}, {"12,20-21", ExitPlanned}, {"SIGSEGV", ExitStop},
+		{"term", ExitPlanned}, {"KILL", ExitRestart}, {"1-255", ExitPlanned}}
+	c := 200
+	err := error(&programFailure{errtext.Exit{ExitCode: &c}})
+	b.ReportAllocs()
+	for b.Loop() {
+		if exitActionOf(rules, err) != ExitPlanned {
+			b.Fatal("no match")
+		}
+	}
+}
