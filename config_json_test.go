@@ -14,7 +14,7 @@ import (
 const defaultConfigJSON = `{"budget":{"max_respawns":3,"window":"60s","initial_backoff":"500ms","max_backoff":"5s"},` +
 	`"healthy_after":"10s","backoff":null,"chain":{"max_chain":3,"reset_gap":"20m"},` +
 	`"fleet":{"restarts_per_hour":40,"failing_fraction":0.5,"min_failing":2,"cooldown":"120s"},` +
-	`"guard":null,"hourly_cap":0,"restart_on_clean_exit":false}`
+	`"guard":null,"hourly_cap":0,"restart_on_clean_exit":false,"exit_rules":[]}`
 
 func TestConfigJSONDefault(t *testing.T) {
 	got, err := json.Marshal(crashloop.DefaultSupervisorConfig())
@@ -43,6 +43,7 @@ func fullSupervisorConfig() crashloop.SupervisorConfig {
 		Guard:              &crashloop.GuardConfig{MaxRestarts: 3, Window: 60 * time.Second},
 		HourlyCap:          10,
 		RestartOnCleanExit: true,
+		ExitRules:          []crashloop.ExitRule{{Match: "oom", Action: crashloop.ExitPark}, {Match: "75", Action: crashloop.ExitPlanned}},
 	}
 }
 
@@ -61,7 +62,8 @@ func TestConfigJSONFullRoundTrip(t *testing.T) {
 		"fleet": {"restarts_per_hour": 100, "failing_fraction": 0.25, "min_failing": 3, "cooldown": "90s"},
 		"guard": {"max_restarts": 3, "window": "60s"},
 		"hourly_cap": 10,
-		"restart_on_clean_exit": true
+		"restart_on_clean_exit": true,
+		"exit_rules": ["oom=park", "75=planned"]
 	}`, string(got))
 
 	for name, into := range map[string]crashloop.SupervisorConfig{

@@ -1106,7 +1106,7 @@ var fuzzSupervisorFields = map[string]bool{
 	"healthy_after": true, "backoff.initial": true, "backoff.max": true, "backoff.factor": true, "backoff.jitter": true,
 	"backoff.kind": true, "chain.max_chain": true, "chain.reset_gap": true, "fleet.restarts_per_hour": true,
 	"fleet.failing_fraction": true, "fleet.min_failing": true, "fleet.cooldown": true, "guard.max_restarts": true,
-	"guard.window": true, "hourly_cap": true, "restart_on_clean_exit": true,
+	"guard.window": true, "hourly_cap": true, "restart_on_clean_exit": true, "exit_rules": true,
 }
 
 // fuzzSupervisorField is the first broken rule of a SupervisorConfig whose
@@ -1277,6 +1277,8 @@ func FuzzConfigJSON(f *testing.F) {
 		`{"guard":{"max_restarts":0,"window":"0s"}}`, `{"backoff":{"kind":"exponential","factor":0.5}}`,
 		`{"budget":{"max_respawns":9007199254740993}}`, `{"restart_on_clean_exit":"yes"}`, `{"budget":null}`,
 		`{"fleet":{"restarts_per_hour":2,"cooldown":"0s"},"guard":{"max_restarts":5}}`,
+		`{"exit_rules":["oom=park","1-9,12=restart","SIGKILL=stop","75=planned"]}`, `{"exit_rules":[]}`, `{"exit_rules":null}`,
+		`{"exit_rules":["0=park"]}`, `{"exit_rules":[78]}`, `{"exit_rules":"78=park"}`, `{"exit_rules":["SIGFOO=stop"]}`,
 	} {
 		f.Add([]byte(doc))
 	}

@@ -71,8 +71,6 @@ func exhaustedEv(at time.Duration, key, reason string, cause error, attempts int
 		LastError: cause, Attempts: attempts, Limit: 3, Window: 60 * time.Second}}
 }
 
-
-
 // sleepOrDone sleeps d, or returns ctx.Err() if ctx ends first.
 func sleepOrDone(ctx context.Context, d time.Duration) error {
 	select {
@@ -82,7 +80,6 @@ func sleepOrDone(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
-
 
 func atsOf(r *recorder, kind crashloop.EventKind) []time.Duration {
 	var out []time.Duration
@@ -96,4 +93,3 @@ func guardEv(at time.Duration, key, reason string, attempts, limit int, window t
 	return supEvent{At: at, Event: crashloop.Event{Kind: crashloop.EventGuardTripped, Key: key, Reason: reason,
 		Attempts: attempts, Limit: limit, Window: window}}
 }
-

@@ -98,6 +98,7 @@ func logEvent(l *slog.Logger, ev Event) {
 		}
 		add(x.Signal != "", slog.String("signal", x.Signal))
 		add(x.StderrTail != "", slog.String("stderr_tail", x.StderrTail))
+		add(x.OOMKilled, slog.Bool("oom_killed", true))
 	}
 	r := slog.NewRecord(ev.Time, level, msg, 0) // stamped with the event's (injected) time
 	r.AddAttrs(attrs...)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -41,6 +42,14 @@ type SupervisorConfig struct {
 	// after a healthy run, a failed start before ("restart_on_clean_exit").
 	// Default false: a nil return ends supervision.
 	RestartOnCleanExit bool
+	// ExitRules decide, in order, first match wins, what a failure that
+	// tells how a program ended does (see ExitRule): restart (judged by the
+	// guards), park at once, stop supervision, or a planned restart. An
+	// error marked with Permanent or Restart keeps its mark; a failure no
+	// rule matches is judged as usual. Config key "exit_rules", a list of
+	// "MATCH=ACTION" strings such as ["78=park", "oom=park"]. Default nil
+	// (no rules).
+	ExitRules []ExitRule
 }
 
 // DefaultSupervisorConfig returns the defaults: budget 3 respawns in 60s
@@ -70,6 +79,7 @@ func (c *SupervisorConfig) settings() []setting {
 		{name: "guard", value: optionalValue[GuardConfig]{&c.Guard, DefaultGuardConfig, (*GuardConfig).settings}},
 		{name: "hourly_cap", value: intValue{&c.HourlyCap}},
 		{name: "restart_on_clean_exit", value: boolValue{&c.RestartOnCleanExit}},
+		{name: "exit_rules", value: exitRulesValue{&c.ExitRules}},
 	}
 }
 
@@ -98,6 +108,9 @@ func (c SupervisorConfig) validate() error {
 	}
 	if c.HourlyCap < 0 {
 		return &ConfigError{Field: "hourly_cap", Value: c.HourlyCap, Rule: ">= 0 (0: off)"}
+	}
+	if err := checkExitRules(c.ExitRules); err != nil {
+		return err
 	}
 	if sum, ok := worstSum(c.curveOf(), c.Budget.MaxRespawns); ok {
 		return checkCanPark("budget.window", c.Budget.Window, c.Budget.MaxRespawns, sum)
@@ -175,6 +188,7 @@ func (c *SupervisorConfig) UnmarshalJSON(data []byte) error {
 // shared with the caller.
 func (c SupervisorConfig) clone() SupervisorConfig {
 	c.Chain, c.Fleet, c.Guard = clonePtr(c.Chain), clonePtr(c.Fleet), clonePtr(c.Guard)
+	c.ExitRules = slices.Clone(c.ExitRules)
 	return c
 }
 

@@ -10,7 +10,7 @@ import (
 )
 
 // commands are crashloop's subcommands, in the order they are listed.
-var commands = []string{"status", "resume", "replay", "simulate", "tune", "help"}
+var commands = []string{"status", "resume", "replay", "simulate", "tune", "plan", "help"}
 
 // helpTopics are what "crashloop help TOPIC" explains, each with its
 // text; "run" is supervising a program (crashloop --help).
@@ -24,6 +24,7 @@ var helpTopics = []struct {
 	{"replay", func(w io.Writer) { fmt.Fprint(w, replayHelp) }},
 	{"simulate", func(w io.Writer) { fmt.Fprint(w, simulateHelp) }},
 	{"tune", func(w io.Writer) { fmt.Fprint(w, tuneHelp) }},
+	{"plan", func(w io.Writer) { fmt.Fprint(w, planHelp) }},
 	{"endpoints", func(w io.Writer) { fmt.Fprint(w, endpointsHelp) }},
 	{"exit-status", printExitStatuses},
 	{"limits", func(w io.Writer) { fmt.Fprint(w, limitsHelp) }},

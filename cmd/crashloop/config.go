@@ -62,6 +62,9 @@ func (s *settings) configuration() (crashloop.SupervisorConfig, error) {
 			cfg.RestartOnCleanExit = s.restart == "always"
 		}
 	}
+	if s.isSet("on-exit") || s.isSet("permanent-exit-codes") { // the rules of the flags replace the file's
+		cfg.ExitRules = s.exitRules
+	}
 	// A curve of the file has its own initial and max waits: the flags
 	// that set the budget's replace those too, as they would without it.
 	curveWaits := cfg.Backoff != nil && (s.isSet("initial-backoff") || s.isSet("max-backoff"))

@@ -36,7 +36,7 @@ var exitStatuses = []struct {
 	code int
 	when string
 }{
-	{programsStatus, "the program ended supervision: it exited 0 (without `--restart=always`), or crashloop was stopped by INT or TERM; 128+N when signal N killed it (143 for TERM, 137 for KILL)"},
+	{programsStatus, "the program ended supervision: it exited 0 (without `--restart=always`), an `--on-exit` stop rule matched its end, or crashloop was stopped by INT or TERM; 128+N when signal N killed it (143 for TERM, 137 for KILL)"},
 	{0, "with `--on-park wait`, crashloop was stopped by INT or TERM while the program was parked (the park stays in `--state` or on Redis)"},
 	{exitError, "an error of crashloop itself (a park it could not record in `--state`, a missing state file for `status` or `resume`, resume of a key that is not parked, an address it cannot bind…)"},
 	{exitUsage, "bad usage, flags or configuration (an unknown command, an empty, padded or out-of-range value, a malformed config or state file, a missing `--state` folder)"},

@@ -46,8 +46,9 @@ func TestExitStatusesInHelp(t *testing.T) {
 	assert.Equal(t, `Exit status:
   the program's
        the program ended supervision: it exited 0 (without --restart=always),
-       or crashloop was stopped by INT or TERM; 128+N when signal N killed it
-       (143 for TERM, 137 for KILL)
+       an --on-exit stop rule matched its end, or crashloop was stopped by
+       INT or TERM; 128+N when signal N killed it (143 for TERM, 137 for
+       KILL)
   0    with --on-park wait, crashloop was stopped by INT or TERM while the
        program was parked (the park stays in --state or on Redis)
   1    an error of crashloop itself (a park it could not record in --state,

@@ -42,7 +42,8 @@ type settings struct {
 	guard              string
 	hourlyCap          int
 	restart            string
-	permanentExitCodes string
+	permanentExitCodes string               // every --permanent-exit-codes, comma-separated (for replay)
+	exitRules          []crashloop.ExitRule // --on-exit and --permanent-exit-codes, in the order given
 	config             string
 	configDoc          any // the JSON document of --config, once read
 
@@ -86,7 +87,8 @@ func newSettings() *settings {
 	fs.String(&s.guard, "guard", "off", "fast restart-loop guard over every restart: off, on (3/60s) or `N/DURATION`")
 	fs.Int(&s.hourlyCap, "hourly-cap", 0, "park after `N` restarts in a rolling hour; 0: off")
 	fs.String(&s.restart, "restart", "on-failure", "restart `POLICY`: on-failure, or always to restart after exit status 0 too")
-	fs.String(&s.permanentExitCodes, "permanent-exit-codes", "", "comma-separated exit statuses (`CODES`) that park at once, such as 78,125")
+	fs.Var(onExitValue{&s.exitRules}, "on-exit", "what an end of the program does, `MATCH=ACTION` (repeatable, first match wins): MATCH is exit statuses (3, 64-78, 1,2,5-9), a signal (SIGSEGV or SEGV) or oom (the kernel's OOM killer, read from the program's memory cgroup); ACTION is restart (the guards judge it), park (at once), stop (crashloop ends with the program's status) or planned (restart at once, no budget spent), such as 78=park or SIGKILL=stop", repeatable)
+	fs.Var(permanentValue{&s.exitRules, &s.permanentExitCodes}, "permanent-exit-codes", "comma-separated exit statuses (`CODES`) that park at once, such as 78,125: shorthand for --on-exit CODES=park", repeatable)
 	fs.Var((*stringValue)(&s.config), "config", "JSON supervisor configuration `FILE` (every setting, the fleet breaker too; at most 1 MiB, once); each flag given overrides its setting", once)
 	fs.String(&s.key, "key", "", "the program's stable identity in events and the state file (default: its name and a hash of the command line)")
 	fs.String(&s.chdir, "chdir", "", "run the program in `DIR`")
@@ -123,7 +125,7 @@ var helpSections = []struct {
 	flags []string
 }{
 	{"When to give up", []string{"max-respawns", "window", "initial-backoff", "max-backoff", "backoff", "jitter", "healthy-after",
-		"chain-max", "chain-gap", "guard", "hourly-cap", "restart", "permanent-exit-codes", "config"}},
+		"chain-max", "chain-gap", "guard", "hourly-cap", "restart", "on-exit", "permanent-exit-codes", "config"}},
 	{"The program", []string{"key", "chdir", "env", "grace", "watchdog", "health-cmd", "health-interval", "health-timeout", "health-retries",
 		"health-start-period", "stderr-tail-lines", "stderr-tail-bytes"}},
 	{"crashloop", []string{"state", "redis", "redis-prefix", "redis-timeout", "redis-ca", "redis-cert", "redis-key", "log-format", "metrics-addr", "on-park", "on-park-exec", "on-trip-exec", "hook-timeout", "admin-token-file", "version"}},
@@ -140,6 +142,7 @@ Usage:
   crashloop replay [--config FILE]... HISTORY...              (see crashloop replay --help)
   crashloop simulate [--crash-after D] [--outage D] [--json]  (see crashloop simulate --help)
   crashloop tune [--config FILE]... [--write FILE] HISTORY... (see crashloop tune --help)
+  crashloop plan [policy flags | --config FILE] [--json]      (see crashloop plan --help)
   crashloop help [TOPIC]
   crashloop --version
 `
@@ -163,6 +166,10 @@ Examples:
     crashloop --watchdog 30s -- ./worker
   Replicas of one service sharing one budget on Redis:
     REDIS_PASSWORD=... crashloop --redis redis://redis.internal:6379 --key web -- ./web
+  Exit status 78 means a bad configuration: park at once, and on an OOM kill:
+    crashloop --on-exit 78=park --on-exit oom=park -- ./server
+  What a policy does before deploying it (its schedule, outages, warnings):
+    crashloop plan --max-respawns 10 --window 10m --initial-backoff 2s
   What is parked, and resuming it once the cause is fixed:
     crashloop status --state /data/crashloop.json
     crashloop resume --state /data/crashloop.json worker
@@ -347,9 +354,6 @@ func (s *settings) check() error {
 		return err
 	}
 	if _, err := parseGuard(s.guard); err != nil {
-		return err
-	}
-	if _, err := parseExitCodes(s.permanentExitCodes); err != nil {
 		return err
 	}
 	if s.chdir != "" {

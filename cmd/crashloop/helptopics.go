@@ -48,12 +48,12 @@ const jsonHelp = `Every JSON document crashloop writes follows one schema:
     ("2026-01-02T03:04:05.000000000Z"); a value that is absent (no last
     error, never parked) is left out, never null or a zero time;
   - a park is one object everywhere: key, reason, since, attempts (what
-    the guard that parked it counted), last_error, and exit_code, signal
-    and stderr_tail when they are known;
+    the guard that parked it counted), last_error, and exit_code, signal,
+    stderr_tail and oom_killed when they are known;
   - counts of keys are named keys (failing_keys, total_keys).
 
 The documents: crashloop status --json (of --state or --redis), GET
-/status, crashloop replay --json, crashloop simulate --json, and each line
-of --log-format json. Their JSON Schemas are in docs/schema/ of the
+/status, crashloop replay --json, crashloop simulate --json, crashloop
+plan --json, and each line of --log-format json. Their JSON Schemas are in docs/schema/ of the
 repository.
 `

@@ -85,6 +85,8 @@ func dispatch(args []string, stdout io.Writer, out *output) (int, error) {
 			return 0, simulateCmd(args[1:], stdout)
 		case "tune":
 			return 0, tuneCmd(args[1:], stdout, out.stderr)
+		case "plan":
+			return 0, planCmd(args[1:], stdout)
 		case "help":
 			return 0, helpCmd(args[1:], stdout)
 		}

@@ -130,7 +130,7 @@ func TestPersistenceTellsTheTruth(t *testing.T) {
 // and explains each.
 func TestUnknownCommand(t *testing.T) {
 	t.Parallel()
-	const tail = "; the commands are status, resume, replay, simulate, tune and help; to supervise a program: crashloop [flags] -- PROGRAM [ARGS...]\n"
+	const tail = "; the commands are status, resume, replay, simulate, tune, plan and help; to supervise a program: crashloop [flags] -- PROGRAM [ARGS...]\n"
 	for word, want := range map[string]string{
 		"stauts":  `crashloop: unknown command "stauts" (did you mean status?)` + tail,
 		"resme":   `crashloop: unknown command "resme" (did you mean resume?)` + tail,
@@ -139,6 +139,7 @@ func TestUnknownCommand(t *testing.T) {
 		"deploy":  `crashloop: unknown command "deploy"` + tail,
 		"./api":   `crashloop: unknown command "./api"` + tail,
 		"simulat": `crashloop: unknown command "simulat" (did you mean simulate?)` + tail,
+		"plna":    `crashloop: unknown command "plna" (did you mean plan?)` + tail,
 	} {
 		r := runCL(t, word, "--state", "x")
 		assert.Equal(t, exitUsage, r.code, word)
@@ -147,10 +148,10 @@ func TestUnknownCommand(t *testing.T) {
 	}
 	r := runCL(t, "help")
 	assert.Equal(t, 0, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "Help topics: run, status, resume, replay, simulate, tune, endpoints, exit-status, limits and json.\n")
+	assert.Contains(t, r.stdout, "Help topics: run, status, resume, replay, simulate, tune, plan, endpoints, exit-status, limits and json.\n")
 	help := runCL(t, "--help")
 	for topic, want := range map[string]string{
-		"run": help.stdout, "status": statusHelp, "resume": resumeHelp, "replay": replayHelp, "simulate": simulateHelp,
+		"run": help.stdout, "status": statusHelp, "resume": resumeHelp, "replay": replayHelp, "simulate": simulateHelp, "plan": planHelp,
 		"endpoints": "Authorization: Bearer TOKEN", "exit-status": "Exit status:\n", "limits": "--config FILE            1 MiB", "json": "snake_case",
 	} {
 		r := runCL(t, "help", topic)
@@ -159,7 +160,7 @@ func TestUnknownCommand(t *testing.T) {
 	}
 	r = runCL(t, "help", "endpoint")
 	assert.Equal(t, exitUsage, r.code)
-	assert.Equal(t, `crashloop: unknown help topic "endpoint" (did you mean endpoints?); the topics are run, status, resume, replay, simulate, tune, endpoints, exit-status, limits and json`+"\n", r.stderr)
+	assert.Equal(t, `crashloop: unknown help topic "endpoint" (did you mean endpoints?); the topics are run, status, resume, replay, simulate, tune, plan, endpoints, exit-status, limits and json`+"\n", r.stderr)
 }
 
 // TestHelpSaysWhatAnOperatorNeeds: --help alone tells what --on-park wait

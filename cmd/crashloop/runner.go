@@ -22,19 +22,19 @@ import (
 // then KILL after the grace period) and returns only once nothing of the
 // group is left, so two runs never overlap and nothing outlives its run.
 type runner struct {
-	key       string
-	argv      []string
-	env       []string // the program's whole environment
-	dir       string   // --chdir; "" keeps crashloop's
-	grace     time.Duration
-	watchdog  time.Duration // 0: off
-	health    *healthConfig // nil: --health-cmd off
-	healthy   time.Duration // the Supervisor's HealthyAfter: a run this long is healthy (0: only READY=1)
-	permanent map[int]bool  // exit statuses that park at once
-	log       *slog.Logger
-	cancel    context.CancelFunc // ends supervision
-	launch    *launcher
-	notify    *notifier
+	key      string
+	argv     []string
+	env      []string // the program's whole environment
+	dir      string   // --chdir; "" keeps crashloop's
+	grace    time.Duration
+	watchdog time.Duration // 0: off
+	health   *healthConfig // nil: --health-cmd off
+	healthy  time.Duration // the Supervisor's HealthyAfter: a run this long is healthy (0: only READY=1)
+	oom      *oomCounter   // the oom_kill count of crashloop's cgroup v2; nil: unknown
+	log      *slog.Logger
+	cancel   context.CancelFunc // ends supervision
+	launch   *launcher
+	notify   *notifier
 
 	mu      sync.Mutex
 	cur     *run           // the run under way; nil between runs
@@ -55,6 +55,8 @@ type run struct {
 	ctx   context.Context // the Supervisor's context for this run, for crashloop.Ready
 	start time.Time
 	group *group
+	ooms  uint64    // the oom_kill count before the run
+	oomOK bool      // ooms was read
 	dog   *watchdog // nil: --watchdog off
 	check *health   // nil: --health-cmd off
 	over  bool      // the program has exited: later notifications are ignored (runner.mu)
@@ -95,12 +97,29 @@ func (r *runner) run(ctx context.Context) error {
 		cause = "stopped as unhealthy (" + cur.unhealthy + ")"
 	}
 	r.mu.Unlock()
+	oom := ws.Signaled() && ws.Signal() == syscall.SIGKILL && r.oomKilled(cur)
 	cur.group.stop(syscall.SIGTERM, r.grace) // what the program left; a stop under way keeps its own signal and deadline
 	if err := cur.group.waitGone(); err != nil {
 		r.log.Warn(err.Error(), "key", r.key)
 	}
 	r.launch.end(cur.group)
-	return r.finish(ws, cause, cur.group.stderrTail())
+	return r.finish(ws, cause, cur.group.stderrTail(), oom)
+}
+
+// oomKilled reports whether the oom_kill count of crashloop's cgroup rose
+// during the run cur, whose program a KILL ended, and says so: the kernel's
+// OOM killer killed it.
+func (r *runner) oomKilled(cur *run) bool {
+	if !cur.oomOK {
+		return false
+	}
+	n, err := r.oom.count()
+	if err != nil || n <= cur.ooms {
+		return false
+	}
+	r.log.Warn(fmt.Sprintf("the kernel's OOM killer killed the program (oom_kill in %s rose from %d to %d)", r.oom.path, cur.ooms, n),
+		"key", r.key, "pid", cur.group.pgid, "reason", crashloop.ReasonOOMKilled)
+	return true
 }
 
 // runFailure is a run's failure: its text, such as "sh exited with status
@@ -121,6 +140,12 @@ func (r *runner) begin(ctx context.Context) (*run, error) {
 	if r.stopSig != 0 {
 		return nil, ctx.Err()
 	}
+	var ooms uint64
+	oomOK := false
+	if r.oom != nil {
+		n, err := r.oom.count()
+		ooms, oomOK = n, err == nil
+	}
 	g, err := r.launch.start(r.argv, r.env, r.dir)
 	var f *failure
 	if errors.As(err, &f) {
@@ -132,7 +157,7 @@ func (r *runner) begin(ctx context.Context) (*run, error) {
 		return nil, fmt.Errorf("start %s: %w", r.argv[0], err)
 	}
 	r.starts++
-	cur := &run{ctx: ctx, start: time.Now(), group: g}
+	cur := &run{ctx: ctx, start: time.Now(), group: g, ooms: ooms, oomOK: oomOK}
 	if r.watchdog > 0 {
 		cur.dog = startWatchdog(r.watchdog, func(cause string) { r.watchdogTripped(cur, cause) })
 	}
@@ -144,16 +169,20 @@ func (r *runner) begin(ctx context.Context) (*run, error) {
 }
 
 // finish records how a run ended and returns its outcome for the
-// Supervisor: nil for exit status 0, a crashloop.Permanent error for a
-// --permanent-exit-codes status, a *runFailure naming the program and its
-// end otherwise (and always when crashloop stopped it: cause says why), with
-// its exit status or signal and tail, the last lines of its stderr.
-func (r *runner) finish(ws syscall.WaitStatus, cause, tail string) error {
+// Supervisor: nil for exit status 0, a *runFailure naming the program and
+// its end otherwise (and always when crashloop stopped it: cause says why,
+// and the exit rules do not judge it), with its exit status or signal, the
+// OOM kill, and its tail, the last lines of its stderr. The Supervisor's
+// ExitRules (--on-exit) judge the rest.
+func (r *runner) finish(ws syscall.WaitStatus, cause, tail string, oom bool) error {
 	code, how := exitStatus(ws)
+	if oom {
+		how = "killed by the kernel's OOM killer (signal KILL)"
+	}
 	if cause != "" {
 		how = cause + ", " + how
 	}
-	exit := errtext.Exit{StderrTail: tail}
+	exit := errtext.Exit{StderrTail: tail, OOMKilled: oom, Stopped: cause != ""}
 	if ws.Signaled() {
 		exit.Signal = signalName(ws.Signal())
 	} else {
@@ -165,13 +194,8 @@ func (r *runner) finish(ws syscall.WaitStatus, cause, tail string) error {
 	r.signal, r.exit = exit.Signal, exit
 	r.mu.Unlock()
 	err := &runFailure{msg: r.argv[0] + " " + how, exit: exit}
-	switch {
-	case cause != "":
-		return err
-	case code == 0:
+	if code == 0 && cause == "" {
 		return nil
-	case r.permanent[code]:
-		return crashloop.Permanent(err)
 	}
 	return err
 }

@@ -39,7 +39,8 @@ func (d jsonDuration) MarshalJSON() ([]byte, error) { return json.Marshal(time.D
 // (respawns, rescues or restarts, of every replica on Redis), the last
 // error, and how the last run ended when it is known (the exit status of a
 // program that exited, the signal that killed one, the end of its
-// stderr). ExitCode, Signal and StderrTail are left out when unknown.
+// stderr, whether the kernel's OOM killer killed it). ExitCode, Signal,
+// StderrTail and OOMKilled are left out when unknown (or false).
 type parkDoc struct {
 	Key        string   `json:"key"`
 	Reason     string   `json:"reason"`
@@ -49,6 +50,7 @@ type parkDoc struct {
 	ExitCode   *int     `json:"exit_code,omitempty"`
 	Signal     string   `json:"signal,omitempty"`
 	StderrTail string   `json:"stderr_tail,omitempty"`
+	OOMKilled  bool     `json:"oom_killed,omitempty"`
 }
 
 // parkOf returns the park of pe as parkDoc, with how the program ended
@@ -68,12 +70,12 @@ func parkOf(pe *crashloop.ParkedError) parkDoc {
 // setExit sets how the program ended: its exit status or signal, and its
 // stderr tail.
 func (p *parkDoc) setExit(x errtext.Exit) {
-	p.ExitCode, p.Signal, p.StderrTail = x.ExitCode, x.Signal, x.StderrTail
+	p.ExitCode, p.Signal, p.StderrTail, p.OOMKilled = x.ExitCode, x.Signal, x.StderrTail, x.OOMKilled
 }
 
 // exit returns how the program ended, as the park tells it.
 func (p parkDoc) exit() errtext.Exit {
-	return errtext.Exit{ExitCode: p.ExitCode, Signal: p.Signal, StderrTail: p.StderrTail}
+	return errtext.Exit{ExitCode: p.ExitCode, Signal: p.Signal, StderrTail: p.StderrTail, OOMKilled: p.OOMKilled}
 }
 
 // fleetDoc is the fleet breaker: tripped or armed, its limit of restarts
@@ -157,6 +159,9 @@ func (p parkDoc) attrs(more ...any) []any {
 	}
 	if p.StderrTail != "" {
 		a = append(a, "stderr_tail", p.StderrTail)
+	}
+	if p.OOMKilled {
+		a = append(a, "oom_killed", true)
 	}
 	return append(a, more...)
 }

@@ -61,7 +61,7 @@ func valid(t testing.TB, s *jsonschema.Schema, doc string) {
 // log, with a park in each, and checks that they agree on the park.
 func TestEveryJSONOutputHasItsSchema(t *testing.T) {
 	t.Parallel()
-	s := schemas(t, "status", "live", "replay", "simulate", "tune", "log")
+	s := schemas(t, "status", "live", "replay", "simulate", "tune", "plan", "log")
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state.json")
 	logs := map[string]string{}
@@ -228,6 +228,21 @@ func TestEveryJSONOutputHasItsSchema(t *testing.T) {
 		require.Equal(t, 0, r.code, r.stderr)
 		valid(t, s["simulate"], r.stdout)
 	}
+
+	// plan --json: the defaults, and a policy with a jittered curve, every
+	// limit and warning, and an outage that does not park.
+	for _, args := range [][]string{{"plan", "--json"}, {"plan", "--json", "--jitter=full", "--guard=5/2s", "--hourly-cap=10",
+		"--chain-gap=5s", "--on-exit=3=park", "--outage=1s", "--outage=1h"}} {
+		r = runCL(t, args...)
+		require.Equal(t, 0, r.code, r.stderr)
+		valid(t, s["plan"], r.stdout)
+		assert.NotContains(t, r.stdout, "null", "absent values are left out")
+	}
+
+	// A stop rule's line.
+	r = runCL(t, with("--log-format=json", "--key=stopped", "--on-exit=5=stop", "--", helper, "exit=5")...)
+	require.Equal(t, 5, r.code, r.stderr)
+	logs["a stop rule"] = r.stderr
 
 	// Every line of the JSON log, and the park in each log the same.
 	for name, log := range logs {

@@ -43,6 +43,7 @@ type mark struct {
 	ExitStatus *int      `json:"exit_status,omitempty"`
 	Signal     string    `json:"signal,omitempty"`
 	StderrTail string    `json:"stderr_tail,omitempty"`
+	OOMKilled  bool      `json:"oom_killed,omitempty"`
 	Since      time.Time `json:"since"`
 	Command    []string  `json:"command,omitempty"`
 }
@@ -56,13 +57,13 @@ func markOf(p parkDoc, starts int, status *int, argv []string) mark {
 		status = p.ExitCode
 	}
 	return mark{Reason: p.Reason, LastError: p.LastError, Attempts: &attempts, Starts: starts, ExitStatus: status,
-		Signal: p.Signal, StderrTail: p.StderrTail, Since: time.Time(p.Since), Command: argv}
+		Signal: p.Signal, StderrTail: p.StderrTail, OOMKilled: p.OOMKilled, Since: time.Time(p.Since), Command: argv}
 }
 
 // park returns the mark of key as parkDoc.
 func (m mark) park(key string) parkDoc {
 	p := parkDoc{Key: key, Reason: m.Reason, Since: jsonTime(m.Since), Attempts: m.Starts, LastError: m.LastError, Signal: m.Signal,
-		StderrTail: m.StderrTail}
+		StderrTail: m.StderrTail, OOMKilled: m.OOMKilled}
 	if m.Attempts != nil {
 		p.Attempts = *m.Attempts
 	}

@@ -122,8 +122,10 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	// and the others would end crashloop.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	permanent, _ := parseExitCodes(s.permanentExitCodes) // checked by settings.check
-	r := &runner{key: key, argv: argv, dir: s.chdir, grace: s.grace, watchdog: s.watchdog, healthy: cfg.HealthyAfter, permanent: permanent, log: log, cancel: cancel}
+	r := &runner{key: key, argv: argv, dir: s.chdir, grace: s.grace, watchdog: s.watchdog, healthy: cfg.HealthyAfter, log: log, cancel: cancel}
+	if r.oom, err = newOOMCounter(); err != nil && hasOOMRule(cfg.ExitRules) {
+		log.Warn("crashloop cannot tell OOM kills ("+err.Error()+"): an --on-exit oom rule never matches; it needs the memory controller on crashloop's cgroup (v2, or a v1 memory hierarchy)", "key", key)
+	}
 	sigs := readSigState() // before crashloop changes it
 	defer handleSignals(r)()
 	if err := becomeSubreaper(); err != nil {
@@ -205,6 +207,12 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 			return gaveUp(r, pe, state, shared, out, argv)
 		case ctx.Err() != nil:
 			return r.stoppedStatus(), nil
+		case errors.As(err, new(*runFailure)): // an --on-exit stop rule matched
+			r.mu.Lock()
+			status, last := r.status, r.last
+			r.mu.Unlock()
+			out.print(slog.LevelInfo, fmt.Sprintf("%s %s: an --on-exit stop rule ends supervision with its status %d", argv[0], last, status), "key", key, "exit_code", status)
+			return status, nil
 		case err != nil:
 			return exitError, err
 		default:

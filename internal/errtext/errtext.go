@@ -49,12 +49,17 @@ func Plural(n int, noun string) string {
 
 // Exit is how a program ended, kept with the text of the failure that
 // tells of it: its exit status, or the signal that killed it, and the last
-// lines it wrote on stderr. Its JSON form has the fields exit_code, signal
-// and stderr_tail, each omitted when unknown. It is a plain value.
+// lines it wrote on stderr. Its JSON form has the fields exit_code, signal,
+// stderr_tail and oom_killed, each omitted when unknown (or false). It is a plain value.
 type Exit struct {
 	ExitCode   *int   `json:"exit_code,omitempty"`   // the exit status of a program that exited; nil if a signal killed it
 	Signal     string `json:"signal,omitempty"`      // the signal that killed it, such as "KILL"; "" if it exited
 	StderrTail string `json:"stderr_tail,omitempty"` // the last lines it wrote on stderr, bounded
+	OOMKilled  bool   `json:"oom_killed,omitempty"`  // the kernel's OOM killer killed it (Signal is "KILL")
+	// Stopped reports that its supervisor stopped it (a watchdog, a failed
+	// health check), so that exit rules do not judge it. Text does not
+	// keep it.
+	Stopped bool `json:"-"`
 }
 
 // Exiter is an error that tells how a program ended.

@@ -21,6 +21,7 @@
 //	wait=FILE      wait until FILE exists
 //	kill=SIG       send SIG to itself
 //	exit=N         exit with status N
+//	alloc=BYTES    allocate BYTES, touch every page and keep it
 //	hang           sleep until killed
 //
 // A SIG is a name without SIG, or a number (33). As a Go program, it exits
@@ -56,6 +57,9 @@ func signalNum(name string) (syscall.Signal, error) {
 	}
 	return 0, fmt.Errorf("no signal is named %s", name)
 }
+
+// allocated keeps what the alloc step allocated.
+var allocated [][]byte
 
 // spawned is the pipe to the helper that spawned this one, nil if none.
 var spawned *os.File
@@ -186,6 +190,21 @@ func do(name, arg string) error {
 			return err
 		}
 		os.Exit(code)
+	case "alloc":
+		n, err := strconv.Atoi(arg)
+		if err != nil {
+			return err
+		}
+		held := make([][]byte, 0, n>>20+1)
+		for n > 0 { // touch every page, a MiB at a time, and keep it
+			b := make([]byte, min(n, 1<<20))
+			for i := 0; i < len(b); i += 4096 {
+				b[i] = 1
+			}
+			held = append(held, b)
+			n -= len(b)
+		}
+		allocated = held
 	case "hang":
 		spawned.Close() // the helper that spawned this one goes on
 		for {

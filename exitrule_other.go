@@ -1,0 +1,8 @@
+//go:build !unix
+
+package crashloop
+
+import "os"
+
+// signalOf returns "": only Unix tells the signal that killed a process.
+func signalOf(*os.ProcessState) string { return "" }
