@@ -60,7 +60,7 @@ func TestTuneWritesAConfigEveryCommandTakes(t *testing.T) {
 	written, err := os.ReadFile(file)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"budget": {"max_respawns": 8, "window": "1h", "initial_backoff": "500ms", "max_backoff": "5s"}, "healthy_after": "15m",
-		"backoff": null, "chain": {"max_chain": 3, "reset_gap": "20m"}, "guard": null, "hourly_cap": 0, "restart_on_clean_exit": false}`, string(written),
+		"backoff": null, "chain": {"max_chain": 3, "reset_gap": "20m"}, "guard": null, "hourly_cap": 0, "restart_on_clean_exit": false, "exit_rules": []}`, string(written),
 		"no fleet: crashloop keeps its own default for it")
 	var judged map[string]any
 	require.NoError(t, json.Unmarshal(got.Recommended.Config, &judged))
@@ -240,5 +240,5 @@ func TestTuneRealExports(t *testing.T) {
 		rr := runCL(t, "replay", "--config", file, f)
 		assert.Equal(t, 0, rr.code, "%s: %s", f, rr.stderr)
 	}
-	assert.Equal(t, 6, n, "the six exports of the corpus")
+	assert.Equal(t, 18, n, "the eighteen exports of the corpus")
 }
