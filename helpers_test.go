@@ -23,7 +23,6 @@ var (
 	millis      = suptest.Millis
 	restartEv   = suptest.RestartEv
 	newShared   = suptest.NewShared
-	layerOf     = suptest.LayerOf
 )
 
 type (

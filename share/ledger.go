@@ -128,7 +128,6 @@ type MemoryLedger struct {
 // memoryState is what the replicas of a MemoryLedger share.
 type memoryState struct {
 	mu       sync.Mutex
-	opened   bool
 	g        guards
 	live     map[string]int // per key, the open replicas that count it as a member
 	liveN    int            // the keys of live
