@@ -11,22 +11,17 @@ import (
 // (config key "budget"). The zero value is not valid (its Window is 0);
 // start from DefaultBudgetConfig.
 type BudgetConfig struct {
-	// MaxRespawns is how many respawns the rolling window may hold; the
-	// failure after that parks the key. Config key "max_respawns".
-	// Default 3; >= 0 (0: the first failure parks).
+	// MaxRespawns respawns fit the window; the failure after them parks
+	// the key ("max_respawns"). Default 3; >= 0.
 	MaxRespawns int
-	// Window is the length of the rolling window. A respawn exactly Window
-	// old still counts. Config key "window". Default 60s; > 0, and at least
-	// the sum of the first MaxRespawns backoffs (else respawns age out
-	// before the budget fills and a crash loop never parks).
+	// Window is the rolling window; a respawn exactly Window old still
+	// counts ("window"). Default 60s; at least the first MaxRespawns
+	// backoffs together, else a crash loop would never park.
 	Window time.Duration
 	// InitialBackoff is the first backoff; the Nth respawn in the window
-	// waits N*InitialBackoff. Config key "initial_backoff". Default 500ms;
-	// >= 0.
+	// waits N times it ("initial_backoff"). Default 500ms; >= 0.
 	InitialBackoff time.Duration
-	// MaxBackoff caps the backoff. Config key "max_backoff". Default 5s;
-	// >= InitialBackoff.
-	MaxBackoff time.Duration
+	MaxBackoff     time.Duration // caps the backoff ("max_backoff"); default 5s; >= InitialBackoff
 }
 
 // DefaultBudgetConfig returns the defaults: 3 respawns in a rolling 60s

@@ -11,13 +11,10 @@ import (
 // (config key "chain"). The zero value is not valid; start from
 // DefaultChainConfig.
 type ChainConfig struct {
-	// MaxChain is the chain length at which the next rescue escalates to a
-	// human. Config key "max_chain". Default 3; >= 1.
-	MaxChain int
-	// ResetGap is the longest gap between two rescues (and between the last
-	// rescue and now) that keeps a chain; a gap of exactly ResetGap keeps
-	// it. Choose it longer than the healthy phase of the slow loop you want
-	// to catch. Config key "reset_gap". Default 20m; > 0.
+	MaxChain int // the chain at which the next rescue escalates ("max_chain"); default 3; >= 1
+	// ResetGap is the longest gap between two rescues that keeps a chain,
+	// exactly ResetGap included: longer than the slow loop's healthy
+	// phase ("reset_gap"). Default 20m; > 0.
 	ResetGap time.Duration
 }
 

@@ -43,7 +43,7 @@ func fullSupervisorConfig() crashloop.SupervisorConfig {
 		Guard:              &crashloop.GuardConfig{MaxRestarts: 3, Window: 60 * time.Second},
 		HourlyCap:          10,
 		RestartOnCleanExit: true,
-		ExitRules:          []crashloop.ExitRule{{Match: "oom", Action: crashloop.ExitPark}, {Match: "75", Action: crashloop.ExitPlanned}},
+		ExitRules:          []crashloop.ExitRule{"oom=park", "75=planned"},
 	}
 }
 

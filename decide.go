@@ -78,9 +78,9 @@ func (s *Supervisor) Decide(ctx context.Context, key string, r RunResult) Decisi
 // A nil error ends supervision. An error before the run was healthy is a
 // failed start, judged by the respawn budget; one after is a rescue, judged
 // by the chain. Permanent(err) parks at once; Restart(err) restarts at once
-// and spends no budget; an ExitRules rule that matches how a program ended
-// parks, restarts at once, or stops with the error (see ExitRule). Every restart also passes the per-key guard, the
-// hourly cap and the fleet breaker. docs/supervisor.md has the whole table.
+// and spends no budget; an ExitRules rule may do either, or stop. Every
+// restart also passes the per-key guard, the hourly cap and the fleet
+// breaker. docs/supervisor.md has the whole table.
 //
 // A parked key stops with its *ParkedError. If ctx ends first (it bounds the
 // wait on a shared layer), DecideAt returns ActionStop with ctx's error and
@@ -147,7 +147,7 @@ func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Tim
 func (s *Supervisor) classify(err error, healthy bool) (seam.Ending, error) {
 	_, perm := errors.AsType[*permanentError](err)
 	_, planned := errors.AsType[*restartError](err)
-	rule := ExitRestart
+	rule := exitRestart
 	if !perm && !planned {
 		rule = exitActionOf(s.cfg.ExitRules, err) // ExitRules apply to what neither marks
 	}
@@ -158,11 +158,11 @@ func (s *Supervisor) classify(err error, healthy bool) (seam.Ending, error) {
 		return seam.EndingPlanned, nil
 	case err == nil:
 		return seam.EndingFailedStart, errCleanExitEarly
-	case perm || rule == ExitPark:
+	case perm || rule == exitPark:
 		return seam.EndingPermanent, err
-	case planned || rule == ExitPlanned:
+	case planned || rule == exitPlanned:
 		return seam.EndingPlanned, err
-	case rule == ExitStop: // supervision ends with the run's error
+	case rule == exitStop: // supervision ends with the run's error
 		return seam.EndingClean, err
 	case healthy:
 		return seam.EndingCrash, err
@@ -198,7 +198,7 @@ func (s *Supervisor) apply(r *record, j *seam.Judgment, cause error, v verdict, 
 		return Decision{Action: ActionStop, Err: v.Park}
 	case j.Ending == seam.EndingClean:
 		s.setState(r, StateExited, v.Now)
-		return Decision{Action: ActionStop, Err: cause} // nil, or the run's error an ExitStop rule matched
+		return Decision{Action: ActionStop, Err: cause} // nil, or the run's error an exitStop rule matched
 	}
 
 	var wait time.Duration

@@ -32,20 +32,17 @@ var (
 // Reason codes: the stable value of Event.Reason, of the reason of every
 // log line, of ParkedError.Reason, KeyStatus.Reason and FleetChange.Reason.
 // A code never carries numbers; docs/monitoring.md tells which event
-// carries each.
+// carries each, and the codes of the crashloop command's own lines.
 const (
 	ReasonBudgetExhausted      = "respawn_budget_exhausted" // the respawn budget ran out: a park
-	ReasonPermanent            = "permanent_error"          // a Permanent error, or an ExitPark rule: a park
+	ReasonPermanent            = "permanent_error"          // a Permanent error, or a "park" exit rule: a park
 	ReasonNeedsHuman           = "needs_human"              // the chain reached its limit: a park
 	ReasonRestartLoopGuard     = "restart_loop_guard"       // the per-key guard tripped (a park, in a Supervisor)
 	ReasonHourlyCap            = "hourly_restart_cap"       // the hourly cap tripped: a park
-	ReasonWatchdog             = "watchdog"                 // the command stopped a run that stopped feeding its watchdog
-	ReasonUnhealthy            = "unhealthy"                // the command stopped a run whose health check failed
-	ReasonOOMKilled            = "oom_killed"               // the kernel's OOM killer killed the command's program (its memory cgroup says so)
 	ReasonFleetRestartRate     = "fleet_restart_rate"       // the fleet breaker tripped on its restarts an hour
 	ReasonFleetFailingFraction = "fleet_failing_fraction"   // the fleet breaker tripped on the failing fraction
 	ReasonCrashed              = "crashed"                  // a restart after a failure of a healthy run
-	ReasonPlanned              = "planned"                  // a restart after Restart(err), or an ExitPlanned rule
+	ReasonPlanned              = "planned"                  // a restart after Restart(err), or a "planned" exit rule
 	ReasonCleanExit            = "clean_exit"               // a restart after a clean exit, with RestartOnCleanExit
 )
 

@@ -10,89 +10,56 @@ import (
 	"github.com/crashloopguard/crashloop/internal/errtext"
 )
 
-// ExitAction is what an ExitRule does with a run whose end it matches. Its
-// zero value is ExitRestart; String returns the name a rule is written
-// with: "restart", "park", "stop" or "planned".
-type ExitAction int
+// ExitRule is a rule of SupervisorConfig.ExitRules, "MATCH=ACTION" as the
+// command's --on-exit takes it, such as "78=park". MATCH is exit statuses
+// from 1 to 255 ("3", "64-78", "1,2,5-9"), a signal ("SIGSEGV" or "SEGV")
+// or "oom"; ACTION is restart (the guards judge it), park (reason
+// "permanent_error"), stop (supervision ends with the run's error) or
+// planned (a restart at once, no budget spent). docs/supervisor.md tells
+// which errors tell how a program ended.
+type ExitRule string
 
-// The actions of an ExitRule.
+// Check returns nil for a valid rule, else a *ConfigError whose Field is
+// "exit_rules" and whose Value is the rule.
+func (r ExitRule) Check() error {
+	if _, _, rule := r.parse(); rule != "" {
+		return &ConfigError{Field: "exit_rules", Value: string(r), Rule: rule}
+	}
+	return nil
+}
+
+// exitAction is what an ExitRule does with a run whose end it matches.
+type exitAction int
+
 const (
-	// ExitRestart: the failure is judged by the guards, as if no rule
-	// matched (a failed start by the budget, a crash by the chain).
-	ExitRestart ExitAction = iota
-	// ExitPark: the key parks at once with reason "permanent_error", as
-	// for Permanent(err).
-	ExitPark
-	// ExitStop: supervision of the key ends without a restart; the
-	// Decision (and Run) carries the run's error.
-	ExitStop
-	// ExitPlanned: the key restarts at once and spends no budget, with
-	// reason "planned", as for Restart(err).
-	ExitPlanned
+	exitRestart exitAction = iota
+	exitPark
+	exitStop
+	exitPlanned
 )
 
-var exitActionNames = [...]string{ExitRestart: "restart", ExitPark: "park", ExitStop: "stop", ExitPlanned: "planned"}
+var exitActionNames = [...]string{exitRestart: "restart", exitPark: "park", exitStop: "stop", exitPlanned: "planned"}
 
-// String returns the action's name.
-func (a ExitAction) String() string {
-	if a >= 0 && int(a) < len(exitActionNames) {
-		return exitActionNames[a]
-	}
-	return "ExitAction(" + strconv.Itoa(int(a)) + ")"
-}
-
-// ExitRule is a rule of SupervisorConfig.ExitRules: when a run's error
-// tells how a program ended (an *exec.ExitError, an error with an
-// ExitCode() int method, or the crashloop command's failures) and Match
-// matches that end, Action decides what comes next. Match is exit
-// statuses from 1 to 255 ("3", "64-78", "1,2,5-9"), a signal that killed
-// the program ("SIGSEGV" or "SEGV": a POSIX name, any case), or "oom": the
-// kernel's OOM killer killed it (only the crashloop command tells that,
-// from its cgroup). A rule is written "MATCH=ACTION", such as "78=park"
-// (see ParseExitRule). The zero value is not valid: NewSupervisor rejects
-// an empty Match. It is a plain value.
-type ExitRule struct {
-	Match  string
-	Action ExitAction
-}
-
-// ParseExitRule reads a rule written "MATCH=ACTION", such as "78=park",
-// "1-9,12=restart", "SIGKILL=stop" or "oom=park". A rejected rule is a
-// *ConfigError with Field "exit_rules".
-func ParseExitRule(s string) (ExitRule, error) {
-	match, action, ok := strings.Cut(s, "=")
+// parse splits r into its MATCH and its action, or returns the rule r
+// breaks.
+func (r ExitRule) parse() (match string, action exitAction, broken string) {
+	match, name, ok := strings.Cut(string(r), "=")
 	if !ok {
-		return ExitRule{}, &ConfigError{Field: "exit_rules", Value: s, Rule: "MATCH=ACTION, such as 78=park or SIGKILL=stop"}
+		return "", 0, "MATCH=ACTION, such as 78=park or SIGKILL=stop"
 	}
-	r := ExitRule{Match: match, Action: -1}
-	for a, name := range exitActionNames {
-		if action == name {
-			r.Action = ExitAction(a)
+	action = -1
+	for a, n := range exitActionNames {
+		if name == n {
+			action = exitAction(a)
 		}
 	}
-	if r.Action < 0 {
-		return ExitRule{}, &ConfigError{Field: "exit_rules", Value: s, Rule: "an ACTION of restart, park, stop or planned"}
+	if action < 0 {
+		return "", 0, "an ACTION of restart, park, stop or planned"
 	}
 	if rule := checkExitMatch(match); rule != "" {
-		return ExitRule{}, &ConfigError{Field: "exit_rules", Value: s, Rule: rule}
+		return "", 0, rule
 	}
-	return r, nil
-}
-
-// String returns the rule as ParseExitRule reads it: "MATCH=ACTION".
-func (r ExitRule) String() string { return r.Match + "=" + r.Action.String() }
-
-// MarshalText writes the rule as String does.
-func (r ExitRule) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
-
-// UnmarshalText reads a rule as ParseExitRule does.
-func (r *ExitRule) UnmarshalText(text []byte) error {
-	v, err := ParseExitRule(string(text))
-	if err != nil {
-		return err
-	}
-	*r = v
-	return nil
+	return match, action, ""
 }
 
 // exitMatchRule is the rule a Match must follow.
@@ -140,31 +107,15 @@ func trimSig(m string) string {
 	return m
 }
 
-// codeRange reads "N" or "LO-HI".
+// codeRange reads "N" or "LO-HI" (digits only: no sign).
 func codeRange(part string) (lo, hi int, ok bool) {
 	a, b, isRange := strings.Cut(part, "-")
-	lo, err := strconv.Atoi(a)
-	if err != nil || !decimalDigits(a) {
-		return 0, 0, false
-	}
 	if !isRange {
-		return lo, lo, true
+		b = a
 	}
-	hi, err = strconv.Atoi(b)
-	if err != nil || !decimalDigits(b) {
-		return 0, 0, false
-	}
-	return lo, hi, true
-}
-
-// decimalDigits reports whether s is digits only (Atoi takes a sign too).
-func decimalDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
+	l, err1 := strconv.ParseUint(a, 10, 8)
+	h, err2 := strconv.ParseUint(b, 10, 8)
+	return int(l), int(h), err1 == nil && err2 == nil
 }
 
 // posixSignals are the signal names a rule may match, without SIG.
@@ -216,10 +167,9 @@ func endOf(err error) (programEnd, bool) {
 	return programEnd{}, false
 }
 
-// matches reports whether the rule's Match matches end. A Match that
+// exitMatches reports whether MATCH m matches end. A MATCH that
 // checkExitMatch rejects matches nothing.
-func (r *ExitRule) matches(end programEnd) bool {
-	m := r.Match
+func exitMatches(m string, end programEnd) bool {
 	switch {
 	case m == "":
 		return false
@@ -241,33 +191,30 @@ func (r *ExitRule) matches(end programEnd) bool {
 }
 
 // exitActionOf returns the action of the first of rules that matches how
-// the program ended whose failure err tells of; ExitRestart when none does
-// or err tells of no program.
-func exitActionOf(rules []ExitRule, err error) ExitAction {
+// the program ended whose failure err tells of; exitRestart when none does
+// or err tells of no program. It allocates nothing.
+func exitActionOf(rules []ExitRule, err error) exitAction {
 	if len(rules) == 0 || err == nil {
-		return ExitRestart
+		return exitRestart
 	}
 	end, ok := endOf(err)
 	if !ok {
-		return ExitRestart
+		return exitRestart
 	}
-	for i := range rules {
-		if rules[i].matches(end) {
-			return rules[i].Action
+	for _, r := range rules {
+		if m, action, broken := r.parse(); broken == "" && exitMatches(m, end) {
+			return action
 		}
 	}
-	return ExitRestart
+	return exitRestart
 }
 
-// checkExitRules returns a *ConfigError for the first rule that is not
-// valid: Field "exit_rules", Value the rule.
+// checkExitRules returns the *ConfigError of the first rule that is not
+// valid.
 func checkExitRules(rules []ExitRule) error {
 	for _, r := range rules {
-		if rule := checkExitMatch(r.Match); rule != "" {
-			return &ConfigError{Field: "exit_rules", Value: r.String(), Rule: rule}
-		}
-		if r.Action < ExitRestart || r.Action > ExitPlanned {
-			return &ConfigError{Field: "exit_rules", Value: r.String(), Rule: "an ACTION of restart, park, stop or planned"}
+		if err := r.Check(); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -281,7 +228,7 @@ func (v exitRulesValue) get() any { return *v.p }
 func (v exitRulesValue) encode() any {
 	out := make([]string, len(*v.p))
 	for i, r := range *v.p {
-		out[i] = r.String()
+		out[i] = string(r)
 	}
 	return out
 }
@@ -296,8 +243,8 @@ func (v exitRulesValue) decode(raw json.RawMessage, path string) error {
 		if err := unmarshalScalar(item, &s); err != nil {
 			return &ConfigError{Field: path, Value: abbreviate(item), Rule: `a "MATCH=ACTION" string such as "78=park"`}
 		}
-		r, err := ParseExitRule(s)
-		if err != nil {
+		r := ExitRule(s)
+		if err := r.Check(); err != nil {
 			ce, _ := errors.AsType[*ConfigError](err)
 			return &ConfigError{Field: path, Value: s, Rule: ce.Rule}
 		}

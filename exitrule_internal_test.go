@@ -21,23 +21,23 @@ func (f *programFailure) ProgramExit() errtext.Exit { return f.x }
 // The rules are judged on every failure that tells a program's end:
 // first match wins, and the judgment allocates nothing.
 func TestExitActionOf(t *testing.T) {
-	rules := []ExitRule{{"oom", ExitPark}, {"3", ExitStop}, {"1-5,64-78", ExitPark}, {"12,20-21", ExitPlanned}, {"SIGSEGV", ExitStop},
-		{"term", ExitPlanned}, {"KILL", ExitRestart}, {"1-255", ExitPlanned}}
+	rules := []ExitRule{"oom=park", "3=stop", "1-5,64-78=park", "12,20-21=planned", "SIGSEGV=stop", "term=planned", "KILL=restart",
+		"1-255=planned"}
 	code := func(c int) error { return &programFailure{errtext.Exit{ExitCode: &c}} }
 	sig := func(s string, oom bool) error { return &programFailure{errtext.Exit{Signal: s, OOMKilled: oom}} }
 	killed := exec.Command("sh", "-c", "kill -SEGV $$").Run() // a real *exec.ExitError of a signal
 	exited := exec.Command("sh", "-c", "exit 21").Run()
 	for _, tc := range []struct {
 		err  error
-		want ExitAction
+		want exitAction
 	}{
-		{code(3), ExitStop}, {code(4), ExitPark}, {code(1), ExitPark}, {code(5), ExitPark}, {code(6), ExitPlanned},
-		{code(64), ExitPark}, {code(78), ExitPark}, {code(79), ExitPlanned}, {code(12), ExitPlanned}, {code(20), ExitPlanned},
-		{code(255), ExitPlanned}, {code(0), ExitRestart}, {sig("SEGV", false), ExitStop}, {sig("TERM", false), ExitPlanned},
-		{sig("KILL", false), ExitRestart}, {sig("KILL", true), ExitPark}, {sig("HUP", false), ExitRestart},
-		{fmt.Errorf("wrapped: %w", code(3)), ExitStop}, {killed, ExitStop}, {exited, ExitPlanned},
-		{errors.New("no program"), ExitRestart}, {nil, ExitRestart},
-		{&programFailure{errtext.Exit{ExitCode: new(3), Stopped: true}}, ExitRestart}, // the supervisor stopped it
+		{code(3), exitStop}, {code(4), exitPark}, {code(1), exitPark}, {code(5), exitPark}, {code(6), exitPlanned},
+		{code(64), exitPark}, {code(78), exitPark}, {code(79), exitPlanned}, {code(12), exitPlanned}, {code(20), exitPlanned},
+		{code(255), exitPlanned}, {code(0), exitRestart}, {sig("SEGV", false), exitStop}, {sig("TERM", false), exitPlanned},
+		{sig("KILL", false), exitRestart}, {sig("KILL", true), exitPark}, {sig("HUP", false), exitRestart},
+		{fmt.Errorf("wrapped: %w", code(3)), exitStop}, {killed, exitStop}, {exited, exitPlanned},
+		{errors.New("no program"), exitRestart}, {nil, exitRestart},
+		{&programFailure{errtext.Exit{ExitCode: new(3), Stopped: true}}, exitRestart}, // the supervisor stopped it
 	} {
 		if got := exitActionOf(rules, tc.err); got != tc.want {
 			t.Errorf("exitActionOf(%v) = %v, want %v", tc.err, got, tc.want)
@@ -56,13 +56,13 @@ func TestExitActionOf(t *testing.T) {
 // BenchmarkExitActionOf judges a failure against eight rules, the last of
 // which matches.
 func BenchmarkExitActionOf(b *testing.B) {
-	rules := []ExitRule{{"oom", ExitPark}, {"3", ExitStop}, {"1-5,64-78", ExitPark}, {"12,20-21", ExitPlanned}, {"SIGSEGV", ExitStop},
-		{"term", ExitPlanned}, {"KILL", ExitRestart}, {"1-255", ExitPlanned}}
+	rules := []ExitRule{"oom=park", "3=stop", "1-5,64-78=park", "12,20-21=planned", "SIGSEGV=stop", "term=planned", "KILL=restart",
+		"1-255=planned"}
 	c := 200
 	err := error(&programFailure{errtext.Exit{ExitCode: &c}})
 	b.ReportAllocs()
 	for b.Loop() {
-		if exitActionOf(rules, err) != ExitPlanned {
+		if exitActionOf(rules, err) != exitPlanned {
 			b.Fatal("no match")
 		}
 	}

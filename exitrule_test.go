@@ -27,22 +27,9 @@ func runSh(t *testing.T, script string) error {
 	return err
 }
 
-func TestParseExitRule(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want crashloop.ExitRule
-	}{
-		{"78=park", crashloop.ExitRule{Match: "78", Action: crashloop.ExitPark}},
-		{"1-9,12=restart", crashloop.ExitRule{Match: "1-9,12", Action: crashloop.ExitRestart}},
-		{"SIGKILL=stop", crashloop.ExitRule{Match: "SIGKILL", Action: crashloop.ExitStop}},
-		{"segv=planned", crashloop.ExitRule{Match: "segv", Action: crashloop.ExitPlanned}},
-		{"oom=park", crashloop.ExitRule{Match: "oom", Action: crashloop.ExitPark}},
-		{"1-255=stop", crashloop.ExitRule{Match: "1-255", Action: crashloop.ExitStop}},
-	} {
-		r, err := crashloop.ParseExitRule(tc.in)
-		require.NoError(t, err, tc.in)
-		assert.Equal(t, tc.want, r, tc.in)
-		assert.Equal(t, tc.in, r.String())
+func TestExitRuleCheck(t *testing.T) {
+	for _, r := range []crashloop.ExitRule{"78=park", "1-9,12=restart", "SIGKILL=stop", "segv=planned", "oom=park", "1-255=stop"} {
+		assert.NoError(t, r.Check(), r)
 	}
 	const codes = `a MATCH of exit statuses from 1 to 255 (3, 64-78, 1,2,5-9), a signal (SIGSEGV or SEGV) or oom`
 	for _, tc := range []struct{ in, rule string }{
@@ -61,7 +48,7 @@ func TestParseExitRule(t *testing.T) {
 		{"SIGFOO=park", "a MATCH naming a POSIX signal such as SIGKILL, SIGSEGV or SEGV"},
 		{"SIG=park", "a MATCH naming a POSIX signal such as SIGKILL, SIGSEGV or SEGV"},
 	} {
-		_, err := crashloop.ParseExitRule(tc.in)
+		err := crashloop.ExitRule(tc.in).Check()
 		assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules", Value: tc.in, Rule: tc.rule}, err, tc.in)
 		assert.ErrorIs(t, err, crashloop.ErrInvalidConfig)
 	}
@@ -79,8 +66,7 @@ func TestExitRulesJSON(t *testing.T) {
 
 	cfg = crashloop.DefaultSupervisorConfig()
 	require.NoError(t, json.Unmarshal([]byte(`{"exit_rules": ["oom=park", "64-78=park", "SEGV=stop", "75=planned"]}`), &cfg))
-	assert.Equal(t, []crashloop.ExitRule{{Match: "oom", Action: crashloop.ExitPark}, {Match: "64-78", Action: crashloop.ExitPark},
-		{Match: "SEGV", Action: crashloop.ExitStop}, {Match: "75", Action: crashloop.ExitPlanned}}, cfg.ExitRules)
+	assert.Equal(t, []crashloop.ExitRule{"oom=park", "64-78=park", "SEGV=stop", "75=planned"}, cfg.ExitRules)
 	data, err := json.Marshal(cfg)
 	require.NoError(t, err)
 	var doc map[string]any
@@ -93,13 +79,12 @@ func TestExitRulesJSON(t *testing.T) {
 
 	// A rule built in Go is checked by NewSupervisor.
 	cfg = crashloop.DefaultSupervisorConfig()
-	cfg.ExitRules = []crashloop.ExitRule{{Match: "3", Action: crashloop.ExitPark}, {Match: "KILL", Action: 9}}
+	cfg.ExitRules = []crashloop.ExitRule{"3=park", "KILL=retry"}
 	_, err = crashloop.NewSupervisor(cfg)
-	assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules", Value: "KILL=ExitAction(9)", Rule: "an ACTION of restart, park, stop or planned"}, err)
-	cfg.ExitRules = []crashloop.ExitRule{{}}
+	assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules", Value: "KILL=retry", Rule: "an ACTION of restart, park, stop or planned"}, err)
+	cfg.ExitRules = []crashloop.ExitRule{""}
 	_, err = crashloop.NewSupervisor(cfg)
-	assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules", Value: "=restart",
-		Rule: `a MATCH of exit statuses from 1 to 255 (3, 64-78, 1,2,5-9), a signal (SIGSEGV or SEGV) or oom`}, err)
+	assert.Equal(t, &crashloop.ConfigError{Field: "exit_rules", Value: "", Rule: "MATCH=ACTION, such as 78=park or SIGKILL=stop"}, err)
 }
 
 // Each action on the failures of real child processes, judged by Decide:
@@ -109,9 +94,7 @@ func TestExitRulesOnRealProcesses(t *testing.T) {
 	cfg.Fleet = nil // keys parked on purpose would trip it
 	rules := []string{"oom=park", "3=stop", "1-5=park", "64-78=park", "12,20-21=planned", "SIGSEGV=stop", "SIGTERM=planned", "SIGKILL=restart"}
 	for _, r := range rules {
-		er, err := crashloop.ParseExitRule(r)
-		require.NoError(t, err)
-		cfg.ExitRules = append(cfg.ExitRules, er)
+		cfg.ExitRules = append(cfg.ExitRules, crashloop.ExitRule(r))
 	}
 	s, rec := decideSupervisor(t, cfg)
 	ctx := context.Background()
@@ -171,7 +154,7 @@ func TestExitRulesOnRealProcesses(t *testing.T) {
 // one run.
 func TestExitRuleStopEndsRun(t *testing.T) {
 	cfg := crashloop.DefaultSupervisorConfig()
-	cfg.ExitRules = []crashloop.ExitRule{{Match: "7", Action: crashloop.ExitStop}}
+	cfg.ExitRules = []crashloop.ExitRule{"7=stop"}
 	s, _ := decideSupervisor(t, cfg)
 	runs := 0
 	err := s.Run(context.Background(), "k", func(ctx context.Context) error {
@@ -184,32 +167,28 @@ func TestExitRuleStopEndsRun(t *testing.T) {
 	assert.Equal(t, 1, runs)
 }
 
-// FuzzExitRule reads random rules: a rejected one is a *ConfigError of
-// "exit_rules" carrying the rule as typed; an accepted one writes back as
-// it was typed, and a Supervisor takes it and judges real-looking failures
-// with it without a panic.
+// FuzzExitRule checks random rules: a rejected one is a *ConfigError of
+// "exit_rules" carrying the rule as typed; a Supervisor takes an accepted
+// one and judges real-looking failures with it without a panic.
 func FuzzExitRule(f *testing.F) {
 	for _, s := range []string{"78=park", "1-9,12=restart", "SIGKILL=stop", "segv=planned", "oom=park", "0=park", "9-3=stop",
 		"1,,2=park", "=park", "78", "SIG=stop", "sigsig=stop", "1-255=planned", "255-255=stop", "+1=park", "1=park=stop"} {
 		f.Add(s, 3, "KILL")
 	}
 	f.Fuzz(func(t *testing.T, s string, code int, signal string) {
-		r, err := crashloop.ParseExitRule(s)
-		if err != nil {
+		r := crashloop.ExitRule(s)
+		if err := r.Check(); err != nil {
 			ce, ok := errors.AsType[*crashloop.ConfigError](err)
 			if !ok || ce.Field != "exit_rules" || ce.Value != s || ce.Rule == "" || !errors.Is(err, crashloop.ErrInvalidConfig) {
-				t.Fatalf("ParseExitRule(%q) = %#v", s, err)
+				t.Fatalf("ExitRule(%q).Check() = %#v", s, err)
 			}
 			return
-		}
-		if r.String() != s {
-			t.Fatalf("ParseExitRule(%q).String() = %q", s, r.String())
 		}
 		cfg := crashloop.DefaultSupervisorConfig()
 		cfg.ExitRules = []crashloop.ExitRule{r}
 		sup, err := crashloop.NewSupervisor(cfg)
 		if err != nil {
-			t.Fatalf("NewSupervisor rejects the rule %q ParseExitRule accepted: %v", s, err)
+			t.Fatalf("NewSupervisor rejects the rule %q Check accepted: %v", s, err)
 		}
 		for _, e := range []error{exitCodeError(code), errors.New(signal)} {
 			d := sup.DecideAt(context.Background(), "k", crashloop.RunResult{Err: e}, testT0)

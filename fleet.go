@@ -10,21 +10,18 @@ import (
 // a Supervisor (config key "fleet"). The zero value is not valid; start
 // from DefaultFleetConfig.
 type FleetConfig struct {
-	// RestartsPerHour is the number of restarts across the fleet inside a
-	// rolling hour that trips the breaker. Config key "restarts_per_hour".
-	// Default 40; >= 1.
+	// RestartsPerHour restarts across the fleet in a rolling hour trip the
+	// breaker ("restarts_per_hour"). Default 40; >= 1.
 	RestartsPerHour int
-	// FailingFraction trips the breaker when failing/total reaches it.
-	// Config key "failing_fraction". Default 0.5; 0 < x <= 1 (NaN
-	// rejected).
+	// FailingFraction trips it when failing/total reaches it
+	// ("failing_fraction"). Default 0.5; 0 < x <= 1.
 	FailingFraction float64
-	// MinFailing is the fewest failing members that may trip the breaker on
-	// the fraction: one bad key is the per-key guards' job, so a 1-key
-	// fleet never false-trips. Config key "min_failing". Default
-	// 2; >= 1 (1 opts into single-member trips).
+	// MinFailing is the fewest failing members that trip it on the
+	// fraction: one bad key is the per-key guards' job ("min_failing").
+	// Default 2; >= 1.
 	MinFailing int
-	// Cooldown is how long the breaker holds restarts once tripped; at trip
-	// time + Cooldown it re-arms. Config key "cooldown". Default 120s; >= 0.
+	// Cooldown is how long it holds restarts once tripped; it re-arms at
+	// trip time + Cooldown ("cooldown"). Default 120s; >= 0.
 	Cooldown time.Duration
 }
 

@@ -9,12 +9,8 @@ import (
 // Supervisor's per-key fast guard (config key "guard"). The zero value is
 // not valid; start from DefaultGuardConfig.
 type GuardConfig struct {
-	// MaxRestarts is the number of restarts inside Window that trips the
-	// guard. Config key "max_restarts". Default 3; >= 1.
-	MaxRestarts int
-	// Window is the trailing window. A restart exactly Window old still
-	// counts. Config key "window". Default 60s; > 0.
-	Window time.Duration
+	MaxRestarts int           // restarts in Window that trip it ("max_restarts"); default 3; >= 1
+	Window      time.Duration // the trailing window, its edge included ("window"); default 60s; > 0
 }
 
 // DefaultGuardConfig returns the defaults: trip on 3 restarts within 60s.

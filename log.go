@@ -9,17 +9,12 @@ import (
 )
 
 // LogEvents returns an EventHandler that writes each event to l as one
-// structured line: at ERROR for parks, trips, escalations and a
-// misconfigured shared store, WARN for
-// scheduled respawns and restarts and for an unreachable shared store, INFO
-// for a restart after a clean exit (unless held), resumes, re-arms and a
-// recovered store. The message is a sentence for a human, with the numbers;
-// each line carries the attributes event (the kind's dotted name), key, and
-// those of reason (the event's reason code, such as needs_human, never a
-// sentence: a log alert can match on it), attempts, limit, window, backoff,
-// held, failing, total, incarnation and last_error that apply. Lines are
-// stamped with the event's time. A nil l means slog.Default(). The handler is safe for concurrent use if l's
-// handler is (every slog handler of the standard library is).
+// structured line, stamped with the event's time: ERROR for parks, trips,
+// escalations and a misconfigured store, WARN for restarts and an
+// unreachable store, INFO for the rest. The message is a sentence for a
+// human; the attributes (event, key, reason and the fields that apply) are
+// for machines (docs/monitoring.md). A nil l means slog.Default(). It is
+// safe for concurrent use if l's handler is.
 func LogEvents(l *slog.Logger) EventHandler {
 	if l == nil {
 		l = slog.Default()

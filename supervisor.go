@@ -142,7 +142,7 @@ func (ro runOptions) refuse(err error) error {
 // (unless RestartOnCleanExit), ctx ends, or a guard gives up. Each end of a
 // run is judged as Decide judges it.
 //
-// Run returns nil after a clean exit, fn's error when an ExitStop rule
+// Run returns nil after a clean exit, fn's error when a "stop" exit rule
 // matched it, and ctx.Err() once ctx ends. When a
 // guard gives up it returns the *ParkedError (see WithRefusal), and it
 // returns the same error at once for a parked key. A key that another Run

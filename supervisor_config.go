@@ -42,13 +42,9 @@ type SupervisorConfig struct {
 	// after a healthy run, a failed start before ("restart_on_clean_exit").
 	// Default false: a nil return ends supervision.
 	RestartOnCleanExit bool
-	// ExitRules decide, in order, first match wins, what a failure that
-	// tells how a program ended does (see ExitRule): restart (judged by the
-	// guards), park at once, stop supervision, or a planned restart. An
-	// error marked with Permanent or Restart keeps its mark; a failure no
-	// rule matches is judged as usual. Config key "exit_rules", a list of
-	// "MATCH=ACTION" strings such as ["78=park", "oom=park"]. Default nil
-	// (no rules).
+	// ExitRules decide, first match wins, what a failure that tells how a
+	// program ended does; Permanent and Restart keep their mark
+	// ("exit_rules"). Default nil.
 	ExitRules []ExitRule
 }
 

@@ -21,14 +21,14 @@ func (v onExitValue) String() string {
 	}
 	parts := make([]string, len(*v.rules))
 	for i, r := range *v.rules {
-		parts[i] = r.String()
+		parts[i] = string(r)
 	}
 	return strings.Join(parts, " ")
 }
 
 func (v onExitValue) Set(s string) error {
-	r, err := crashloop.ParseExitRule(s)
-	if ce, ok := errors.AsType[*crashloop.ConfigError](err); ok {
+	r := crashloop.ExitRule(s)
+	if ce, ok := errors.AsType[*crashloop.ConfigError](r.Check()); ok {
 		return fmt.Errorf("%q must be %s", s, ce.Rule)
 	}
 	*v.rules = append(*v.rules, r)
@@ -59,7 +59,7 @@ func (v permanentValue) Set(s string) error {
 		}
 		codes = append(codes, strconv.Itoa(c))
 	}
-	*v.rules = append(*v.rules, crashloop.ExitRule{Match: strings.Join(codes, ","), Action: crashloop.ExitPark})
+	*v.rules = append(*v.rules, crashloop.ExitRule(strings.Join(codes, ",")+"=park"))
 	if *v.codes != "" {
 		*v.codes += ","
 	}
@@ -70,7 +70,7 @@ func (v permanentValue) Set(s string) error {
 // hasOOMRule reports whether a rule matches OOM kills.
 func hasOOMRule(rules []crashloop.ExitRule) bool {
 	for _, r := range rules {
-		if strings.EqualFold(r.Match, "oom") {
+		if match, _, _ := strings.Cut(string(r), "="); strings.EqualFold(match, "oom") {
 			return true
 		}
 	}

@@ -119,15 +119,13 @@ func TestPermanentExitCodesIsOnExitPark(t *testing.T) {
 	}
 	short := config("--permanent-exit-codes=78, 125")
 	assert.Equal(t, config("--on-exit=78,125=park"), short)
-	assert.Equal(t, []crashloop.ExitRule{{Match: "78,125", Action: crashloop.ExitPark}}, short.ExitRules)
-	assert.Equal(t, []crashloop.ExitRule{{Match: "78", Action: crashloop.ExitStop}, {Match: "78,3", Action: crashloop.ExitPark},
-		{Match: "oom", Action: crashloop.ExitPlanned}},
+	assert.Equal(t, []crashloop.ExitRule{"78,125=park"}, short.ExitRules)
+	assert.Equal(t, []crashloop.ExitRule{"78=stop", "78,3=park", "oom=planned"},
 		config("--on-exit=78=stop", "--permanent-exit-codes=78,3", "--on-exit=oom=planned").ExitRules)
 
 	file := writeFile(t, t.TempDir(), "rules.json", `{"exit_rules": ["3=stop", "SIGKILL=park"]}`)
-	assert.Equal(t, []crashloop.ExitRule{{Match: "3", Action: crashloop.ExitStop}, {Match: "SIGKILL", Action: crashloop.ExitPark}},
-		config("--config="+file).ExitRules)
-	assert.Equal(t, []crashloop.ExitRule{{Match: "4", Action: crashloop.ExitPark}}, config("--config="+file, "--permanent-exit-codes=4").ExitRules)
+	assert.Equal(t, []crashloop.ExitRule{"3=stop", "SIGKILL=park"}, config("--config="+file).ExitRules)
+	assert.Equal(t, []crashloop.ExitRule{"4=park"}, config("--config="+file, "--permanent-exit-codes=4").ExitRules)
 
 	// The same rules in a file, on real processes.
 	t.Parallel()

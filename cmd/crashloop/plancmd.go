@@ -232,7 +232,7 @@ func policyText(cfg crashloop.SupervisorConfig, raw []byte) string {
 	if len(cfg.ExitRules) > 0 {
 		rules := make([]string, len(cfg.ExitRules))
 		for i, r := range cfg.ExitRules {
-			rules[i] = r.String()
+			rules[i] = string(r)
 		}
 		parts = append(parts, "exit rules "+strings.Join(rules, " "))
 	}
@@ -459,7 +459,7 @@ func planWarnings(cfg crashloop.SupervisorConfig, sched planTrace) []planWarning
 // exit rule says so, or a clean exit restarts.
 func hasPlanned(cfg crashloop.SupervisorConfig) bool {
 	for _, r := range cfg.ExitRules {
-		if r.Action == crashloop.ExitPlanned {
+		if strings.HasSuffix(string(r), "=planned") {
 			return true
 		}
 	}

@@ -72,6 +72,14 @@ type run struct {
 }
 
 // run runs the program once; it is the Supervisor's fn.
+// The reason codes of the command's own lines, beside the library's: a run
+// the command stopped itself, or one the kernel's OOM killer ended.
+const (
+	reasonWatchdog  = "watchdog"   // the program stopped feeding its watchdog, or asked for it
+	reasonUnhealthy = "unhealthy"  // its health check failed --health-retries times in a row
+	reasonOOMKilled = "oom_killed" // the oom_kill count of its memory cgroup rose during the run
+)
+
 func (r *runner) run(ctx context.Context) error {
 	r.notify.discard() // what the processes of an ended run sent
 	cur, err := r.begin(ctx)
@@ -118,7 +126,7 @@ func (r *runner) oomKilled(cur *run) bool {
 		return false
 	}
 	r.log.Warn(fmt.Sprintf("the kernel's OOM killer killed the program (oom_kill in %s rose from %d to %d)", r.oom.path, cur.ooms, n),
-		"key", r.key, "pid", cur.group.pgid, "reason", crashloop.ReasonOOMKilled)
+		"key", r.key, "pid", cur.group.pgid, "reason", reasonOOMKilled)
 	return true
 }
 
@@ -204,7 +212,7 @@ func (r *runner) finish(ws syscall.WaitStatus, cause, tail string, oom bool) err
 // grace period.
 func (r *runner) watchdogTripped(cur *run, cause string) {
 	r.log.Warn("watchdog: "+cause+"; stopping the program's process group with SIGABRT",
-		"key", r.key, "pid", cur.group.pgid, "reason", crashloop.ReasonWatchdog)
+		"key", r.key, "pid", cur.group.pgid, "reason", reasonWatchdog)
 	cur.group.stop(syscall.SIGABRT, r.grace)
 }
 
@@ -273,7 +281,7 @@ func (r *runner) unhealthyStop(cur *run, cause string) {
 		return
 	}
 	r.log.Warn("health check: "+cause+"; stopping the program's process group with SIGTERM",
-		"key", r.key, "pid", cur.group.pgid, "reason", crashloop.ReasonUnhealthy)
+		"key", r.key, "pid", cur.group.pgid, "reason", reasonUnhealthy)
 	cur.group.stop(syscall.SIGTERM, r.grace)
 }
 
