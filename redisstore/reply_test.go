@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,7 +11,6 @@ import (
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
 	"github.com/crashloopguard/crashloop/share"
 	"github.com/crashloopguard/crashloop/share/ledgertest"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
@@ -155,7 +155,8 @@ func TestStoreRefusesWrongShapedReplies(t *testing.T) {
 	st := replicasOn(t, s, 1, Options{ClientTime: true})[0]
 	_, err := st.Parked(context.Background()) // learns the deployment's epoch with the real script
 	require.NoError(t, err)
-	st.script = redis.NewScript(`return {'surprise', 1}`)
+	st.script = newProgram(`local function main() return {'surprise', 1} end
+if not redis.register_function then return main() end`)
 	require.NoError(t, st.Open(ledgertest.Config(), nil))
 	ctx := context.Background()
 	now := ledgertest.T0
@@ -216,7 +217,7 @@ func TestScriptRefusesWrongArguments(t *testing.T) {
 		{[]any{"members", epoch, "r", "1", "0", "0", "2", "a"}, "crashloop: members: 2 keys added of 1"},
 		{[]any{"lookup", "another"}, "crashloop: state_lost " + epoch},
 	} {
-		err := st.script.Run(ctx, st.rdb, keys, tc.args...).Err()
+		_, err := st.script.run(ctx, st.rdb, new(atomic.Bool), keys, tc.args)
 		require.EqualError(t, err, tc.want, "%q", tc.args)
 	}
 	require.NoError(t, st.Open(ledgertest.Config(), nil))
