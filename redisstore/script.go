@@ -402,6 +402,13 @@ func (f *fields) get(name string) (any, bool) {
 	return v, ok
 }
 
+// optional reports whether the object has field name: a field that is
+// omitted when it is 0.
+func (f *fields) optional(name string) bool {
+	_, ok := f.o.get(name)
+	return ok
+}
+
 func (f *fields) fail(name string, v any, want string) {
 	f.err = fmt.Errorf("field %q: %s, want %s", name, shape(v), want)
 }
@@ -541,8 +548,11 @@ func readVerdict(v any, key string, now time.Time) (share.Verdict, error) {
 	if now.IsZero() {
 		now = time.UnixMicro(ts)
 	}
-	vd := share.Verdict{Now: now, NewPark: f.flag("new_park"), Held: f.flag("held"), Attempt: int(f.int("attempt")),
-		Restarts: int(f.int("restarts")), Wait: time.Duration(f.int("wait_ns"))}
+	vd := share.Verdict{Now: now, NewPark: f.optional("new_park") && f.flag("new_park"),
+		Held: f.optional("held") && f.flag("held"), Attempt: int(f.int("attempt")), Restarts: int(f.int("restarts"))}
+	if f.optional("wait_ns") {
+		vd.Wait = time.Duration(f.int("wait_ns"))
+	}
 	if f.err != nil {
 		return share.Verdict{}, f.err
 	}
@@ -557,8 +567,11 @@ func readVerdict(v any, key string, now time.Time) (share.Verdict, error) {
 	if vd.Rearmed, err = readChangeField(o, "rearmed"); err != nil {
 		return share.Verdict{}, err
 	}
-	if vd.NewPark && vd.Park == nil {
+	switch {
+	case vd.NewPark && vd.Park == nil:
 		return share.Verdict{}, errors.New("a new park without its park")
+	case vd.Held != (vd.Wait > 0):
+		return share.Verdict{}, fmt.Errorf("held %v with a wait of %v", vd.Held, vd.Wait)
 	}
 	return vd, nil
 }

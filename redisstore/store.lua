@@ -274,10 +274,12 @@ local function begin()
 end
 
 -- verdict is the reply of a judge or proceed step on key.
+-- new_park, held and wait_ns only when not 0.
 local function verdict(key, r, v)
-  local out = {'now', now, 'new_park', v.newPark or 0, 'held', v.held or 0, 'attempt', v.attempt or 0,
-    'restarts', r.n, 'wait_ns', v.wait or 0}
-  if r.p then out[13], out[14] = 'park', parkObject(key, r.p) end
+  local out = {'now', now, 'attempt', v.attempt or 0, 'restarts', r.n}
+  if v.newPark then out[7], out[8] = 'new_park', 1 end
+  if v.held then out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = 'held', 1, 'wait_ns', v.wait end
+  if r.p then out[#out + 1], out[#out + 2] = 'park', parkObject(key, r.p) end
   if v.trip then out[#out + 1], out[#out + 2] = 'tripped', v.trip end
   if v.re then out[#out + 1], out[#out + 2] = 'rearmed', v.re end
   return out
