@@ -84,20 +84,34 @@ func isError(err error, prefix string) bool {
 	return errors.As(err, &re) && strings.HasPrefix(re.Error(), prefix)
 }
 
-// load loads p's library on the server of key: on a cluster, the master of
-// key's slot. A library loaded meanwhile (by another Store) is not an error.
+// load loads p's library on the server of key. On a cluster it loads it on
+// the master of key's slot, whose error it returns, and on every other
+// master it knows, ignoring theirs: a slot migrated to another master
+// since the client's map of slots was made needs it there. A library
+// loaded meanwhile (by another Store) is not an error.
 func (p *program) load(ctx context.Context, rdb redis.UniversalClient, key string) error {
-	var c redis.Cmdable = rdb
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		node, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			return err
-		}
-		c = node
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return p.loadOn(ctx, rdb)
 	}
+	node, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return err
+	}
+	err = p.loadOn(ctx, node)
+	_ = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		if c != node {
+			_ = p.loadOn(ctx, c)
+		}
+		return nil
+	})
+	return err
+}
+
+// loadOn loads p's library on the server of c.
+func (p *program) loadOn(ctx context.Context, c redis.Cmdable) error {
 	err := c.FunctionLoad(ctx, p.library).Err()
-	var re redis.Error
-	if errors.As(err, &re) && strings.HasSuffix(re.Error(), "' already exists") {
+	if isError(err, "ERR Library '") && strings.HasSuffix(err.Error(), "' already exists") {
 		return nil
 	}
 	return err
