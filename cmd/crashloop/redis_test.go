@@ -307,7 +307,7 @@ type redisStatus struct {
 	Parked map[string]testPark
 	Fleet  struct {
 		FailingKeys int `json:"failing_keys"`
-		Keys   int `json:"total_keys"`
+		Keys        int `json:"total_keys"`
 	}
 }
 
