@@ -119,7 +119,7 @@ func BenchmarkDecision(b *testing.B) {
 			clientTime bool
 		}{{"server-time", false}, {"client-time", true}} {
 			b.Run("Judge/"+c.name+"/"+mode.name, func(b *testing.B) {
-				ns := latencies(b, rdb, "evalsha", judge(c.cfg, mode.clientTime))
+				ns := latencies(b, rdb, "fcall", judge(c.cfg, mode.clientTime))
 				if rateNs > 0 {
 					b.ReportMetric(ns/rateNs, "x-rate")
 				}
@@ -203,7 +203,7 @@ func percentiles(times []time.Duration) [2]float64 {
 }
 
 // serverMicros reads usec_per_call of cmd from INFO commandstats.
-func serverMicros(b *testing.B, rdb *redis.Client, cmd string) float64 {
+func serverMicros(b testing.TB, rdb *redis.Client, cmd string) float64 {
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// eval runs the script on keys with args, and returns as soon as either
+// eval runs a step of the script (see program) on keys with args, and returns as soon as either
 // the reply comes, the Store's Timeout passes, or ctx ends: then with
 // ctx's error.
 //
@@ -34,7 +34,7 @@ func (s *Store) eval(ctx context.Context, keys []string, args []any) (any, error
 	if ctx.Done() == nil {
 		ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 		defer cancel()
-		return s.script.Run(ctx, s.rdb, keys, args...).Result()
+		return s.script.run(ctx, s.rdb, &s.scripts, keys, args)
 	}
 	due := time.Now().Add(s.o.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(due) {
@@ -44,7 +44,7 @@ func (s *Store) eval(ctx context.Context, keys []string, args []any) (any, error
 	done := make(chan evalResult, 1) // the goroutine never blocks on a caller gone
 	go func() {
 		defer cancel()
-		res, err := s.script.Run(cctx, s.rdb, keys, args...).Result()
+		res, err := s.script.run(cctx, s.rdb, &s.scripts, keys, args)
 		done <- evalResult{res, err}
 	}()
 	select {

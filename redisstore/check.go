@@ -99,7 +99,7 @@ func (s *Store) classify(err error) error {
 
 // permissions says which ACL permissions the store needs.
 func (s *Store) permissions() string {
-	return "the ACL user needs the commands EVALSHA, EVAL, SPUBLISH, SSUBSCRIBE, PING, SET (after a full server) and CONFIG GET (optional), the keys ~" +
+	return "the ACL user needs the commands EVALSHA, EVAL, FCALL, FUNCTION LOAD, SPUBLISH, SSUBSCRIBE, PING, SET (after a full server) and CONFIG GET (optional), the keys ~" +
 		s.keys.tag + "* and the channel &" + s.keys.events()
 }
 

@@ -19,9 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// steps records the script calls a client sends but those refused with
-// NOSCRIPT (sent again with EVAL): for each, the keys' count and the
-// arguments after the keys. It is a go-redis hook, safe for concurrent use.
+// steps records the script and function calls a client sends but those
+// refused with NOSCRIPT (sent again with EVAL) or for a function not loaded
+// (sent again once it is): for each, the keys' count and the arguments
+// after the keys. It is a go-redis hook, safe for concurrent use.
 type steps struct {
 	mu   sync.Mutex
 	sent [][]string // each: the keys' count, then the arguments after the keys
@@ -36,8 +37,9 @@ func (r *steps) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 func (r *steps) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if name := cmd.Name(); (name == "evalsha" || name == "eval") && (err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT")) {
-			args := cmd.Args() // EVALSHA sha numkeys keys... args...
+		if name := cmd.Name(); (name == "evalsha" || name == "eval" || name == "fcall") &&
+			(err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT") && err.Error() != "ERR Function not found") {
+			args := cmd.Args() // EVALSHA sha (FCALL name) numkeys keys... args...
 			var out []string
 			for _, a := range args[2:] {
 				out = append(out, fmt.Sprint(a))

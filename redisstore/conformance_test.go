@@ -100,7 +100,7 @@ func TestConformanceServerTime(t *testing.T) {
 		rdb := testClient(t, s)
 		var out []share.Ledger
 		for _, st := range replicasOn(t, s, n, Options{}) {
-			st.script = redis.NewScript(src)
+			st.script = newProgram(src)
 			out = append(out, &serverClock{Store: st, rdb: rdb})
 		}
 		return out

@@ -7,7 +7,7 @@
 //	store := redisstore.New(client, redisstore.Options{Prefix: "gateway"}) // defer store.Close()
 //	sup, err := crashloop.NewSupervisor(cfg, crashloop.WithSharing(share.New(store)))
 //
-// Each decision is one atomic step on the server (one Lua script), with the
+// Each decision is one atomic step on the server (one Lua function), with the
 // library's own rules: the library's conformance suite holds a Store to
 // share.MemoryLedger against a real redis-server. Every key of a
 // deployment shares one hash tag ({Prefix}), so the scripts run on Redis

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // mutants are hand mutations of store.lua, each a textual replacement of
@@ -22,13 +20,13 @@ var mutants = []struct{ name, old, new string }{
 	{"prune: a time exactly a window old drops out (> for >=)",
 		"tonumber(string.sub(w, i, i + 15)) > span do", "tonumber(string.sub(w, i, i + 15)) >= span do"},
 	{"the restart count grows only on failed starts",
-		"        r.n = r.n + 1\n", "        if ending == 'failed_start' then r.n = r.n + 1 end\n"},
+		"          r.n = r.n + 1\n", "          if ending == 'failed_start' then r.n = r.n + 1 end\n"},
 	{"Healthy ignored",
 		"if healthy or ending == 'clean' then", "if ending == 'clean' then"},
 	{"the deployment's time not written with client clocks",
-		"local v = f.ts .. flag", "local v = (A.now ~= '' and string.sub(redis.call('GET', tag .. 'fleet') or string.rep('0', 16), 1, 16) or f.ts) .. flag"},
+		"local v = f.ts .. (", "local v = (A.now ~= '' and string.sub(redis.call('GET', tag .. 'fleet') or string.rep('0', 16), 1, 16) or f.ts) .. ("},
 	{"the deployment's time not written at the server's time (the deleted budget step's rule)",
-		"local v = f.ts .. flag", "local v = (A.now == '' and string.sub(redis.call('GET', tag .. 'fleet') or string.rep('0', 16), 1, 16) or f.ts) .. flag"},
+		"local v = f.ts .. (", "local v = (A.now == '' and string.sub(redis.call('GET', tag .. 'fleet') or string.rep('0', 16), 1, 16) or f.ts) .. ("},
 	{"the record written without its TTL",
 		"redis.call('SET', key, renc(r), 'PX', ttl)", "redis.call('SET', key, renc(r))"},
 	{"the fleet string written without its TTL",
@@ -36,16 +34,16 @@ var mutants = []struct{ name, old, new string }{
 	{"a park written with an expiry",
 		"  if r.p then\n    redis.call('SET', key, renc(r))\n", "  if r.p then\n    redis.call('SET', key, renc(r), 'PX', 60000)\n"},
 	{"the budget parks one respawn late (>= for >)",
-		"if n >= A.budget_max then", "if n > A.budget_max then"},
+		"if n >= C.budget_max then", "if n > C.budget_max then"},
 	{"the chain breaks a microsecond early (<= for <) when judged",
-		"<= A.chain_gap_us then n = r.c.count end", "< A.chain_gap_us then n = r.c.count end"},
+		"<= C.chain_gap_us then n = r.c.count end", "< C.chain_gap_us then n = r.c.count end"},
 	{"the chain ignores the incarnation when judged",
-		"if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= A.chain_gap_us then n =",
-		"if r.c and t - tonumber(r.c.last) <= A.chain_gap_us then n ="},
+		"if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= C.chain_gap_us then n =",
+		"if r.c and t - tonumber(r.c.last) <= C.chain_gap_us then n ="},
 	{"a planned restart does not end the chain",
 		"r.c = false -- a planned restart ends the chain", "r.c = r.c"},
 	{"the breaker re-arms a microsecond late (< for <=)",
-		"if not f.tripped or t - f.since < A.cooldown_us then", "if not f.tripped or t - f.since <= A.cooldown_us then"},
+		"if not f.tripped or t - f.since < C.cooldown_us then", "if not f.tripped or t - f.since <= C.cooldown_us then"},
 	{"the release of held restarts starts a gap late",
 		"string.format('%d', (i - 1) * gap)", "string.format('%d', i * gap)"},
 	{"a park does not count its own key as failing",
@@ -55,11 +53,11 @@ var mutants = []struct{ name, old, new string }{
 	{"a parked key does not count as failing",
 		"if redis.call('SISMEMBER', tag .. 'parked', key) == 1 then", "if false then"},
 	{"the member set written without its TTL",
-		"  redis.call('PEXPIRE', K1, A.ttl_ms)\n", ""},
+		"    redis.call('PEXPIRE', K1, A.ttl_ms)\n", ""},
 	{"changes written over a member set that expired",
 		"elseif n ~= A.expect then", "elseif false then"},
 	{"a hold may wait 0 (at least 1ns dropped)",
-		"return math.max(1, tonumber(A.cooldown_ns)", "return math.max(0, tonumber(A.cooldown_ns)"},
+		"return math.max(1, tonumber(C.cooldown_ns)", "return math.max(0, tonumber(C.cooldown_ns)"},
 	{"a held restart waits on at its turn (> for >=)",
 		"if left > 0 then", "if left >= 0 then"},
 	{"the server clock's microseconds not zero-padded",
@@ -107,7 +105,7 @@ func applyMutant() error {
 	if err != nil {
 		return err
 	}
-	storeSource, script = src, redis.NewScript(src)
+	storeSource, script = src, newProgram(src)
 	return nil
 }
 

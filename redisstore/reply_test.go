@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,15 +11,13 @@ import (
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
 	"github.com/crashloopguard/crashloop/share"
 	"github.com/crashloopguard/crashloop/share/ledgertest"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
-// verdictReply is a judge reply with every field, as store.lua writes one,
-// with the fields in extra appended.
+// verdictReply is a judge reply of a new park, as store.lua writes one
+// (held and wait_ns left out, as 0), with the fields in extra appended.
 func verdictReply(extra ...any) []any {
-	return append([]any{"now", int64(1_000_000), "new_park", int64(1), "held", int64(0), "attempt", int64(0),
-		"restarts", int64(3), "wait_ns", int64(0),
+	return append([]any{"now", int64(1_000_000), "new_park", int64(1), "attempt", int64(0), "restarts", int64(3),
 		"park", []any{"key", "k", "reason", "respawn_budget_exhausted", "attempts", int64(2), "since", int64(999_999), "cause", "eboom",
 			"version", int64(5)},
 		"tripped", []any{"reason", "fleet_failing_fraction", "restarts", int64(4), "failing", int64(2), "total", int64(3)},
@@ -37,15 +36,16 @@ func without(r []any, name string) []any {
 	return out
 }
 
-// with returns reply r with field name set to v.
+// with returns reply r with field name set to v (added when r has none).
 func with(r []any, name string, v any) []any {
 	out := append([]any(nil), r...)
 	for i := 0; i < len(out); i += 2 {
 		if out[i] == name {
 			out[i+1] = v
+			return out
 		}
 	}
-	return out
+	return append(out, name, v)
 }
 
 // A reply of the shape store.lua writes is read field by field.
@@ -96,9 +96,11 @@ func TestWrongShapedReplies(t *testing.T) {
 		{"unknown field", verdictReply("surprise", int64(1)), `unknown field "surprise"`},
 		{"a report, which no step writes", verdictReply("report", "4,2"), `unknown field "report"`},
 		{"a field twice", verdictReply("now", int64(2)), `field "now" twice`},
-		{"missing field", without(good, "wait_ns"), `no field "wait_ns"`},
+		{"missing field", without(good, "restarts"), `no field "restarts"`},
 		{"string for integer", with(good, "restarts", "3"), `field "restarts": the string "3", want an integer`},
 		{"flag out of range", with(good, "held", int64(2)), `field "held": the integer 2, want 0 or 1`},
+		{"held without a wait", with(good, "held", int64(1)), `held true with a wait of 0s`},
+		{"a wait, not held", with(good, "wait_ns", int64(5)), `held false with a wait of 5ns`},
 		{"park of another key", with(good, "park", park("key", "other")), `field "park": the park of "other", want "k"'s`},
 		{"park without reason", with(good, "park", park("reason", "")), `field "park": a park without a reason`},
 		{"park with a bad cause", with(good, "park", park("cause", "boom")), `field "park": cause "boom": want '' or 'e' and its text`},
@@ -155,7 +157,8 @@ func TestStoreRefusesWrongShapedReplies(t *testing.T) {
 	st := replicasOn(t, s, 1, Options{ClientTime: true})[0]
 	_, err := st.Parked(context.Background()) // learns the deployment's epoch with the real script
 	require.NoError(t, err)
-	st.script = redis.NewScript(`return {'surprise', 1}`)
+	st.script = newProgram(`local function main() return {'surprise', 1} end
+if not redis.register_function then return main() end`)
 	require.NoError(t, st.Open(ledgertest.Config(), nil))
 	ctx := context.Background()
 	now := ledgertest.T0
@@ -216,7 +219,7 @@ func TestScriptRefusesWrongArguments(t *testing.T) {
 		{[]any{"members", epoch, "r", "1", "0", "0", "2", "a"}, "crashloop: members: 2 keys added of 1"},
 		{[]any{"lookup", "another"}, "crashloop: state_lost " + epoch},
 	} {
-		err := st.script.Run(ctx, st.rdb, keys, tc.args...).Err()
+		_, err := st.script.run(ctx, st.rdb, new(atomic.Bool), keys, tc.args)
 		require.EqualError(t, err, tc.want, "%q", tc.args)
 	}
 	require.NoError(t, st.Open(ledgertest.Config(), nil))

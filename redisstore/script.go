@@ -2,12 +2,15 @@ package redisstore
 
 import (
 	"context"
+	"crypto/sha1"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/crashloopguard/crashloop"
@@ -16,18 +19,103 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// storeSource is every step of a Store: one Lua script whose first argument
-// names the operation, whose second is the deployment's epoch, and whose
-// others are the operation's own, in order (see the file's header for the
-// layout and the conventions, and docs/redis.md, Messages).
+// storeSource is every step of a Store: one Lua source whose main takes
+// the operation as its first argument, the deployment's epoch as its
+// second, and the operation's own after them (see the file's header for
+// the layout and the conventions, and docs/redis.md, Messages).
 //
 //go:embed store.lua
 var storeSource string
 
-// script runs storeSource by EVALSHA, falling back to EVAL (which loads it)
-// when the server answers NOSCRIPT: after a restart, a SCRIPT FLUSH or a
-// failover to a replica that never saw it.
-var script = redis.NewScript(storeSource)
+// script is storeSource as a Store runs it.
+var script = newProgram(storeSource)
+
+// program is a source of store.lua as the server runs it. The steps that
+// judge (judge, proceed, fleet: every decision) call the function that the
+// source registers as a library (FCALL), loaded once by the first call
+// that finds it missing: its tables and closures are made at the load, not
+// at each call. Every other step, and every step on a server without
+// functions (before Redis 7.0), runs it as a script: EVALSHA, then EVAL
+// after NOSCRIPT. Both are safe after a restart, a flush or a failover to a
+// replica that never saw them: a call that finds neither ran nothing.
+type program struct {
+	script  *redis.Script
+	name    string // the library's and its function's: crashloop_ and the source's SHA-1
+	library string // the source as a library: a shebang naming it, and main registered
+}
+
+// newProgram makes a program of src, a source that defines main.
+func newProgram(src string) *program {
+	sum := sha1.Sum([]byte(src))
+	name := "crashloop_" + hex.EncodeToString(sum[:])
+	return &program{script: redis.NewScript(src), name: name,
+		library: "#!lua name=" + name + "\n" + src + "\nredis.register_function('" + name + "', main)\n"}
+}
+
+// functions reports whether op runs as a function (FCALL).
+func functions(op any) bool {
+	return op == "judge" || op == "proceed" || op == "fleet"
+}
+
+// run runs one step of p on rdb: args[0] names its operation. A server
+// that does not know FCALL, or a user that may not call or load functions,
+// is noted in scripts, which makes every later step of the Store a script.
+func (p *program) run(ctx context.Context, rdb redis.UniversalClient, scripts *atomic.Bool, keys []string, args []any) (any, error) {
+	if len(args) == 0 || !functions(args[0]) || scripts.Load() {
+		return p.script.Run(ctx, rdb, keys, args...).Result()
+	}
+	res, err := rdb.FCall(ctx, p.name, keys, args...).Result()
+	if isError(err, "ERR Function not found") {
+		if err = p.load(ctx, rdb, keys[0]); err == nil {
+			res, err = rdb.FCall(ctx, p.name, keys, args...).Result()
+		}
+	}
+	if isError(err, "ERR unknown command") || redis.IsPermissionError(err) {
+		scripts.Store(true)
+		return p.script.Run(ctx, rdb, keys, args...).Result()
+	}
+	return res, err
+}
+
+// isError reports whether err is an error reply of the server that starts
+// with prefix.
+func isError(err error, prefix string) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), prefix)
+}
+
+// load loads p's library on the server of key. On a cluster it loads it on
+// the master of key's slot, whose error it returns, and on every other
+// master it knows, ignoring theirs: a slot migrated to another master
+// since the client's map of slots was made needs it there. A library
+// loaded meanwhile (by another Store) is not an error.
+func (p *program) load(ctx context.Context, rdb redis.UniversalClient, key string) error {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return p.loadOn(ctx, rdb)
+	}
+	node, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return err
+	}
+	err = p.loadOn(ctx, node)
+	_ = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		if c != node {
+			_ = p.loadOn(ctx, c)
+		}
+		return nil
+	})
+	return err
+}
+
+// loadOn loads p's library on the server of c.
+func (p *program) loadOn(ctx context.Context, c redis.Cmdable) error {
+	err := c.FunctionLoad(ctx, p.library).Err()
+	if isError(err, "ERR Library '") && strings.HasSuffix(err.Error(), "' already exists") {
+		return nil
+	}
+	return err
+}
 
 // keyspace names the Redis keys of one deployment. Every key starts with the
 // hash tag {prefix}, so all the keys of a step hash to one slot of a Redis
@@ -35,7 +123,8 @@ var script = redis.NewScript(storeSource)
 // sharing state. A key of the library (any string) only ever follows the
 // tag: the first {...} of a key name is its hash tag.
 type keyspace struct {
-	tag string // "{prefix}:"
+	tag                    string // "{prefix}:"
+	fleetK, parkedK, heldK string // made once: every decision names them
 }
 
 // newKeyspace checks prefix: it must be non-empty and hold no brace, or
@@ -45,14 +134,15 @@ func newKeyspace(prefix string) (keyspace, error) {
 	if prefix == "" || strings.ContainsAny(prefix, "{}") {
 		return keyspace{}, fmt.Errorf("redisstore: key prefix %q: must be non-empty, without { or }", prefix)
 	}
-	return keyspace{tag: "{" + prefix + "}:"}, nil
+	tag := "{" + prefix + "}:"
+	return keyspace{tag: tag, fleetK: tag + "fleet", parkedK: tag + "parked", heldK: tag + "held"}, nil
 }
 
 // The keys of a deployment; store.lua's header says what each holds.
 func (k keyspace) record(key string) string     { return k.tag + "k:" + key }
-func (k keyspace) fleet() string                { return k.tag + "fleet" }
-func (k keyspace) parked() string               { return k.tag + "parked" }
-func (k keyspace) held() string                 { return k.tag + "held" }
+func (k keyspace) fleet() string                { return k.fleetK }
+func (k keyspace) parked() string               { return k.parkedK }
+func (k keyspace) held() string                 { return k.heldK }
 func (k keyspace) member(replica string) string { return k.tag + "m:" + replica }
 func (k keyspace) replicas() string             { return k.tag + "replicas" }
 func (k keyspace) events() string               { return k.tag + "events" }
@@ -268,8 +358,20 @@ func shape(v any) string {
 	return fmt.Sprintf("a %T", v)
 }
 
-// object is a reply of name/value pairs, read by name.
-type object map[string]any
+// object is a reply of name/value pairs, read by name: the reply itself,
+// its shape checked (a reply has a few fields: a scan finds one faster
+// than a map is made).
+type object []any
+
+// get returns the value of field name, if o has it.
+func (o object) get(name string) (any, bool) {
+	for i := 0; i < len(o); i += 2 {
+		if o[i] == name {
+			return o[i+1], true
+		}
+	}
+	return nil, false
+}
 
 // readObject reads v as name/value pairs whose names are each in known and
 // given once.
@@ -281,7 +383,6 @@ func readObject(v any, known ...string) (object, error) {
 	if len(arr)%2 != 0 {
 		return nil, fmt.Errorf("an array of %d, want name/value pairs", len(arr))
 	}
-	o := make(object, len(arr)/2)
 	for i := 0; i < len(arr); i += 2 {
 		name, ok := arr[i].(string)
 		switch {
@@ -290,12 +391,11 @@ func readObject(v any, known ...string) (object, error) {
 		case !slices.Contains(known, name):
 			return nil, fmt.Errorf("unknown field %q", name)
 		}
-		if _, dup := o[name]; dup {
+		if _, dup := object(arr[:i]).get(name); dup {
 			return nil, fmt.Errorf("field %q twice", name)
 		}
-		o[name] = arr[i+1]
 	}
-	return o, nil
+	return object(arr), nil
 }
 
 // fields reads the fields of an object, keeping the first error: a getter
@@ -309,11 +409,18 @@ func (f *fields) get(name string) (any, bool) {
 	if f.err != nil {
 		return nil, false
 	}
-	v, ok := f.o[name]
+	v, ok := f.o.get(name)
 	if !ok {
 		f.err = fmt.Errorf("no field %q", name)
 	}
 	return v, ok
+}
+
+// optional reports whether the object has field name: a field that is
+// omitted when it is 0.
+func (f *fields) optional(name string) bool {
+	_, ok := f.o.get(name)
+	return ok
 }
 
 func (f *fields) fail(name string, v any, want string) {
@@ -399,7 +506,7 @@ func readChange(v any) (*crashloop.FleetChange, error) {
 
 // readChangeField reads the FleetChange in field name of o, if any.
 func readChangeField(o object, name string) (*crashloop.FleetChange, error) {
-	v, ok := o[name]
+	v, ok := o.get(name)
 	if !ok {
 		return nil, nil
 	}
@@ -434,7 +541,7 @@ func readStands(v any, key, flag string) (share.Change, bool, error) {
 	if ch.Version < 0 {
 		return share.Change{}, false, fmt.Errorf("version %d", ch.Version)
 	}
-	if p, ok := o["park"]; ok {
+	if p, ok := o.get("park"); ok {
 		if ch.Park, err = readPark(p, key); err != nil {
 			return share.Change{}, false, fmt.Errorf("field \"park\": %w", err)
 		}
@@ -455,12 +562,15 @@ func readVerdict(v any, key string, now time.Time) (share.Verdict, error) {
 	if now.IsZero() {
 		now = time.UnixMicro(ts)
 	}
-	vd := share.Verdict{Now: now, NewPark: f.flag("new_park"), Held: f.flag("held"), Attempt: int(f.int("attempt")),
-		Restarts: int(f.int("restarts")), Wait: time.Duration(f.int("wait_ns"))}
+	vd := share.Verdict{Now: now, NewPark: f.optional("new_park") && f.flag("new_park"),
+		Held: f.optional("held") && f.flag("held"), Attempt: int(f.int("attempt")), Restarts: int(f.int("restarts"))}
+	if f.optional("wait_ns") {
+		vd.Wait = time.Duration(f.int("wait_ns"))
+	}
 	if f.err != nil {
 		return share.Verdict{}, f.err
 	}
-	if p, ok := o["park"]; ok {
+	if p, ok := o.get("park"); ok {
 		if vd.Park, err = readPark(p, key); err != nil {
 			return share.Verdict{}, fmt.Errorf("field \"park\": %w", err)
 		}
@@ -471,8 +581,11 @@ func readVerdict(v any, key string, now time.Time) (share.Verdict, error) {
 	if vd.Rearmed, err = readChangeField(o, "rearmed"); err != nil {
 		return share.Verdict{}, err
 	}
-	if vd.NewPark && vd.Park == nil {
+	switch {
+	case vd.NewPark && vd.Park == nil:
 		return share.Verdict{}, errors.New("a new park without its park")
+	case vd.Held != (vd.Wait > 0):
+		return share.Verdict{}, fmt.Errorf("held %v with a wait of %v", vd.Held, vd.Wait)
 	}
 	return vd, nil
 }

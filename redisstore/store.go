@@ -82,12 +82,13 @@ const ttlGrace = time.Minute
 // concurrent use. Create one with New; the zero value is not usable. Close
 // it when done.
 type Store struct {
-	rdb    redis.UniversalClient
-	script *redis.Script // the package's script; tests give another
-	o      Options
-	keys   keyspace
-	err    error  // an invalid Prefix: every method returns it
-	origin string // this Store's name in notices, to tell its own apart
+	rdb     redis.UniversalClient
+	script  *program    // the package's script; tests give another
+	scripts atomic.Bool // the server knows no functions: every step is a script
+	o       Options
+	keys    keyspace
+	err     error  // an invalid Prefix: every method returns it
+	origin  string // this Store's name in notices, to tell its own apart
 
 	plan    atomic.Pointer[plan]               // set by Open
 	found   atomic.Pointer[MisconfiguredError] // the last check's finding (check.go)

@@ -1,15 +1,17 @@
 -- crashloop's share.Ledger on Redis: every method of a Store is one call of
--- this script, one atomic step. Its specification is the library's composed
+-- main, one atomic step. Its specification is the library's composed
 -- judgment, rules.judge (judge.go: judge, park, rearm, proceed; fleet.go),
 -- as share.MemoryLedger runs it: share/ledgertest's differential runs hold
 -- the two equal, in both time modes (the server's clock and ClientTime).
+-- The steps that judge call main as a function (FCALL: the file is loaded
+-- once as a library, its tables and closures made once); the others, and
+-- every step on a server without functions, run the file (EVALSHA).
 --
--- Call: ARGV[1] names the operation, ARGV[2] is the deployment's epoch as the
--- Store knows it, and the operation's own arguments follow in order (args).
--- KEYS are under the deployment's hash tag {p}, so that a call is legal on
--- Redis Cluster. Reply: name/value pairs in a flat array, which store.go
--- reads by name, refusing a reply of another shape. docs/redis.md lists the
--- keys, the operations and their replies.
+-- Call: argv[1] names the operation, argv[2] is the deployment's epoch as the
+-- Store knows it, then the operation's own arguments in order (SPEC). keys
+-- share the deployment's hash tag {p} (legal on Redis Cluster). Reply:
+-- name/value pairs in a flat array, which store.go reads by name, refusing
+-- another shape. docs/redis.md lists the keys, operations and replies.
 --
 -- Numbers: doubles, exact below 2^53. Times: integer microseconds since 1970
 -- in 16 digits; now is '' for the server's clock (TIME). The deployment keeps
@@ -19,128 +21,45 @@
 -- parked record, the epoch, {p}:seq, {p}:ver, the configurations, and while
 -- the breaker is tripped {p}:fleet and {p}:held.
 
-local op, K1 = ARGV[1], KEYS[1]
-local tag = string.match(K1 or '', '^{[^}]*}:')
 local HOUR = 3600000000 -- the fleet's rolling hour, in microseconds
 local CLAIM_TTL = 86400 -- how long a claim is kept, in seconds: a day
 local ZERO = '0000000000000000' -- the time 0, 16 digits
+-- A call's own, set by main at each call (a library's locals outlive calls).
+local keys, argv, op, K1, tag, A, C, now, nows, moving, FLEET, RECORD
 
--- args is the arguments of op after the epoch, in order, each a name and
+-- SPEC is the arguments of each op after the epoch, in order, each a name and
 -- a kind: 'n' a number, 'd' digits (kept as text), 's' a string, 't' a time
 -- ('' or 16 digits). restore takes a park (pdec) per record after them;
 -- members the nadd keys added, then the keys removed.
-local function args(op)
-  if op == 'judge' then
-    return {'now', 't', 'ending', 's', 'healthy', 'n', 'incarnation', 's', 'cause', 's', 'origin', 's'}
-  elseif op == 'proceed' or op == 'fleet' or op == 'fleet_read' then return {'now', 't'}
-  elseif op == 'lookup' or op == 'parked' then return {}
-  elseif op == 'resume' or op == 'forget' then return {'origin', 's', 'version', 'd'}
-  elseif op == 'claim' then return {'version', 'd', 'replica', 's'}
-  elseif op == 'restore' then return {'origin', 's', 'replica', 's'}
-  elseif op == 'members' then return {'replica', 's', 'ttl_ms', 'd', 'full', 'n', 'expect', 'n', 'nadd', 'd'}
-  elseif op == 'epoch' then return {'fresh', 's', 'seen', 'd', 'floor', 'd'}
-  elseif op == 'config' then return {'config', 's'}
-  end
-end
-
-local spec = args(op)
-if not spec then return redis.error_reply('crashloop: unknown operation ' .. tostring(op)) end
-local A, n = {epoch = ARGV[2]}, #spec / 2
-if #ARGV < n + 2 or (#ARGV > n + 2 and op ~= 'restore' and op ~= 'members') then
-  return redis.error_reply('crashloop: ' .. op .. ': ' .. (#ARGV - 1) .. ' arguments, want ' .. (n + 1))
-end
-for i = 1, n do
-  local name, kind, v = spec[2 * i - 1], spec[2 * i], ARGV[i + 2]
-  if kind == 'n' then
-    v = tonumber(v)
-  elseif kind == 'd' and not string.match(v, '^%d+$') then
-    v = nil
-  elseif kind == 't' and v ~= '' and not string.match(v, '^%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d$') then
-    v = nil
-  end
-  if v == nil then
-    return redis.error_reply('crashloop: ' .. op .. ': argument ' .. name .. ': ' .. ARGV[i + 2] .. ' is not a ' ..
-      ({n = 'number', d = 'whole number', t = "time ('' or 16 digits)"})[kind])
-  end
-  A[name] = v
-end
+local SPEC = {judge = {'now', 't', 'ending', 's', 'healthy', 'n', 'incarnation', 's', 'cause', 's', 'origin', 's'},
+  proceed = {'now', 't'}, fleet = {'now', 't'}, fleet_read = {'now', 't'}, lookup = {}, parked = {},
+  resume = {'origin', 's', 'version', 'd'}, forget = {'origin', 's', 'version', 'd'},
+  claim = {'version', 'd', 'replica', 's'}, restore = {'origin', 's', 'replica', 's'},
+  members = {'replica', 's', 'ttl_ms', 'd', 'full', 'n', 'expect', 'n', 'nadd', 'd'},
+  epoch = {'fresh', 's', 'seen', 'd', 'floor', 'd'}, config = {'config', 's'}}
+local KINDS = {n = 'number', d = 'whole number', t = "time ('' or 16 digits)"}
 
 -- The configuration: what Open made of the Supervisor's, stored once under
--- its digest in {p}:cfg:DIGEST (operation config), the last of KEYS of the
--- operations that judge: 15 big-endian 8-byte numbers, one unpack a step:
--- the format (1), budget_max, budget_window_us, chain_max, chain_gap_us,
--- guard_max, guard_window_us, hourly_cap, fleet_per_hour, cooldown_us,
--- cooldown_ns, fraction (a double), min_failing, record_ttl_ms, fleet_ttl_ms
--- (0: a guard that is off). readConfig reads v into A, or returns false.
-local CONFIG_FORMAT = '>i8i8i8i8i8i8i8i8i8i8i8di8i8i8'
+-- its digest in {p}:cfg:DIGEST (operation config), the last of keys of the
+-- operations that judge: 15 big-endian 8-byte numbers: the format (1),
+-- budget_max, budget_window_us, chain_max, chain_gap_us, guard_max,
+-- guard_window_us, hourly_cap, fleet_per_hour, cooldown_us, cooldown_ns,
+-- fraction (a double), min_failing, record_ttl_ms, fleet_ttl_ms (0: a guard
+-- off). readConfig returns v read, or false; a library keeps 64 it read.
+local CONFIG_FORMAT, CONFIGS, NCONFIGS = '>i8i8i8i8i8i8i8i8i8i8i8di8i8i8', {}, 0
 local function readConfig(v)
+  if CONFIGS[v] then return CONFIGS[v] end
   if #v ~= 120 then return false end
-  local format
-  format, A.budget_max, A.budget_window_us, A.chain_max, A.chain_gap_us, A.guard_max, A.guard_window_us,
-    A.hourly_cap, A.fleet_per_hour, A.cooldown_us, A.cooldown_ns, A.fraction, A.min_failing, A.record_ttl_ms,
-    A.fleet_ttl_ms = struct.unpack(CONFIG_FORMAT, v)
-  A.rph, A.cooldown_ns = A.fleet_per_hour == 0 and '0' or string.format('%d', A.fleet_per_hour),
-    A.cooldown_ns == 0 and '0' or string.format('%d', A.cooldown_ns) -- as the fleet string keeps them
-  return format == 1
-end
-
--- The state check. {p}:epoch names the deployment's state. A step whose
--- epoch is not the deployment's (the server lost its state) changes nothing
--- and fails with 'crashloop: state_lost EPOCH' (none if there is none): its
--- Store adopts the epoch (making it by the operation epoch) and its
--- Supervisor writes back the parks it knows. Then a step that judges and
--- finds no configuration changes nothing and fails with 'crashloop:
--- no_config': its Store writes it and sends the step again. The operation
--- epoch returns the epoch (making it, fresh, if there is none); when it is
--- the caller's but {p}:seq is below seen (a version the caller saw: the
--- server lost acknowledged writes), it moves the deployment to a new epoch
--- (the move, below). seen and floor (the highest version seen in the epochs
--- before) raise {p}:seq, so that no version seen is given again.
-local moving, FLEET, RECORD = false, nil, nil
-do
-  local judges, cur, cfg = op == 'judge' or op == 'proceed' or op == 'fleet'
-  if judges then -- with the fleet string and the record, read ahead (fload, judge, proceed)
-    local got = redis.call('MGET', tag .. 'epoch', KEYS[#KEYS], tag .. 'fleet', K1)
-    cur, cfg, FLEET, RECORD = got[1], got[2], got[3], got[4]
-  else
-    cur = redis.call('GET', tag .. 'epoch')
-  end
-  if op == 'epoch' then
-    if not cur then
-      cur = A.fresh
-      redis.call('SET', tag .. 'epoch', cur)
-    end
-    if cur ~= A.epoch then return {'epoch', cur} end
-    local seq = tonumber(redis.call('GET', tag .. 'seq') or '0')
-    if seq < tonumber(A.floor) then
-      seq = tonumber(A.floor)
-      redis.call('SET', tag .. 'seq', A.floor)
-    end
-    if seq >= tonumber(A.seen) then return {'epoch', cur} end
-    moving = true
-  elseif cur ~= A.epoch then
-    return redis.error_reply('crashloop: state_lost ' .. (cur or ''))
-  elseif judges then
-    if not cfg then return redis.error_reply('crashloop: no_config') end
-    if not readConfig(cfg) then
-      return redis.error_reply('crashloop: ' .. op .. ': not a configuration of format 1')
-    end
-  elseif op == 'config' then
-    if not readConfig(A.config) then
-      return redis.error_reply('crashloop: config: not a configuration of format 1')
-    end
-    redis.call('SET', K1, A.config)
-    return {'written', 1}
-  end
-end
-
-local now, nows
-if A.now == '' then
-  local tm = redis.call('TIME') -- seconds (10 digits until 2286) and microseconds
-  nows = tm[1] .. string.sub('00000' .. tm[2], -6)
-  now = tonumber(nows)
-elseif A.now then
-  now, nows = tonumber(A.now), A.now
+  local c, format = {}
+  format, c.budget_max, c.budget_window_us, c.chain_max, c.chain_gap_us, c.guard_max, c.guard_window_us,
+    c.hourly_cap, c.fleet_per_hour, c.cooldown_us, c.cooldown_ns, c.fraction, c.min_failing, c.record_ttl_ms,
+    c.fleet_ttl_ms = struct.unpack(CONFIG_FORMAT, v)
+  c.rph, c.cooldown_ns = c.fleet_per_hour == 0 and '0' or string.format('%d', c.fleet_per_hour),
+    c.cooldown_ns == 0 and '0' or string.format('%d', c.cooldown_ns) -- as the fleet string keeps them
+  if format ~= 1 then return false end
+  if NCONFIGS == 64 then CONFIGS, NCONFIGS = {}, 0 end
+  CONFIGS[v], NCONFIGS = c, NCONFIGS + 1
+  return c
 end
 
 -- prune returns window w (times of 16 digits, oldest first) without those
@@ -195,19 +114,20 @@ local function version(key)
   return tonumber(redis.call('HGET', tag .. 'ver', key) or '0')
 end
 
--- A record (rdec, renc): 'restarts,held,nb,ng,nh,lc,lp,lr;', then the
--- budget's window (nb times), the guard's (ng), the hourly cap's (nh), the
--- chain (lc bytes: its newest rescue's time, its length, ':', the
--- incarnation), the park (lp bytes) and the release of a held restart (lr
--- bytes: the re-arm's time, then the offset in ns). held: the order the key
--- was held in by the breaker, 0 when it is not held.
+-- A record (rdec, renc): a header of 8 big-endian 4-byte numbers (REC):
+-- restarts, held, nb, ng, nh, lc, lp, lr; then the budget's window (nb
+-- times), the guard's (ng), the hourly cap's (nh), the chain (lc bytes: its
+-- newest rescue's time, its length, ':', the incarnation), the park (lp
+-- bytes) and the release of a held restart (lr bytes: the re-arm's time,
+-- then the offset in ns). held: the order the key was held in by the
+-- breaker, 0 when it is not held. (One unpack and one pack: no number
+-- parsed or printed.)
+local REC = '>I4I4I4I4I4I4I4I4'
 local function rdec(v)
   local r = {n = 0, held = 0, b = '', g = '', h = '', c = false, p = false, rel = false}
   if not v then return r end
-  local n, held, nb, ng, nh, lc, lp, lr, i =
-    string.match(v, '^(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+);()')
-  r.n, r.held = tonumber(n), tonumber(held)
-  nb, ng, nh, lc, lp, lr = nb * 16, ng * 16, nh * 16, tonumber(lc), tonumber(lp), tonumber(lr)
+  local n, held, nb, ng, nh, lc, lp, lr, i = struct.unpack(REC, v)
+  r.n, r.held, nb, ng, nh = n, held, nb * 16, ng * 16, nh * 16
   r.b, r.g, r.h = string.sub(v, i, i + nb - 1), string.sub(v, i + nb, i + nb + ng - 1),
     string.sub(v, i + nb + ng, i + nb + ng + nh - 1)
   i = i + nb + ng + nh
@@ -227,10 +147,7 @@ local function renc(r)
   if r.c then c = r.c.last .. r.c.count .. ':' .. r.c.inc end
   if r.p then p = penc(r.p) end
   if r.rel then rel = r.rel.at .. r.rel.off end
-  -- (a number written costs a sprintf, a '0' nothing: most fields are 0)
-  return r.n .. ',' .. (r.held == 0 and '0' or r.held) .. ',' .. #r.b / 16 .. ',' .. (r.g == '' and '0' or #r.g / 16) ..
-    ',' .. (r.h == '' and '0' or #r.h / 16) .. ',' .. (c == '' and '0' or #c) .. ',' .. (p == '' and '0' or #p) .. ',' ..
-    (rel == '' and '0' or #rel) .. ';' .. r.b .. r.g .. r.h .. c .. p .. rel
+  return struct.pack(REC, r.n, r.held, #r.b / 16, #r.g / 16, #r.h / 16, #c, #p, #rel) .. r.b .. r.g .. r.h .. c .. p .. rel
 end
 
 -- rsave writes record r to key: a park never expires, else ttl ms from now
@@ -261,13 +178,8 @@ end
 -- makes it: 'P', 'R' or 'F', the epoch, the origin and the key as fields,
 -- then the park or the version.
 local function notice(origin, key, p, v, kind)
-  local msg
-  if p then
-    msg = 'P' .. field(A.epoch) .. field(origin) .. field(key) .. penc(p)
-  else
-    msg = (kind or 'R') .. field(A.epoch) .. field(origin) .. field(key) .. v
-  end
-  redis.call('SPUBLISH', tag .. 'events', msg)
+  local head = field(A.epoch) .. field(origin) .. field(key)
+  redis.call('SPUBLISH', tag .. 'events', p and 'P' .. head .. penc(p) or (kind or 'R') .. head .. v)
 end
 
 -- The fleet string (fload, fsave): the latest time (16 digits), '1' if the
@@ -290,9 +202,8 @@ end
 
 -- fsave writes the fleet string: no expiry while tripped, else ttl ms.
 local function fsave(f, ttl)
-  local flag = f.tripped and '1' or '0'
-  local v = f.ts .. flag .. f.sinces .. f.rph .. ',' .. f.cdns .. ',' .. f.holds .. ',' ..
-    f.failing .. ',' .. f.total .. ',' .. f.reason .. '\n' .. f.w
+  local v = f.ts .. (f.rest or ((f.tripped and '1' or '0') .. f.sinces .. f.rph .. ',' .. f.cdns .. ',' .. f.holds ..
+    ',' .. f.failing .. ',' .. f.total .. ',' .. f.reason .. '\n' .. f.w))
   if f.tripped then
     redis.call('SET', tag .. 'fleet', v)
   else
@@ -315,12 +226,12 @@ end
 -- hour, and releases the held restarts in order, spread evenly over one
 -- cooldown (rules.rearm). It returns the change, or false.
 local function rearm(f, t)
-  if not f.tripped or t - f.since < A.cooldown_us then return false end
+  if not f.tripped or t - f.since < C.cooldown_us then return false end
   f.tripped, f.w = false, ''
   local held = redis.call('ZRANGE', tag .. 'held', 0, -1)
   local n = #held
   if n > 0 then
-    local gap = math.floor(tonumber(A.cooldown_ns) / n)
+    local gap = math.floor(tonumber(C.cooldown_ns) / n)
     for i, key in ipairs(held) do
       local rk = tag .. 'k:' .. key
       local v = redis.call('GET', rk)
@@ -332,7 +243,7 @@ local function rearm(f, t)
         redis.call('ZREM', tag .. 'held', key)
       end
     end
-    redis.call('PEXPIRE', tag .. 'held', A.fleet_ttl_ms)
+    redis.call('PEXPIRE', tag .. 'held', C.fleet_ttl_ms)
     RECORD = nil -- the record read ahead may be one of them: read again
   end
   return change(f)
@@ -340,31 +251,37 @@ end
 
 -- untilRearm is the wait (ns, at least 1) from t until the breaker re-arms.
 local function untilRearm(f, t)
-  return math.max(1, tonumber(A.cooldown_ns) - (t - f.since) * 1000)
+  return math.max(1, tonumber(C.cooldown_ns) - (t - f.since) * 1000)
 end
 
 -- begin starts a judge or proceed step: the fleet string (with the
--- configuration), the step's time, and the re-arm it made (or false).
+-- configuration), the step's time, and the re-arm it made (or false). With
+-- the breaker off on a string of none (OFF: untripped, since 0, limit and
+-- cooldown 0) only the latest time changes: f.rest, the rest, is kept.
+local OFF = '0' .. ZERO .. '0,0,'
 local function begin()
+  if C.fleet_per_hour == 0 and FLEET and string.sub(FLEET, 17, 37) == OFF then
+    local f = {ts = string.sub(FLEET, 1, 16), rest = string.sub(FLEET, 17)}
+    f.t = tonumber(f.ts)
+    return f, at(f), false
+  end
   local f = fload()
   local t = at(f)
   local re = false
-  if A.fleet_per_hour > 0 then re = rearm(f, t) end
-  f.rph, f.cdns = A.rph, A.cooldown_ns
+  if C.fleet_per_hour > 0 then re = rearm(f, t) end
+  f.rph, f.cdns = C.rph, C.cooldown_ns
   return f, t, re
 end
 
 -- verdict is the reply of a judge or proceed step on key.
+-- new_park, held and wait_ns only when not 0.
 local function verdict(key, r, v)
-  local out = {'now', now, 'new_park', v.newPark or 0, 'held', v.held or 0, 'attempt', v.attempt or 0,
-    'restarts', r.n, 'wait_ns', v.wait or 0}
-  if r.p then out[13], out[14] = 'park', parkObject(key, r.p) end
-  if v.trip then
-    out[#out + 1], out[#out + 2] = 'tripped', v.trip
-  end
-  if v.re then
-    out[#out + 1], out[#out + 2] = 'rearmed', v.re
-  end
+  local out = {'now', now, 'attempt', v.attempt or 0, 'restarts', r.n}
+  if v.newPark then out[7], out[8] = 'new_park', 1 end
+  if v.held then out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = 'held', 1, 'wait_ns', v.wait end
+  if r.p then out[#out + 1], out[#out + 2] = 'park', parkObject(key, r.p) end
+  if v.trip then out[#out + 1], out[#out + 2] = 'tripped', v.trip end
+  if v.re then out[#out + 1], out[#out + 2] = 'rearmed', v.re end
   return out
 end
 
@@ -374,11 +291,11 @@ end
 local function fleetKeys(skip, prune)
   local live, total, failing = {}, 0, 0
   for _, name in ipairs(redis.call('SMEMBERS', tag .. 'replicas')) do
-    local keys = redis.call('SMEMBERS', tag .. 'm:' .. name)
-    if #keys == 0 and prune then
+    local ms = redis.call('SMEMBERS', tag .. 'm:' .. name)
+    if #ms == 0 and prune then
       redis.call('SREM', tag .. 'replicas', name)
     end
-    for _, key in ipairs(keys) do
+    for _, key in ipairs(ms) do
       if key ~= skip and not live[key] then
         live[key] = true
         total = total + 1
@@ -387,164 +304,6 @@ local function fleetKeys(skip, prune)
     end
   end
   return total, failing
-end
-
-if op == 'judge' then
-  -- KEYS: record, fleet, parked, held, configuration.
-  local ending = A.ending
-  if ending ~= 'clean' and ending ~= 'permanent' and ending ~= 'failed_start' and ending ~= 'crash' and
-    ending ~= 'planned' then
-    return redis.error_reply('crashloop: judge: argument ending: unknown ending ' .. ending)
-  end
-  local f, t, re = begin()
-  local healthy, inc = A.healthy == 1, A.incarnation
-  local r = rdec(RECORD == nil and redis.call('GET', K1) or RECORD)
-  local key = keyOf(K1)
-  local v = {re = re}
-  local wasHeld = r.held ~= 0
-  if not r.p then
-    if healthy or ending == 'clean' then
-      r.b = '' -- a healthy run, or one that finished its work, was a good start
-    end
-    if ending == 'clean' then
-      r.g = '' -- a clean run clears the fast guard
-    else
-      local reason, n
-      if ending == 'permanent' then
-        r.b = prune(r.b, t, A.budget_window_us)
-        reason, n = 'permanent_error', #r.b / 16
-      elseif ending == 'failed_start' then
-        r.b = prune(r.b, t, A.budget_window_us)
-        n = #r.b / 16
-        if n >= A.budget_max then reason = 'respawn_budget_exhausted' end
-      elseif ending == 'crash' and A.chain_max > 0 then
-        n = 0
-        if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= A.chain_gap_us then n = r.c.count end
-        if n >= A.chain_max then reason = 'needs_human' end
-      end
-      if not reason and A.guard_max > 0 then
-        r.g = prune(r.g, t, A.guard_window_us)
-        n = #r.g / 16
-        if n >= A.guard_max then reason = 'restart_loop_guard' end
-      end
-      if not reason and A.hourly_cap > 0 then
-        r.h = prune(r.h, t, HOUR)
-        n = #r.h / 16
-        if n >= A.hourly_cap then reason = 'hourly_restart_cap' end
-      end
-      if reason then
-        -- the park: no restart recorded; the fleet judges its fraction
-        r.p = {since = nows, attempts = string.format('%d', n), reason = reason, cause = A.cause, version = bump(key)}
-        r.held, r.rel = 0, false
-        v.newPark = 1
-        if A.fleet_per_hour > 0 then
-          local tm, tf = fleetKeys(key, true)
-          local total, fl = tm + 1, tf + 1
-          f.failing, f.total = fl, total
-          if fl >= A.min_failing and fl / total >= A.fraction then
-            if f.tripped then
-              f.since, f.sinces = t, f.ts -- extend the hold
-            else
-              f.w = prune(f.w, t, HOUR)
-              f.tripped, f.since, f.sinces = true, t, f.ts
-              f.reason = 'fleet_failing_fraction'
-              v.trip = change(f)
-            end
-          end
-        end
-        redis.call('SADD', KEYS[3], key)
-        notice(A.origin, key, r.p)
-      else
-        if ending == 'failed_start' then
-          r.b = r.b .. f.ts
-          v.attempt = #r.b / 16
-        elseif (ending == 'crash' or ending == 'planned') and A.chain_max > 0 then
-          local cn = 0
-          if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= A.chain_gap_us then cn = r.c.count end
-          if cn < A.chain_max then -- a full chain records nothing
-            if ending == 'crash' then
-              r.c = {last = f.ts, count = cn + 1, inc = inc}
-            else
-              r.c = false -- a planned restart ends the chain
-            end
-          end
-        end
-        if A.guard_max > 0 then r.g = push(r.g, f.ts, A.guard_max) end
-        if A.hourly_cap > 0 then r.h = push(r.h, f.ts, A.hourly_cap) end
-        r.n = r.n + 1
-        local rph = A.fleet_per_hour
-        if rph > 0 then
-          if not f.tripped then
-            f.w = push(prune(f.w, t, HOUR), f.ts, rph)
-            local hn = #f.w / 16
-            if hn >= rph then
-              f.tripped, f.since, f.sinces = true, t, f.ts
-              f.reason = 'fleet_restart_rate'
-              v.trip = change(f)
-            end
-          end
-          if f.tripped then -- held: not counted, released in order at the re-arm
-            f.holds = f.holds + 1
-            r.held, r.rel = f.holds, false
-            v.held, v.wait = 1, untilRearm(f, t)
-            redis.call('ZADD', KEYS[4], f.holds, key)
-            redis.call('PERSIST', KEYS[4])
-          end
-        end
-      end
-    end
-    if wasHeld and r.held == 0 then
-      redis.call('ZREM', KEYS[4], key)
-    end
-    rsave(K1, r, A.record_ttl_ms)
-  end
-  fsave(f, A.fleet_ttl_ms)
-  return verdict(key, r, v)
-end
-
-if op == 'proceed' then
-  -- KEYS: record, fleet, held, configuration (rules.proceed).
-  local f, t, re = begin()
-  fsave(f, A.fleet_ttl_ms)
-  local key = keyOf(K1)
-  local v = {re = re}
-  local rv = RECORD == nil and redis.call('GET', K1) or RECORD
-  local r = rdec(rv)
-  if not rv or r.p or r.held == 0 then return verdict(key, r, v) end
-  if A.fleet_per_hour > 0 and f.tripped then
-    v.held, v.wait = 1, untilRearm(f, t)
-    return verdict(key, r, v)
-  end
-  local left = 0
-  if r.rel then -- the release: the re-arm's time plus the restart's offset
-    left = (tonumber(r.rel.at) - t) * 1000 + tonumber(r.rel.off)
-  end
-  if left > 0 then
-    v.held, v.wait = 1, left
-  else
-    r.held, r.rel = 0, false
-    redis.call('ZREM', KEYS[3], key)
-    rsave(K1, r, 'keep')
-  end
-  return verdict(key, r, v)
-end
-
-if op == 'fleet' or op == 'fleet_read' then
-  -- KEYS: fleet (and the configuration for 'fleet', an opened Store's, which
-  -- raises the latest time and writes its limit; 'fleet_read' only reads).
-  -- The breaker at t as a re-arm (not made) would leave it.
-  local f = fload()
-  local t = at(f)
-  if op == 'fleet' then
-    f.rph, f.cdns = A.rph, A.cooldown_ns
-    fsave(f, A.fleet_ttl_ms)
-  end
-  local tripped, w = f.tripped, f.w
-  if tripped and (t - f.since) * 1000 >= tonumber(f.cdns) then tripped, w = false, '' end
-  local flag = tripped and 1 or 0
-  local total, failing = fleetKeys('', false)
-  return {'tripped', flag, 'since', f.since, 'failing', failing, 'total', total, 'hour', #prune(w, t, HOUR) / 16,
-    'per_hour', tonumber(f.rph), 'cooldown_ns', tonumber(f.cdns), 'now', now}
 end
 
 -- stands is key (record r) as it stands, after flag and its value if any:
@@ -558,143 +317,382 @@ local function stands(key, r, flag, value)
   return out
 end
 
-if op == 'lookup' then
-  -- KEYS: record.
-  return stands(keyOf(K1), rdec(redis.call('GET', K1)))
-end
-
-if op == 'resume' or op == 'forget' then
-  -- KEYS: record, parked, held. Applied only at the version named (the
-  -- park's for a resume, the key's for a forget), else the key as it stands.
-  local key = keyOf(K1)
-  local r = rdec(redis.call('GET', K1))
-  local named = tonumber(A.version)
-  if (op == 'resume' and (not r.p or tonumber(r.p.version) ~= named)) or (op == 'forget' and version(key) ~= named) then
-    return stands(key, r, 'applied', 0)
+-- The state check. {p}:epoch names the deployment's state. A step whose
+-- epoch is not the deployment's (the server lost its state) changes nothing
+-- and fails with 'crashloop: state_lost EPOCH' (none if there is none): its
+-- Store adopts the epoch (making it by the operation epoch) and its
+-- Supervisor writes back the parks it knows. Then a step that judges and
+-- finds no configuration changes nothing and fails with 'crashloop:
+-- no_config': its Store writes it and sends the step again. The operation
+-- epoch returns the epoch (making it, fresh, if there is none); when it is
+-- the caller's but {p}:seq is below seen (a version the caller saw: the
+-- server lost acknowledged writes), it moves the deployment to a new epoch
+-- (the move, below). seen and floor (the highest version seen in the epochs
+-- before) raise {p}:seq: no version seen is given again.
+local function main(ks, av)
+  keys, argv, op, K1 = ks, av, av[1], ks[1]
+  tag = string.match(K1 or '', '^{[^}]*}:')
+  moving, C, FLEET, RECORD, now, nows = false, nil, nil, nil, nil, nil
+  local spec = SPEC[op]
+  if not spec then return redis.error_reply('crashloop: unknown operation ' .. tostring(op)) end
+  local n = #spec / 2
+  A = {epoch = argv[2]}
+  if #argv < n + 2 or (#argv > n + 2 and op ~= 'restore' and op ~= 'members') then
+    return redis.error_reply('crashloop: ' .. op .. ': ' .. (#argv - 1) .. ' arguments, want ' .. (n + 1))
   end
-  redis.call('DEL', K1)
-  redis.call('ZREM', KEYS[3], key)
-  local v = bump(key)
-  local out = {'applied', 1, 'version', tonumber(v)}
-  if r.p then
-    redis.call('SREM', KEYS[2], key)
-    notice(A.origin, key, false, v, op == 'forget' and 'F' or 'R')
-    out[5], out[6] = 'park', parkObject(key, r.p)
-  end
-  return out
-end
-
-if op == 'restore' then
-  -- KEYS: parked, then the record of each park. A park is written (with the
-  -- next version) only over a key not parked still at the version named.
-  if #ARGV - 4 ~= #KEYS - 1 then
-    return redis.error_reply('crashloop: restore: ' .. (#ARGV - 4) .. ' parks for ' .. (#KEYS - 1) .. ' keys')
-  end
-  local out = {}
-  for i = 2, #KEYS do
-    local rk = KEYS[i]
-    local key = keyOf(rk)
-    local r = rdec(redis.call('GET', rk))
-    local p = pdec(ARGV[i + 3])
-    local written = 0
-    if not r.p and version(key) == tonumber(p.version) then
-      p.version = bump(key)
-      -- announced by its writer: claimed by '', which no claimer sends
-      redis.call('SET', tag .. 'claim:' .. p.version, '', 'EX', CLAIM_TTL)
-      r.p = p
-      rsave(rk, r, 'keep')
-      redis.call('SADD', K1, key)
-      notice(A.origin, key, r.p)
-      written = 1
+  for i = 1, n do
+    local name, kind, v = spec[2 * i - 1], spec[2 * i], argv[i + 2]
+    if kind == 'n' then
+      v = tonumber(v)
+    elseif (kind == 'd' and not string.match(v, '^%d+$')) or
+      (kind == 't' and v ~= '' and not string.match(v, '^%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d$')) then
+      v = nil
     end
-    out[#out + 1] = stands(key, r, 'written', written)
+    if v == nil then
+      return redis.error_reply('crashloop: ' .. op .. ': argument ' .. name .. ': ' .. argv[i + 2] .. ' is not a ' ..
+        KINDS[kind])
+    end
+    A[name] = v
   end
-  return out
-end
-
-if moving then
-  -- The move: the server lost versions the caller saw. A new epoch, so that
-  -- every replica writes back its parks; {p}:seq above every version seen;
-  -- the keys' versions dropped (a write-back names 0); each park standing
-  -- takes a new version, claimed by nobody, published in the new epoch.
-  A.epoch = 'failover-' .. A.fresh
-  redis.call('SET', tag .. 'epoch', A.epoch)
-  redis.call('SET', tag .. 'seq', string.format('%d', math.max(tonumber(A.seen), tonumber(A.floor))))
-  redis.call('DEL', tag .. 'ver')
-  for _, key in ipairs(redis.call('SMEMBERS', tag .. 'parked')) do
-    local rk = tag .. 'k:' .. key
-    local r = rdec(redis.call('GET', rk))
-    if r.p then
-      r.p.version = bump(key)
-      -- announced when it was made: claimed, as a write-back is, by nobody
-      redis.call('SET', tag .. 'claim:' .. r.p.version, '', 'EX', CLAIM_TTL)
-      rsave(rk, r, 'keep')
-      notice('failover', key, r.p)
+  do
+    local judges, cur, cfg = op == 'judge' or op == 'proceed' or op == 'fleet'
+    if judges then -- with the fleet string and the record, read ahead (fload, judge, proceed)
+      local got = redis.call('MGET', tag .. 'epoch', keys[#keys], tag .. 'fleet', K1)
+      cur, cfg, FLEET, RECORD = got[1], got[2], got[3], got[4]
     else
-      redis.call('SREM', tag .. 'parked', key)
+      cur = redis.call('GET', tag .. 'epoch')
+    end
+    if op == 'epoch' then
+      if not cur then
+        cur = A.fresh
+        redis.call('SET', tag .. 'epoch', cur)
+      end
+      if cur ~= A.epoch then return {'epoch', cur} end
+      local seq = tonumber(redis.call('GET', tag .. 'seq') or '0')
+      if seq < tonumber(A.floor) then
+        seq = tonumber(A.floor)
+        redis.call('SET', tag .. 'seq', A.floor)
+      end
+      if seq >= tonumber(A.seen) then return {'epoch', cur} end
+      moving = true
+    elseif cur ~= A.epoch then
+      return redis.error_reply('crashloop: state_lost ' .. (cur or ''))
+    elseif judges then
+      if not cfg then return redis.error_reply('crashloop: no_config') end
+      C = readConfig(cfg)
+      if not C then return redis.error_reply('crashloop: ' .. op .. ': not a configuration of format 1') end
+    elseif op == 'config' then
+      if not readConfig(A.config) then return redis.error_reply('crashloop: config: not a configuration of format 1') end
+      redis.call('SET', K1, A.config)
+      return {'written', 1}
     end
   end
-  return {'epoch', A.epoch}
-end
 
-if op == 'claim' then
-  -- KEYS: the claim. The first to claim a transition wins it, and wins again
-  -- (a claim whose reply was lost is sent again); every other loses.
-  if A.replica == '' then return redis.error_reply('crashloop: claim: an empty replica') end
-  if tonumber(A.version) > tonumber(redis.call('GET', tag .. 'seq') or '0') then
-    -- a version the server never gave (lost with its claim): nobody wins
+  if A.now == '' then
+    local tm = redis.call('TIME') -- seconds (10 digits until 2286) and microseconds
+    nows = tm[1] .. string.sub('00000' .. tm[2], -6)
+    now = tonumber(nows)
+  elseif A.now then
+    now, nows = tonumber(A.now), A.now
+  end
+
+  if op == 'judge' then
+    -- keys: record, fleet, parked, held, configuration.
+    local ending = A.ending
+    if ending ~= 'clean' and ending ~= 'permanent' and ending ~= 'failed_start' and ending ~= 'crash' and
+      ending ~= 'planned' then
+      return redis.error_reply('crashloop: judge: argument ending: unknown ending ' .. ending)
+    end
+    local f, t, re = begin()
+    local healthy, inc = A.healthy == 1, A.incarnation
+    local r = rdec(RECORD == nil and redis.call('GET', K1) or RECORD)
+    local key = keyOf(K1)
+    local v = {re = re}
+    local wasHeld = r.held ~= 0
+    if not r.p then
+      if healthy or ending == 'clean' then
+        r.b = '' -- a healthy run, or one that finished its work, was a good start
+      end
+      if ending == 'clean' then
+        r.g = '' -- a clean run clears the fast guard
+      else
+        local reason, n
+        if ending == 'permanent' then
+          r.b = prune(r.b, t, C.budget_window_us)
+          reason, n = 'permanent_error', #r.b / 16
+        elseif ending == 'failed_start' then
+          r.b = prune(r.b, t, C.budget_window_us)
+          n = #r.b / 16
+          if n >= C.budget_max then reason = 'respawn_budget_exhausted' end
+        elseif ending == 'crash' and C.chain_max > 0 then
+          n = 0
+          if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= C.chain_gap_us then n = r.c.count end
+          if n >= C.chain_max then reason = 'needs_human' end
+        end
+        if not reason and C.guard_max > 0 then
+          r.g = prune(r.g, t, C.guard_window_us)
+          n = #r.g / 16
+          if n >= C.guard_max then reason = 'restart_loop_guard' end
+        end
+        if not reason and C.hourly_cap > 0 then
+          r.h = prune(r.h, t, HOUR)
+          n = #r.h / 16
+          if n >= C.hourly_cap then reason = 'hourly_restart_cap' end
+        end
+        if reason then
+          -- the park: no restart recorded; the fleet judges its fraction
+          r.p = {since = nows, attempts = string.format('%d', n), reason = reason, cause = A.cause, version = bump(key)}
+          r.held, r.rel = 0, false
+          v.newPark = 1
+          if C.fleet_per_hour > 0 then
+            local tm, tf = fleetKeys(key, true)
+            local total, fl = tm + 1, tf + 1
+            f.failing, f.total = fl, total
+            if fl >= C.min_failing and fl / total >= C.fraction then
+              if f.tripped then
+                f.since, f.sinces = t, f.ts -- extend the hold
+              else
+                f.w = prune(f.w, t, HOUR)
+                f.tripped, f.since, f.sinces = true, t, f.ts
+                f.reason = 'fleet_failing_fraction'
+                v.trip = change(f)
+              end
+            end
+          end
+          redis.call('SADD', keys[3], key)
+          notice(A.origin, key, r.p)
+        else
+          if ending == 'failed_start' then
+            r.b = r.b .. f.ts
+            v.attempt = #r.b / 16
+          elseif (ending == 'crash' or ending == 'planned') and C.chain_max > 0 then
+            local cn = 0
+            if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= C.chain_gap_us then cn = r.c.count end
+            if cn < C.chain_max then -- a full chain records nothing
+              if ending == 'crash' then
+                r.c = {last = f.ts, count = cn + 1, inc = inc}
+              else
+                r.c = false -- a planned restart ends the chain
+              end
+            end
+          end
+          if C.guard_max > 0 then r.g = push(r.g, f.ts, C.guard_max) end
+          if C.hourly_cap > 0 then r.h = push(r.h, f.ts, C.hourly_cap) end
+          r.n = r.n + 1
+          local rph = C.fleet_per_hour
+          if rph > 0 then
+            if not f.tripped then
+              f.w = push(prune(f.w, t, HOUR), f.ts, rph)
+              local hn = #f.w / 16
+              if hn >= rph then
+                f.tripped, f.since, f.sinces = true, t, f.ts
+                f.reason = 'fleet_restart_rate'
+                v.trip = change(f)
+              end
+            end
+            if f.tripped then -- held: not counted, released in order at the re-arm
+              f.holds = f.holds + 1
+              r.held, r.rel = f.holds, false
+              v.held, v.wait = 1, untilRearm(f, t)
+              redis.call('ZADD', keys[4], f.holds, key)
+              redis.call('PERSIST', keys[4])
+            end
+          end
+        end
+      end
+      if wasHeld and r.held == 0 then
+        redis.call('ZREM', keys[4], key)
+      end
+      rsave(K1, r, C.record_ttl_ms)
+    end
+    fsave(f, C.fleet_ttl_ms)
+    return verdict(key, r, v)
+  end
+
+  if op == 'proceed' then
+    -- keys: record, fleet, held, configuration (rules.proceed).
+    local f, t, re = begin()
+    fsave(f, C.fleet_ttl_ms)
+    local key = keyOf(K1)
+    local v = {re = re}
+    local rv = RECORD == nil and redis.call('GET', K1) or RECORD
+    local r = rdec(rv)
+    if not rv or r.p or r.held == 0 then return verdict(key, r, v) end
+    if C.fleet_per_hour > 0 and f.tripped then
+      v.held, v.wait = 1, untilRearm(f, t)
+      return verdict(key, r, v)
+    end
+    local left = 0
+    if r.rel then -- the release: the re-arm's time plus the restart's offset
+      left = (tonumber(r.rel.at) - t) * 1000 + tonumber(r.rel.off)
+    end
+    if left > 0 then
+      v.held, v.wait = 1, left
+    else
+      r.held, r.rel = 0, false
+      redis.call('ZREM', keys[3], key)
+      rsave(K1, r, 'keep')
+    end
+    return verdict(key, r, v)
+  end
+
+  if op == 'fleet' or op == 'fleet_read' then
+    -- keys: fleet (and the configuration for 'fleet', an opened Store's, which
+    -- raises the latest time and writes its limit; 'fleet_read' only reads).
+    -- The breaker at t as a re-arm (not made) would leave it.
+    local f = fload()
+    local t = at(f)
+    if op == 'fleet' then
+      f.rph, f.cdns = C.rph, C.cooldown_ns
+      fsave(f, C.fleet_ttl_ms)
+    end
+    local tripped, w = f.tripped, f.w
+    if tripped and (t - f.since) * 1000 >= tonumber(f.cdns) then tripped, w = false, '' end
+    local flag = tripped and 1 or 0
+    local total, failing = fleetKeys('', false)
+    return {'tripped', flag, 'since', f.since, 'failing', failing, 'total', total, 'hour', #prune(w, t, HOUR) / 16,
+      'per_hour', tonumber(f.rph), 'cooldown_ns', tonumber(f.cdns), 'now', now}
+  end
+
+  if op == 'lookup' then -- keys: record
+    return stands(keyOf(K1), rdec(redis.call('GET', K1)))
+  end
+
+  if op == 'resume' or op == 'forget' then
+    -- keys: record, parked, held. Applied only at the version named (the
+    -- park's for a resume, the key's for a forget), else the key as it stands.
+    local key = keyOf(K1)
+    local r = rdec(redis.call('GET', K1))
+    local named = tonumber(A.version)
+    if (op == 'resume' and (not r.p or tonumber(r.p.version) ~= named)) or (op == 'forget' and version(key) ~= named) then
+      return stands(key, r, 'applied', 0)
+    end
+    redis.call('DEL', K1)
+    redis.call('ZREM', keys[3], key)
+    local v = bump(key)
+    local out = {'applied', 1, 'version', tonumber(v)}
+    if r.p then
+      redis.call('SREM', keys[2], key)
+      notice(A.origin, key, false, v, op == 'forget' and 'F' or 'R')
+      out[5], out[6] = 'park', parkObject(key, r.p)
+    end
+    return out
+  end
+
+  if op == 'restore' then
+    -- keys: parked, then the record of each park. A park is written (with the
+    -- next version) only over a key not parked still at the version named.
+    if #argv - 4 ~= #keys - 1 then
+      return redis.error_reply('crashloop: restore: ' .. (#argv - 4) .. ' parks for ' .. (#keys - 1) .. ' keys')
+    end
+    local out = {}
+    for i = 2, #keys do
+      local rk = keys[i]
+      local key = keyOf(rk)
+      local r = rdec(redis.call('GET', rk))
+      local p = pdec(argv[i + 3])
+      local written = 0
+      if not r.p and version(key) == tonumber(p.version) then
+        p.version = bump(key)
+        -- announced by its writer: claimed by '', which no claimer sends
+        redis.call('SET', tag .. 'claim:' .. p.version, '', 'EX', CLAIM_TTL)
+        r.p = p
+        rsave(rk, r, 'keep')
+        redis.call('SADD', K1, key)
+        notice(A.origin, key, r.p)
+        written = 1
+      end
+      out[#out + 1] = stands(key, r, 'written', written)
+    end
+    return out
+  end
+
+  if moving then
+    -- The move: the server lost versions the caller saw. A new epoch, so that
+    -- every replica writes back its parks; {p}:seq above every version seen;
+    -- the keys' versions dropped (a write-back names 0); each park standing
+    -- takes a new version, claimed by nobody, published in the new epoch.
+    A.epoch = 'failover-' .. A.fresh
+    redis.call('SET', tag .. 'epoch', A.epoch)
+    redis.call('SET', tag .. 'seq', string.format('%d', math.max(tonumber(A.seen), tonumber(A.floor))))
+    redis.call('DEL', tag .. 'ver')
+    for _, key in ipairs(redis.call('SMEMBERS', tag .. 'parked')) do
+      local rk = tag .. 'k:' .. key
+      local r = rdec(redis.call('GET', rk))
+      if r.p then
+        r.p.version = bump(key)
+        -- announced when it was made: claimed, as a write-back is, by nobody
+        redis.call('SET', tag .. 'claim:' .. r.p.version, '', 'EX', CLAIM_TTL)
+        rsave(rk, r, 'keep')
+        notice('failover', key, r.p)
+      else
+        redis.call('SREM', tag .. 'parked', key)
+      end
+    end
+    return {'epoch', A.epoch}
+  end
+
+  if op == 'claim' then
+    -- keys: the claim. The first to claim a transition wins it, and wins again
+    -- (a claim whose reply was lost is sent again); every other loses.
+    if A.replica == '' then return redis.error_reply('crashloop: claim: an empty replica') end
+    if tonumber(A.version) > tonumber(redis.call('GET', tag .. 'seq') or '0') then
+      -- a version the server never gave (lost with its claim): nobody wins
+      return {'won', 0}
+    end
+    local holder = redis.call('GET', K1)
+    if not holder then
+      redis.call('SET', K1, A.replica, 'EX', CLAIM_TTL)
+      holder = A.replica
+    end
+    if holder == A.replica then return {'won', 1} end
     return {'won', 0}
   end
-  local holder = redis.call('GET', K1)
-  if not holder then
-    redis.call('SET', K1, A.replica, 'EX', CLAIM_TTL)
-    holder = A.replica
-  end
-  if holder == A.replica then return {'won', 1} end
-  return {'won', 0}
-end
 
-if op == 'parked' then
-  -- KEYS: parked.
-  local out = {}
-  for _, key in ipairs(redis.call('SMEMBERS', K1)) do
-    local r = rdec(redis.call('GET', tag .. 'k:' .. key))
-    if r.p then
-      out[#out + 1] = parkObject(key, r.p)
-    else
-      redis.call('SREM', K1, key)
+  if op == 'parked' then -- keys: parked
+    local out = {}
+    for _, key in ipairs(redis.call('SMEMBERS', K1)) do
+      local r = rdec(redis.call('GET', tag .. 'k:' .. key))
+      if r.p then
+        out[#out + 1] = parkObject(key, r.p)
+      else
+        redis.call('SREM', K1, key)
+      end
+    end
+    return out
+  end
+
+  -- op == 'members'. keys: the replica's members, replicas. With full the set
+  -- becomes the keys added; else they and the removed change it if it holds
+  -- expect keys (else the Store writes it whole). It expires ttl_ms after its
+  -- last write; {p}:replicas lists the replicas whose set holds keys.
+  local nadd = tonumber(A.nadd)
+  if nadd > #argv - 7 then
+    return redis.error_reply('crashloop: members: ' .. nadd .. ' keys added of ' .. (#argv - 7))
+  end
+  local n = redis.call('SCARD', K1)
+  if A.full == 1 then
+    redis.call('DEL', K1)
+  elseif n ~= A.expect then
+    return {'applied', 0, 'count', n}
+  end
+  for _, change in ipairs({{'SADD', 8, 7 + nadd}, {'SREM', 8 + nadd, #argv}}) do
+    for i = change[2], change[3], 1000 do -- unpack has a limit
+      redis.call(change[1], K1, unpack(argv, i, math.min(i + 999, change[3])))
     end
   end
-  return out
+  n = redis.call('SCARD', K1)
+  if n > 0 then
+    redis.call('PEXPIRE', K1, A.ttl_ms)
+    redis.call('SADD', keys[2], A.replica)
+    if redis.call('PTTL', keys[2]) < tonumber(A.ttl_ms) then
+      redis.call('PEXPIRE', keys[2], A.ttl_ms)
+    end
+  else
+    redis.call('SREM', keys[2], A.replica)
+  end
+  return {'applied', 1, 'count', n}
 end
 
--- op == 'members'. KEYS: the replica's members, replicas. With full the set
--- becomes the keys added; else they and the removed change it if it holds
--- expect keys (else the Store writes it whole). It expires ttl_ms after its
--- last write; {p}:replicas lists the replicas whose set holds keys.
-local nadd = tonumber(A.nadd)
-if nadd > #ARGV - 7 then
-  return redis.error_reply('crashloop: members: ' .. nadd .. ' keys added of ' .. (#ARGV - 7))
-end
-local n = redis.call('SCARD', K1)
-if A.full == 1 then
-  redis.call('DEL', K1)
-elseif n ~= A.expect then
-  return {'applied', 0, 'count', n}
-end
-for _, change in ipairs({{'SADD', 8, 7 + nadd}, {'SREM', 8 + nadd, #ARGV}}) do
-  for i = change[2], change[3], 1000 do -- unpack has a limit
-    redis.call(change[1], K1, unpack(ARGV, i, math.min(i + 999, change[3])))
-  end
-end
-n = redis.call('SCARD', K1)
-if n > 0 then
-  redis.call('PEXPIRE', K1, A.ttl_ms)
-  redis.call('SADD', KEYS[2], A.replica)
-  if redis.call('PTTL', KEYS[2]) < tonumber(A.ttl_ms) then
-    redis.call('PEXPIRE', KEYS[2], A.ttl_ms)
-  end
-else
-  redis.call('SREM', KEYS[2], A.replica)
-end
-return {'applied', 1, 'count', n}
+-- Run as a script; loaded as a library, script.go registers main (FCALL).
+if not redis.register_function then return main(KEYS, ARGV) end

@@ -433,6 +433,6 @@ func TestSupervisorsOnRedisCluster(t *testing.T) {
 
 	// The same step with keys outside the tag is refused by the node.
 	rdb := s.Client(nil)
-	err := script.Run(context.Background(), rdb, []string{"{a}:k:x", "{b}:fleet"}, "lookup").Err()
+	err := script.script.Run(context.Background(), rdb, []string{"{a}:k:x", "{b}:fleet"}, "lookup").Err()
 	require.ErrorContains(t, err, "CROSSSLOT")
 }

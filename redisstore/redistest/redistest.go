@@ -63,6 +63,7 @@ type config struct {
 	tls     *TLSFiles
 	member  bool   // a node of a cluster of several (StartCluster): no slots of its own at start
 	replica string // host:port of the master this server replicates (WithReplicaOf, StartSentinel)
+	nofunc  bool   // FCALL and FUNCTION renamed away (WithoutFunctions)
 	watch   string // host:port of the master this server watches as a sentinel (StartSentinel)
 }
 
@@ -93,6 +94,10 @@ func WithTCP() Option { return func(c *config) { c.tcp = true } }
 // WithTCP), which it syncs with at once; give it WithTCP too. The test
 // promotes it with REPLICAOF NO ONE.
 func WithReplicaOf(master *Server) Option { return func(c *config) { c.replica = master.addr } }
+
+// WithoutFunctions makes the server answer FCALL and FUNCTION as a server
+// before Redis 7.0 does, as unknown commands (rename-command to "").
+func WithoutFunctions() Option { return func(c *config) { c.nofunc = true } }
 
 // WithCluster runs the server as a Redis Cluster of one node that owns every
 // slot (cluster-enabled yes, CLUSTER ADDSLOTSRANGE 0 16383). Plain clients
@@ -248,6 +253,9 @@ func (s *Server) args() []string {
 	// A replica's first sync at once, not after the default 5s wait for
 	// more replicas.
 	a = append(a, "--repl-diskless-sync-delay", "0")
+	if s.cfg.nofunc {
+		a = append(a, "--rename-command", "FCALL", "", "--rename-command", "FUNCTION", "")
+	}
 	if s.cfg.replica != "" {
 		host, port, _ := net.SplitHostPort(s.cfg.replica)
 		a = append(a, "--replicaof", host, port)
