@@ -26,6 +26,10 @@ const (
 	// CauseMoved: the client is a plain one on a cluster node that does not
 	// own the deployment's slot (MOVED).
 	CauseMoved = "moved"
+	// CauseFormat: the deployment holds a record written by a build of
+	// redisstore of another record format: replicas of two such builds
+	// must not share a deployment (prefix).
+	CauseFormat = "format"
 )
 
 // checkEvery is how often an open Store checks the server's configuration
@@ -90,6 +94,9 @@ func (s *Store) classify(err error) error {
 		return mis(CausePermission, s.permissions())
 	case redis.IsOOMError(err):
 		return mis(CauseOOM, "the server is at its maxmemory and refuses writes: raise maxmemory (the store's keys must never be evicted)")
+	}
+	if strings.Contains(err.Error(), "crashloop: record_format") {
+		return mis(CauseFormat, "a record of the deployment was written by a build of redisstore of another record format: give this build its own prefix, or delete the deployment's keys {prefix}:k:*")
 	}
 	if _, ok := redis.IsMovedError(err); ok {
 		return mis(CauseMoved, "the server is a Redis Cluster node that does not own the deployment's slot: use a cluster client (NewClient makes one for a cluster)")

@@ -211,3 +211,25 @@ func TestClassify(t *testing.T) {
 	require.Equal(t, refused, st.classify(refused))
 	require.NoError(t, st.classify(nil))
 }
+
+// A record of the text format of the build before the packed one (a
+// replica of an older build on the same prefix) fails the step loudly, as
+// store.misconfigured with cause "format", and is never misread: the
+// replica decides alone, and the record stays as it was.
+func TestRecordOfAnotherFormat(t *testing.T) {
+	s := redistest.Start(t)
+	admin := testClient(t, s)
+	ctx := context.Background()
+	r, _ := misconfigured(t, s, nil)
+	old := "3,0,2,0,0,0,0,0;17961829000000001796182900500000" // restarts 3, two respawns: the text header
+	rk := r.store.keys.record("k")
+	require.NoError(t, admin.Set(ctx, rk, old, 0).Err())
+
+	d := r.sup.Decide(ctx, "k", crashloop.RunResult{Err: errors.New("exit 1")})
+	require.Equal(t, crashloop.ActionRestart, d.Action, "decided alone: one respawn of a fresh budget")
+	onlyMisconfigured(t, r, CauseFormat)
+	require.ErrorContains(t, r.evs.of(crashloop.EventStoreMisconfigured)[0].LastError, "crashloop: record_format")
+	got, err := admin.Get(ctx, rk).Result()
+	require.NoError(t, err)
+	require.Equal(t, old, got, "the record is not rewritten")
+}

@@ -114,19 +114,20 @@ local function version(key)
   return tonumber(redis.call('HGET', tag .. 'ver', key) or '0')
 end
 
--- A record (rdec, renc): a header of 8 big-endian 4-byte numbers (REC):
--- restarts, held, nb, ng, nh, lc, lp, lr; then the budget's window (nb
--- times), the guard's (ng), the hourly cap's (nh), the chain (lc bytes: its
--- newest rescue's time, its length, ':', the incarnation), the park (lp
--- bytes) and the release of a held restart (lr bytes: the re-arm's time,
--- then the offset in ns). held: the order the key was held in by the
--- breaker, 0 when it is not held. (One unpack and one pack: no number
--- parsed or printed.)
-local REC = '>I4I4I4I4I4I4I4I4'
+-- A record (rdec, renc): its format (2: another fails the step, crashloop:
+-- record_format) and 8 big-endian 4-byte numbers (REC): restarts, held, nb,
+-- ng, nh, lc, lp, lr; then the budget's window (nb times), the guard's
+-- (ng), the hourly cap's (nh), the chain (lc bytes: its newest rescue's
+-- time, its length, ':', the incarnation), the park (lp bytes) and the
+-- release of a held restart (lr bytes: the re-arm's time, then the offset
+-- in ns). held: the order the key was held in by the breaker, 0 when it is
+-- not held. (One unpack and one pack: no number parsed or printed.)
+local REC = '>BI4I4I4I4I4I4I4I4'
 local function rdec(v)
   local r = {n = 0, held = 0, b = '', g = '', h = '', c = false, p = false, rel = false}
   if not v then return r end
-  local n, held, nb, ng, nh, lc, lp, lr, i = struct.unpack(REC, v)
+  if string.byte(v, 1) ~= 2 or #v < 33 then error(redis.error_reply('crashloop: record_format')) end
+  local _, n, held, nb, ng, nh, lc, lp, lr, i = struct.unpack(REC, v)
   r.n, r.held, nb, ng, nh = n, held, nb * 16, ng * 16, nh * 16
   r.b, r.g, r.h = string.sub(v, i, i + nb - 1), string.sub(v, i + nb, i + nb + ng - 1),
     string.sub(v, i + nb + ng, i + nb + ng + nh - 1)
@@ -147,7 +148,7 @@ local function renc(r)
   if r.c then c = r.c.last .. r.c.count .. ':' .. r.c.inc end
   if r.p then p = penc(r.p) end
   if r.rel then rel = r.rel.at .. r.rel.off end
-  return struct.pack(REC, r.n, r.held, #r.b / 16, #r.g / 16, #r.h / 16, #c, #p, #rel) .. r.b .. r.g .. r.h .. c .. p .. rel
+  return struct.pack(REC, 2, r.n, r.held, #r.b / 16, #r.g / 16, #r.h / 16, #c, #p, #rel) .. r.b .. r.g .. r.h .. c .. p .. rel
 end
 
 -- rsave writes record r to key: a park never expires, else ttl ms from now
