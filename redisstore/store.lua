@@ -1,25 +1,19 @@
--- crashloop's share.Ledger on Redis: every method of a Store is one call of
--- main, one atomic step. Its specification is the library's composed
--- judgment, rules.judge (judge.go: judge, park, rearm, proceed; fleet.go),
--- as share.MemoryLedger runs it: share/ledgertest's differential runs hold
--- the two equal, in both time modes (the server's clock and ClientTime).
--- The steps that judge call main as a function (FCALL: the file is loaded
--- once as a library, its tables and closures made once); the others, and
--- every step on a server without functions, run the file (EVALSHA).
---
--- Call: argv[1] names the operation, argv[2] is the deployment's epoch as the
--- Store knows it, then the operation's own arguments in order (SPEC). keys
--- share the deployment's hash tag {p} (legal on Redis Cluster). Reply:
--- name/value pairs in a flat array, which store.go reads by name, refusing
--- another shape. docs/redis.md lists the keys, operations and replies.
---
--- Numbers: doubles, exact below 2^53. Times: integer microseconds since 1970
--- in 16 digits; now is '' for the server's clock (TIME). The deployment keeps
--- one latest time, in {p}:fleet: an earlier time is read as it. Windows and
--- gaps are whole microseconds rounded down, the cooldown rounded up (and in
--- nanoseconds too). Every key expires its TTL after its last write, but a
--- parked record, the epoch, {p}:seq, {p}:ver, the configurations, and while
--- the breaker is tripped {p}:fleet and {p}:held.
+-- crashloop's share.Ledger on Redis: each Store method is one call of main,
+-- one atomic step. Its specification is rules.judge (judge.go, fleet.go) as
+-- share.MemoryLedger runs it: share/ledgertest's differential runs hold the
+-- two equal in both time modes (the server's clock and ClientTime). Judging
+-- steps FCALL main (the file loaded once as a library); the others, and all
+-- steps on a server without functions, run the file (EVALSHA).
+-- Call: argv[1] the operation, argv[2] the epoch the Store knows, then the
+-- op's arguments (SPEC); keys share the hash tag {p}. Reply: name/value
+-- pairs, which store.go reads by name. docs/redis.md lists keys, operations
+-- and replies. Numbers are doubles, exact below 2^53; times are integer
+-- microseconds since 1970 in 16 digits, now '' the server's TIME. The
+-- deployment keeps one latest time, in {p}:fleet: an earlier time reads as
+-- it. Windows and gaps round down to whole microseconds, the cooldown up.
+-- Keys expire their TTL after their last write, but a parked record, the
+-- epoch, {p}:seq, {p}:ver, the configurations, and, while the breaker is
+-- tripped, {p}:fleet and {p}:held.
 
 local HOUR = 3600000000 -- the fleet's rolling hour, in microseconds
 local CLAIM_TTL = 86400 -- how long a claim is kept, in seconds: a day
@@ -184,11 +178,10 @@ local function notice(origin, key, p, v, kind)
 end
 
 -- The fleet string (fload, fsave): the latest time (16 digits), '1' if the
--- breaker is tripped (else '0'), the trip's or its latest extension's time,
--- 'rph,cooldown_ns,' last written (an operator's status reads them),
--- 'holds,failing,total,', the reason, '\n', and the rolling hour's restarts.
-local function fload()
-  local v = FLEET
+-- breaker is tripped (else '0'), the trip's or its last extension's time,
+-- 'rph,cooldown_ns,holds,failing,total,', the reason, '\n', and the hour.
+local function fload(v)
+  v = v or FLEET
   if v == nil then v = redis.call('GET', tag .. 'fleet') end
   if not v then
     return {t = 0, ts = ZERO, tripped = false, since = 0, sinces = ZERO, holds = '0', failing = '0', total = '0',
@@ -201,10 +194,18 @@ local function fload()
     reason = reason, w = w}
 end
 
+-- full reads the fields of f.mid, the middle of an untripped string.
+local function full(f)
+  if not f.mid then return end
+  local g = fload(f.ts .. f.mid .. f.w)
+  for k, v in pairs(g) do f[k] = v end
+  f.mid = nil
+end
+
 -- fsave writes the fleet string: no expiry while tripped, else ttl ms.
 local function fsave(f, ttl)
-  local v = f.ts .. (f.rest or ((f.tripped and '1' or '0') .. f.sinces .. f.rph .. ',' .. f.cdns .. ',' .. f.holds ..
-    ',' .. f.failing .. ',' .. f.total .. ',' .. f.reason .. '\n' .. f.w))
+  local v = f.ts .. (f.mid and f.mid .. f.w or ((f.tripped and '1' or '0') .. f.sinces .. f.rph .. ',' .. f.cdns ..
+    ',' .. f.holds .. ',' .. f.failing .. ',' .. f.total .. ',' .. f.reason .. '\n' .. f.w))
   if f.tripped then
     redis.call('SET', tag .. 'fleet', v)
   else
@@ -255,14 +256,15 @@ local function untilRearm(f, t)
   return math.max(1, tonumber(C.cooldown_ns) - (t - f.since) * 1000)
 end
 
--- begin starts a judge or proceed step: the fleet string (with the
--- configuration), the step's time, and the re-arm it made (or false). With
--- the breaker off on a string of none (OFF: untripped, since 0, limit and
--- cooldown 0) only the latest time changes: f.rest, the rest, is kept.
-local OFF = '0' .. ZERO .. '0,0,'
+-- begin starts a judge or proceed step: the fleet string, the step's time
+-- and the re-arm it made (or false). On an untripped string of this limit,
+-- a judge keeps f.mid unread until a park or a trip needs it (full).
 local function begin()
-  if C.fleet_per_hour == 0 and FLEET and string.sub(FLEET, 17, 37) == OFF then
-    local f = {ts = string.sub(FLEET, 1, 16), rest = string.sub(FLEET, 17)}
+  local lim = C.rph .. ',' .. C.cooldown_ns .. ','
+  if FLEET and string.byte(FLEET, 17) == 48 and (op == 'judge' or C.fleet_per_hour == 0) and
+    string.sub(FLEET, 34, 33 + #lim) == lim then
+    local nl = string.find(FLEET, '\n', 34, true)
+    local f = {ts = string.sub(FLEET, 1, 16), mid = string.sub(FLEET, 17, nl), w = string.sub(FLEET, nl + 1)}
     f.t = tonumber(f.ts)
     return f, at(f), false
   end
@@ -318,18 +320,15 @@ local function stands(key, r, flag, value)
   return out
 end
 
--- The state check. {p}:epoch names the deployment's state. A step whose
--- epoch is not the deployment's (the server lost its state) changes nothing
--- and fails with 'crashloop: state_lost EPOCH' (none if there is none): its
--- Store adopts the epoch (making it by the operation epoch) and its
--- Supervisor writes back the parks it knows. Then a step that judges and
--- finds no configuration changes nothing and fails with 'crashloop:
--- no_config': its Store writes it and sends the step again. The operation
--- epoch returns the epoch (making it, fresh, if there is none); when it is
--- the caller's but {p}:seq is below seen (a version the caller saw: the
--- server lost acknowledged writes), it moves the deployment to a new epoch
--- (the move, below). seen and floor (the highest version seen in the epochs
--- before) raise {p}:seq: no version seen is given again.
+-- The state check. {p}:epoch names the deployment's state. A step of another
+-- epoch (the server lost its state) fails, changing nothing, with
+-- 'crashloop: state_lost EPOCH': its Store adopts the epoch and its
+-- Supervisor writes back the parks it knows. A judging step that finds no
+-- configuration fails with 'crashloop: no_config': its Store writes it and
+-- sends the step again. The op epoch returns the epoch (making it if there
+-- is none), and moves the deployment to a new one when {p}:seq is below
+-- seen (the server lost acknowledged writes); seen and floor raise {p}:seq:
+-- no version seen is given again.
 local function main(ks, av)
   keys, argv, op, K1 = ks, av, av[1], ks[1]
   tag = string.match(K1 or '', '^{[^}]*}:')
@@ -446,6 +445,7 @@ local function main(ks, av)
           r.held, r.rel = 0, false
           v.newPark = 1
           if C.fleet_per_hour > 0 then
+            full(f)
             local tm, tf = fleetKeys(key, true)
             local total, fl = tm + 1, tf + 1
             f.failing, f.total = fl, total
@@ -486,6 +486,7 @@ local function main(ks, av)
               f.w = push(prune(f.w, t, HOUR), f.ts, rph)
               local hn = #f.w / 16
               if hn >= rph then
+                full(f)
                 f.tripped, f.since, f.sinces = true, t, f.ts
                 f.reason = 'fleet_restart_rate'
                 v.trip = change(f)
