@@ -30,7 +30,7 @@ var (
 )
 
 // Reason codes: the stable value of Event.Reason, of the reason of every
-// log line, of ParkedError.Reason, KeyStatus.Reason and FleetChange.Reason.
+// log line, of ParkedError.Reason and KeyStatus.Reason.
 // A code never carries numbers; docs/monitoring.md tells which event
 // carries each, and the codes of the crashloop command's own lines.
 const (

@@ -119,25 +119,14 @@ func (f *fleetState) trip(t int64, reason string) {
 	f.tripped, f.since, f.reason = true, t, reason
 }
 
-// FleetChange is a change of the fleet breaker, a trip or a re-arm, with
-// what the event announcing it carries: the verdict of a Ledger's step
-// holds the ones it made. It is a plain value, safe to copy; its zero value
-// is a change with no reason and no counts.
-type FleetChange struct {
-	Reason   string // why the breaker tripped: ReasonFleetRestartRate or ReasonFleetFailingFraction
-	Restarts int    // restarts in the rolling hour
-	Failing  int    // failing members, as noted
-	Total    int    // members, as noted
-}
-
-// change is the FleetChange of the breaker as it stands.
-func (f *fleetState) change() *FleetChange {
-	return &FleetChange{Reason: f.reason, Restarts: f.hour.len(), Failing: f.failing, Total: f.total}
+// change is the fleetChange of the breaker as it stands.
+func (f *fleetState) change() *fleetChange {
+	return &fleetChange{Reason: f.reason, Restarts: f.hour.len(), Failing: f.failing, Total: f.total}
 }
 
 // event is the fleet event of kind announcing ch for the breaker called
 // name.
-func (c FleetConfig) event(kind EventKind, name string, now time.Time, ch *FleetChange) Event {
+func (c FleetConfig) event(kind EventKind, name string, now time.Time, ch *fleetChange) Event {
 	return Event{Kind: kind, Key: name, Time: now, Reason: ch.Reason, Attempts: ch.Restarts,
 		Limit: c.RestartsPerHour, Window: c.Cooldown, Failing: ch.Failing, Total: ch.Total}
 }
@@ -208,7 +197,7 @@ func (p *FleetSupervisionPolicy) Config() FleetConfig { return p.cfg }
 // lockAt locks the policy, re-arms the breaker if its cooldown has ended at
 // now, and returns the time the call uses, with the re-arm (nil if it did
 // not re-arm; taken before the call changes anything else).
-func (p *FleetSupervisionPolicy) lockAt(now time.Time) (int64, *FleetChange) {
+func (p *FleetSupervisionPolicy) lockAt(now time.Time) (int64, *fleetChange) {
 	off := p.tb.off(now)
 	p.mu.Lock()
 	t := p.tb.at(off)
@@ -220,7 +209,7 @@ func (p *FleetSupervisionPolicy) lockAt(now time.Time) (int64, *FleetChange) {
 
 // unlock releases the lock and publishes the re-arm and, if tripped, the
 // trip of the call, in that order.
-func (p *FleetSupervisionPolicy) unlock(now time.Time, rearmed *FleetChange, tripped bool) {
+func (p *FleetSupervisionPolicy) unlock(now time.Time, rearmed *fleetChange, tripped bool) {
 	var evs events
 	if rearmed != nil {
 		evs.add(p.cfg.event(EventFleetRearmed, p.o.name, now, rearmed))

@@ -162,7 +162,7 @@ func (ru *rules) untilRearm(f *fleetState, t int64) time.Duration {
 // the release itself can never trip the breaker again; a released key that
 // fails again is a new restart and counts. each must call its argument with
 // the guard state of every key. It returns the re-arm, or nil.
-func (ru *rules) rearm(fb *fleetBook, t int64, each func(func(*keyGuards))) *FleetChange {
+func (ru *rules) rearm(fb *fleetBook, t int64, each func(func(*keyGuards))) *fleetChange {
 	if ru.fleet == nil || !ru.fleet.rearm(&fb.f, t) {
 		return nil
 	}

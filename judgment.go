@@ -11,7 +11,10 @@ import (
 // package share): a seam.Judgment in, how a run ended, and a verdict out.
 
 // verdict is what the composed judgment decided and committed.
-type verdict = seam.Verdict[*ParkedError, *FleetChange]
+type verdict = seam.Verdict[*ParkedError, *fleetChange]
+
+// fleetChange is a trip or a re-arm of the fleet breaker (share.FleetChange).
+type fleetChange = seam.FleetChange
 
 func init() {
 	seam.NewGuards = func(cfg any) (any, error) { return newGuards(cfg.(SupervisorConfig)) }
@@ -46,7 +49,7 @@ func newGuards(cfg SupervisorConfig) (*guards, error) {
 func (g *guards) at(now time.Time) int64 { return g.tb.at(g.tb.off(now)) }
 
 // rearm re-arms the fleet breaker if its cooldown has ended at t.
-func (g *guards) rearm(t int64) *FleetChange {
+func (g *guards) rearm(t int64) *fleetChange {
 	return g.rules.rearm(&g.book, t, func(f func(*keyGuards)) {
 		for _, k := range g.keys {
 			f(k)

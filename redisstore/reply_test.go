@@ -59,8 +59,8 @@ func TestReadVerdict(t *testing.T) {
 		Since: time.UnixMicro(999_999), Version: 5}, v.Park)
 	v.Park = nil
 	require.Equal(t, share.Verdict{Now: time.UnixMicro(1_000_000), NewPark: true, Restarts: 3,
-		Tripped: &crashloop.FleetChange{Reason: "fleet_failing_fraction", Restarts: 4, Failing: 2, Total: 3},
-		Rearmed: &crashloop.FleetChange{Reason: "fleet_restart_rate", Restarts: 8, Total: 1}}, v)
+		Tripped: &share.FleetChange{Reason: "fleet_failing_fraction", Restarts: 4, Failing: 2, Total: 3},
+		Rearmed: &share.FleetChange{Reason: "fleet_restart_rate", Restarts: 8, Total: 1}}, v)
 
 	// The time of a client-time call is kept as given; the optional fields
 	// may be left out.

@@ -493,19 +493,19 @@ func readPark(v any, key string) (*crashloop.ParkedError, error) {
 
 // readChange reads a FleetChange object (reason, restarts, failing,
 // total).
-func readChange(v any) (*crashloop.FleetChange, error) {
+func readChange(v any) (*share.FleetChange, error) {
 	o, err := readObject(v, "reason", "restarts", "failing", "total")
 	if err != nil {
 		return nil, err
 	}
 	f := fields{o: o}
-	c := &crashloop.FleetChange{Reason: f.str("reason"), Restarts: int(f.int("restarts")), Failing: int(f.int("failing")),
+	c := &share.FleetChange{Reason: f.str("reason"), Restarts: int(f.int("restarts")), Failing: int(f.int("failing")),
 		Total: int(f.int("total"))}
 	return c, f.err
 }
 
 // readChangeField reads the FleetChange in field name of o, if any.
-func readChangeField(o object, name string) (*crashloop.FleetChange, error) {
+func readChangeField(o object, name string) (*share.FleetChange, error) {
 	v, ok := o.get(name)
 	if !ok {
 		return nil, nil

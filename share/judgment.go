@@ -34,7 +34,12 @@ const (
 // respawn's Attempt, the key's Restarts, whether the fleet breaker Held
 // the restart and for how long (Wait), and the breaker's trip or re-arm
 // the step made (Tripped, Rearmed). Its zero value is a restart at once.
-type Verdict = seam.Verdict[*crashloop.ParkedError, *crashloop.FleetChange]
+type Verdict = seam.Verdict[*crashloop.ParkedError, *FleetChange]
+
+// FleetChange is a trip or a re-arm of the fleet breaker that a step made:
+// its reason, the restarts in the rolling hour, and the failing and total
+// members as noted.
+type FleetChange = seam.FleetChange
 
 // guards is the composed judgment over many keys, the one a Supervisor
 // makes, without its records or events: the state a MemoryLedger keeps.

@@ -96,6 +96,17 @@ type Verdict[P, F any] struct {
 	Rearmed F
 }
 
+// FleetChange is a change of the fleet breaker, a trip or a re-arm, with
+// what the event announcing it carries: a Verdict holds the ones its step
+// made. It is a plain value, safe to copy; its zero value
+// is a change with no reason and no counts.
+type FleetChange struct {
+	Reason   string // why the breaker tripped: fleet_restart_rate or fleet_failing_fraction
+	Restarts int    // restarts in the rolling hour
+	Failing  int    // failing members, as noted
+	Total    int    // members, as noted
+}
+
 // NewGuards is set by package crashloop: it returns the composed judgment
 // over many keys for a crashloop.SupervisorConfig (see share.MemoryLedger),
 // or the config's error.

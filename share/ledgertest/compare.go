@@ -312,7 +312,7 @@ func parks(pes []*crashloop.ParkedError) string {
 	return "[" + strings.Join(out, " ") + "]"
 }
 
-func change(c *crashloop.FleetChange) string {
+func change(c *share.FleetChange) string {
 	if c == nil {
 		return "-"
 	}
