@@ -7,9 +7,10 @@
 //	sup, err := crashloop.NewSupervisor(cfg, crashloop.WithSharing(layer))
 //
 // A Ledger keeps the state; each of its methods is one atomic step. The
-// composed judgment is crashloop.Guards: MemoryLedger keeps one for the
-// replicas of one process, and is the reference that package ledgertest
-// holds every other ledger to.
+// composed judgment is the Supervisor's own (a Judgment in, a Verdict
+// out): MemoryLedger keeps it over the keys of the replicas of one
+// process, and is the reference that package ledgertest holds every other
+// ledger to.
 //
 // The protocol, told once:
 //
