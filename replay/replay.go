@@ -353,10 +353,19 @@ func (c *candidate) healthy(k *keyState, end time.Time) (bool, time.Time) {
 	return false, time.Time{}
 }
 
-// exitError is the failure a replayed run returns.
-type exitError struct{ cause string }
+// exitError is the failure a replayed run returns. Its ExitCode is the
+// record's status (128+N for signal N; -1 unknown), so that the
+// configuration's exit rules match it by status; a rule by signal name
+// matches no replayed run.
+type exitError struct {
+	cause string
+	code  int
+}
 
 func (e *exitError) Error() string { return e.cause }
+
+// ExitCode returns the run's status as the history tells it, -1 unknown.
+func (e *exitError) ExitCode() int { return e.code }
 
 // errOf is the error a run that ended with rec returns to c's Supervisor.
 func (c *candidate) errOf(rec Record) error {
@@ -367,7 +376,7 @@ func (c *candidate) errOf(rec Record) error {
 	if cause == "" {
 		cause = "failed"
 	}
-	err := error(&exitError{cause: cause})
+	err := error(&exitError{cause: cause, code: rec.Code})
 	if rec.Permanent || (rec.Code >= 0 && c.perm[rec.Code]) {
 		return crashloop.Permanent(err)
 	}

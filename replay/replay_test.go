@@ -136,3 +136,33 @@ func TestReplayerJudgesRecordsBuiltByHand(t *testing.T) {
 	assert.Equal(t, 1, byHand[0].Totals.Parks)
 	assert.Equal(t, 1, byHand[0].Totals.Spared)
 }
+
+// TestReplayExitRules: a configuration's exit rules judge the replayed
+// runs by the status the history tells: a park rule parks on the first
+// run that exits 78 (reason permanent_error), a planned rule restarts at
+// once and spends no budget; a rule by signal name matches no replayed
+// run (the history tells 128+N, not the signal's name).
+func TestReplayExitRules(t *testing.T) {
+	t.Parallel()
+	h := `1714557600,k,start
+1714557601,k,exit,3
+1714557601,k,start
+1714557602,k,exit,78
+1714557603,k,start
+1714557604,k,exit,137
+`
+	park := crashloop.DefaultSupervisorConfig()
+	park.ExitRules = []crashloop.ExitRule{"78=park"}
+	planned := crashloop.DefaultSupervisorConfig()
+	planned.ExitRules = []crashloop.ExitRule{"3,78=planned", "SIGKILL=park"}
+	_, got := decisions(t, h, []replay.Candidate{{Config: park}, {Config: planned}}, replay.Options{})
+	assert.Equal(t, []string{
+		"k 1s restart 500ms agent.respawn_scheduled",
+		"k 2s stop 0s agent.startup_exhausted",
+	}, got[0])
+	assert.Equal(t, []string{
+		"k 1s restart 0s agent.restart_scheduled",
+		"k 2s restart 0s agent.restart_scheduled",
+		"k 4s restart 500ms agent.respawn_scheduled",
+	}, got[1])
+}

@@ -192,7 +192,7 @@ func TestPlanErrors(t *testing.T) {
 		{[]string{"plan", "--config=" + file}, file + ": budget.window: must be > 0 (got -1s)"},
 		{[]string{"plan", "x"}, `plan takes no arguments, got "x"`},
 		{[]string{"plan", "--on-exit=3"}, `--on-exit: "3" must be MATCH=ACTION, such as 78=park or SIGKILL=stop`},
-		{[]string{"simulate", "--on-exit=3=park"}, "unknown flag --on-exit (see crashloop --help)"},
+		{[]string{"simulate", "--on-exit=3"}, `--on-exit: "3" must be MATCH=ACTION, such as 78=park or SIGKILL=stop`},
 	} {
 		r := runCL(t, c.args...)
 		assert.Equal(t, exitUsage, r.code, c.args)

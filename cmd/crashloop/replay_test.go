@@ -58,6 +58,8 @@ func TestReplayReproducesItsOwnLog(t *testing.T) {
 		{"budget", []string{"--max-respawns=3"}, []string{"exit=1"}, exitParked, 4, 3, 1, 0, "respawn_budget_exhausted"},
 		{"chain", []string{"--healthy-after=0", "--chain-max=3"}, []string{"notify=READY=1", "exit=1"}, exitParked, 4, 3, 0, 1, "needs_human"},
 		{"permanent", []string{"--permanent-exit-codes=3"}, []string{"exit=3"}, exitParked, 1, 0, 1, 0, "permanent_error"},
+		{"exit rule", []string{"--on-exit=3=park"}, []string{"exit=3"}, exitParked, 1, 0, 1, 0, "permanent_error"},
+		{"planned rule", []string{"--on-exit=2=planned", "--guard=2/10s", "--max-respawns=5"}, []string{"exit=2"}, exitParked, 3, 2, 1, 0, "restart_loop_guard"},
 		{"guard", []string{"--guard=2/10s", "--max-respawns=5"}, []string{"exit=1"}, exitParked, 3, 2, 1, 0, "restart_loop_guard"},
 		{"signal", []string{"--max-respawns=1", "--backoff=exponential"}, []string{"kill=TERM", "hang"}, exitParked, 2, 1, 1, 0, "respawn_budget_exhausted"},
 		{"hourly", []string{"--hourly-cap=2", "--max-respawns=4"}, []string{"exit=2"}, exitParked, 3, 2, 1, 0, "hourly_restart_cap"},

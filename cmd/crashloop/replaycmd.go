@@ -65,7 +65,7 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 func policyFlags() []string {
 	var names []string
 	for _, name := range helpSections[0].flags {
-		if name != "config" && name != "on-exit" { // replay and simulate judge no exit statuses
+		if name != "config" {
 			names = append(names, name)
 		}
 	}
