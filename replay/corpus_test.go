@@ -1,7 +1,6 @@
 package replay_test
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,19 +22,9 @@ import (
 // readFile reads every record of a file of testdata/real.
 func readFile(t *testing.T, name string) ([]replay.Record, *replay.Reader) {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "real", name))
+	data, err := os.ReadFile(filepath.Join("testdata", "real", name))
 	require.NoError(t, err)
-	defer f.Close()
-	r := replay.NewReader(f, name, replay.FormatAuto)
-	var recs []replay.Record
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return recs, r
-		}
-		require.NoError(t, err)
-		recs = append(recs, rec)
-	}
+	return readAll(t, string(data), replay.FormatAuto)
 }
 
 // replayFile replays a file of testdata/real under crashloop's defaults
@@ -224,16 +213,7 @@ func TestKlogLineAmidAnExporterStream(t *testing.T) {
 	lines := strings.SplitAfter(string(data), "\n")
 	require.True(t, strings.HasPrefix(lines[1], "I0519 "), "line 2 is a klog line")
 	moved := strings.Join(slices.Concat(lines[:1], lines[2:12], lines[1:2], lines[12:]), "")
-	r := replay.NewReader(strings.NewReader(moved), "moved.jsonl", replay.FormatAuto)
-	var recs []replay.Record
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		recs = append(recs, rec)
-	}
+	recs, r := readAll(t, moved, replay.FormatAuto)
 	runs := 0
 	for _, rec := range recs {
 		if rec.Event == replay.Start {
