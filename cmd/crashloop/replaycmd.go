@@ -151,19 +151,10 @@ func replayCmd(args []string, stdout io.Writer) error {
 	fs.String(&svg, "svg", "", "")
 	fs.Int(&svgRows, "svg-rows", 40, "")
 	fs.Bool(&asJSON, "json", false, "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, replayHelp)
-			return nil
-		}
-		return flagError(fs.FlagSet, args, err)
-	}
-	f, err := replay.ParseFormat(format)
+	f, help, err := parseHistories(fs, args, stdout, replayHelp, "replay", &format)
 	switch {
-	case err != nil:
-		return badValue("format", format, "is not auto, journald, kubernetes, docker, crashloop, csv or jsonl")
-	case fs.NArg() == 0:
-		return usagef("replay needs a HISTORY file (or - for standard input)")
+	case help || err != nil:
+		return err
 	case horizon <= 0:
 		return usagef("--horizon: must be > 0")
 	case reorder <= 0:
@@ -224,4 +215,25 @@ func writeSVG(path string, tl *replay.Timeline, res *replay.Result, rows int) er
 		return fail(exitError, "--svg %s: %v", path, err)
 	}
 	return nil
+}
+
+// parseHistories parses the flags of replay or tune (cmd), printing help
+// on --help (help true), and returns the --format parsed into format, or
+// an error for a bad one or no HISTORY argument.
+func parseHistories(fs *flagSet, args []string, stdout io.Writer, helpText, cmd string, format *string) (replay.Format, bool, error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, helpText)
+			return 0, true, nil
+		}
+		return 0, false, flagError(fs.FlagSet, args, err)
+	}
+	f, err := replay.ParseFormat(*format)
+	switch {
+	case err != nil:
+		return 0, false, badValue("format", *format, "is not auto, journald, kubernetes, docker, crashloop, csv or jsonl")
+	case fs.NArg() == 0:
+		return 0, false, usagef("%s needs a HISTORY file (or - for standard input)", cmd)
+	}
+	return f, false, nil
 }

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -80,19 +79,10 @@ func tuneCmd(args []string, stdout, stderr io.Writer) error {
 	fs.Duration(&sound, "sound-run", replay.DefaultSoundRun, "")
 	fs.Duration(&reorder, "reorder", time.Minute, "")
 	fs.Bool(&asJSON, "json", false, "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, tuneHelp)
-			return nil
-		}
-		return flagError(fs.FlagSet, args, err)
-	}
-	f, err := replay.ParseFormat(format)
+	f, help, err := parseHistories(fs, args, stdout, tuneHelp, "tune", &format)
 	switch {
-	case err != nil:
-		return badValue("format", format, "is not auto, journald, kubernetes, docker, crashloop, csv or jsonl")
-	case fs.NArg() == 0:
-		return usagef("tune needs a HISTORY file (or - for standard input)")
+	case help || err != nil:
+		return err
 	case maxFalse < 0:
 		return usagef("%s %d: must be >= 0", typedAs(args, "max-false-parks"), maxFalse)
 	case horizon <= 0:
