@@ -43,23 +43,25 @@ var exitActionNames = [...]string{exitRestart: "restart", exitPark: "park", exit
 // parse splits r into its MATCH and its action, or returns the rule r
 // breaks.
 func (r ExitRule) parse() (match string, action exitAction, broken string) {
+	match, action, broken = r.split()
+	if broken == "" {
+		broken = checkExitMatch(match)
+	}
+	return match, action, broken
+}
+
+// split cuts r into its MATCH, unchecked, and its action.
+func (r ExitRule) split() (match string, action exitAction, broken string) {
 	match, name, ok := strings.Cut(string(r), "=")
 	if !ok {
 		return "", 0, "MATCH=ACTION, such as 78=park or SIGKILL=stop"
 	}
-	action = -1
 	for a, n := range exitActionNames {
 		if name == n {
-			action = exitAction(a)
+			return match, exitAction(a), ""
 		}
 	}
-	if action < 0 {
-		return "", 0, "an ACTION of restart, park, stop or planned"
-	}
-	if rule := checkExitMatch(match); rule != "" {
-		return "", 0, rule
-	}
-	return match, action, ""
+	return "", 0, "an ACTION of restart, park, stop or planned"
 }
 
 // exitMatchRule is the rule a Match must follow.
@@ -202,7 +204,8 @@ func exitActionOf(rules []ExitRule, err error) exitAction {
 		return exitRestart
 	}
 	for _, r := range rules {
-		if m, action, broken := r.parse(); broken == "" && exitMatches(m, end) {
+		// checked by NewSupervisor: a MATCH exitMatches cannot read matches nothing
+		if m, action, broken := r.split(); broken == "" && exitMatches(m, end) {
 			return action
 		}
 	}
