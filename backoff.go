@@ -41,11 +41,9 @@ type curve interface {
 	spec() backoffSpec
 }
 
-// RandSource is the random source of the jittered curves. *rand.Rand of
-// math/rand/v2 satisfies it; the curves serialize calls to it, so an
-// unsynchronized source is fine. A nil RandSource means the global source of
-// math/rand/v2.
-type RandSource interface {
+// randSource is the random source of the jittered curves: a *rand.Rand of
+// math/rand/v2, or the global source.
+type randSource interface {
 	Int64N(n int64) int64
 }
 
@@ -53,15 +51,15 @@ type globalSource struct{}
 
 func (globalSource) Int64N(n int64) int64 { return rand.Int64N(n) }
 
-// lockedSource serializes a RandSource and draws in [lo, hi].
+// lockedSource serializes a randSource and draws in [lo, hi].
 type lockedSource struct {
 	mu  sync.Mutex
-	src RandSource
+	src randSource
 }
 
-func newLockedSource(src RandSource) *lockedSource {
+func newLockedSource(src *rand.Rand) *lockedSource {
 	if src == nil {
-		src = globalSource{}
+		return &lockedSource{src: globalSource{}}
 	}
 	return &lockedSource{src: src}
 }
@@ -169,13 +167,13 @@ func (c expCurve) spec() backoffSpec {
 // FullJitter returns b with full jitter: a wait drawn uniformly from
 // [0, b.Delay]. Workers that failed together then do not restart in
 // lockstep. src may be nil (the global source).
-func FullJitter(b Backoff, src RandSource) Backoff {
+func FullJitter(b Backoff, src *rand.Rand) Backoff {
 	return jitterCurve{inner: b, equal: false, src: newLockedSource(src)}
 }
 
 // EqualJitter returns b with equal jitter: half of b.Delay plus a wait drawn
 // uniformly from [0, half]. src may be nil (the global source).
-func EqualJitter(b Backoff, src RandSource) Backoff {
+func EqualJitter(b Backoff, src *rand.Rand) Backoff {
 	return jitterCurve{inner: b, equal: true, src: newLockedSource(src)}
 }
 
@@ -232,7 +230,7 @@ func (c jitterCurve) spec() backoffSpec {
 // (Capping the range rather than the draw, as AWS's min(max, random(base,
 // prev*3)) does, keeps the waits from piling up at max.) src may be nil (the
 // global source).
-func DecorrelatedJitter(base, max time.Duration, src RandSource) Backoff {
+func DecorrelatedJitter(base, max time.Duration, src *rand.Rand) Backoff {
 	return decorrelatedCurve{base: base, max: max, src: newLockedSource(src)}
 }
 
@@ -421,7 +419,7 @@ func decodeBackoff(raw json.RawMessage, path string, initial, max time.Duration)
 }
 
 // build turns a spec into a curve.
-func (sp backoffSpec) build(src RandSource) (Backoff, error) {
+func (sp backoffSpec) build(src *rand.Rand) (Backoff, error) {
 	var b Backoff
 	switch sp.Kind {
 	case "", "linear":

@@ -184,14 +184,6 @@ func (d *ChainDetector) ChainAt(key, incarnation string, now time.Time) int {
 	return 0
 }
 
-// IsNeedsHuman reports whether key is marked needs-human.
-func (d *ChainDetector) IsNeedsHuman(key string) bool {
-	d.keys.mu.Lock()
-	defer d.keys.mu.Unlock()
-	e := d.keys.get(key)
-	return e != nil && e.escalated
-}
-
 // NeedsHuman returns the keys marked needs-human, sorted.
 func (d *ChainDetector) NeedsHuman() []string {
 	return d.keys.collect(func(e *chainEntry) bool { return e.escalated })

@@ -13,8 +13,8 @@ import (
 
 const defaultConfigJSON = `{"budget":{"max_respawns":3,"window":"60s","initial_backoff":"500ms","max_backoff":"5s"},` +
 	`"healthy_after":"10s","backoff":null,"chain":{"max_chain":3,"reset_gap":"20m"},` +
-	`"fleet":{"restarts_per_hour":40,"failing_fraction":0.5,"min_failing":2,"cooldown":"120s"},` +
-	`"guard":null,"hourly_cap":0,"restart_on_clean_exit":false,"exit_rules":[]}`
+	`"fleet":{"restarts_per_hour":40,"failing_fraction":0.5,"min_failing":2,"cooldown":"120s","shared_cause":null},` +
+	`"guard":null,"hourly_cap":0,"restart_on_clean_exit":false,"exit_rules":[],"probe_after":"0s","probe_max":"0s"}`
 
 func TestConfigJSONDefault(t *testing.T) {
 	got, err := json.Marshal(crashloop.DefaultSupervisorConfig())
@@ -35,15 +35,18 @@ func TestConfigJSONDefault(t *testing.T) {
 
 func fullSupervisorConfig() crashloop.SupervisorConfig {
 	return crashloop.SupervisorConfig{
-		Budget:             crashloop.BudgetConfig{MaxRespawns: 5, Window: 2 * time.Minute, InitialBackoff: 250 * time.Millisecond, MaxBackoff: 10 * time.Second},
-		HealthyAfter:       90 * time.Second,
-		Backoff:            crashloop.Exponential(250*time.Millisecond, 1.5, 10*time.Second),
-		Chain:              &crashloop.ChainConfig{MaxChain: 4, ResetGap: 45 * time.Minute},
-		Fleet:              &crashloop.FleetConfig{RestartsPerHour: 100, FailingFraction: 0.25, MinFailing: 3, Cooldown: 90 * time.Second},
+		Budget:       crashloop.BudgetConfig{MaxRespawns: 5, Window: 2 * time.Minute, InitialBackoff: 250 * time.Millisecond, MaxBackoff: 10 * time.Second},
+		HealthyAfter: 90 * time.Second,
+		Backoff:      crashloop.Exponential(250*time.Millisecond, 1.5, 10*time.Second),
+		Chain:        &crashloop.ChainConfig{MaxChain: 4, ResetGap: 45 * time.Minute},
+		Fleet: &crashloop.FleetConfig{RestartsPerHour: 100, FailingFraction: 0.25, MinFailing: 3, Cooldown: 90 * time.Second,
+			SharedCause: &crashloop.SharedCauseConfig{Keys: 4, Window: 2 * time.Minute, ProbeEvery: 45 * time.Second}},
 		Guard:              &crashloop.GuardConfig{MaxRestarts: 3, Window: 60 * time.Second},
 		HourlyCap:          10,
 		RestartOnCleanExit: true,
 		ExitRules:          []crashloop.ExitRule{"oom=park", "75=planned"},
+		ProbeAfter:         time.Minute,
+		ProbeMax:           30 * time.Minute,
 	}
 }
 
@@ -59,11 +62,14 @@ func TestConfigJSONFullRoundTrip(t *testing.T) {
 		"healthy_after": "90s",
 		"backoff": {"kind": "exponential", "initial": "250ms", "factor": 1.5, "max": "10s"},
 		"chain": {"max_chain": 4, "reset_gap": "45m"},
-		"fleet": {"restarts_per_hour": 100, "failing_fraction": 0.25, "min_failing": 3, "cooldown": "90s"},
+		"fleet": {"restarts_per_hour": 100, "failing_fraction": 0.25, "min_failing": 3, "cooldown": "90s",
+			"shared_cause": {"keys": 4, "window": "120s", "probe_every": "45s"}},
 		"guard": {"max_restarts": 3, "window": "60s"},
 		"hourly_cap": 10,
 		"restart_on_clean_exit": true,
-		"exit_rules": ["oom=park", "75=planned"]
+		"exit_rules": ["oom=park", "75=planned"],
+		"probe_after": "60s",
+		"probe_max": "30m"
 	}`, string(got))
 
 	for name, into := range map[string]crashloop.SupervisorConfig{
@@ -261,7 +267,7 @@ func TestConfigJSONPrimitives(t *testing.T) {
 		{"budget", crashloop.DefaultBudgetConfig(), `{"max_respawns":3,"window":"60s","initial_backoff":"500ms","max_backoff":"5s"}`},
 		{"chain", crashloop.DefaultChainConfig(), `{"max_chain":3,"reset_gap":"20m"}`},
 		{"guard", crashloop.DefaultGuardConfig(), `{"max_restarts":3,"window":"60s"}`},
-		{"fleet", crashloop.DefaultFleetConfig(), `{"restarts_per_hour":40,"failing_fraction":0.5,"min_failing":2,"cooldown":"120s"}`},
+		{"fleet", crashloop.DefaultFleetConfig(), `{"restarts_per_hour":40,"failing_fraction":0.5,"min_failing":2,"cooldown":"120s","shared_cause":null}`},
 		{"odd durations", crashloop.BudgetConfig{MaxRespawns: 1, Window: time.Hour + 30*time.Minute, InitialBackoff: 1500 * time.Microsecond, MaxBackoff: 2*time.Second + time.Nanosecond},
 			`{"max_respawns":1,"window":"90m","initial_backoff":"1.5ms","max_backoff":"2.000000001s"}`},
 	} {

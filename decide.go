@@ -102,7 +102,12 @@ func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now 
 	t := s.lockAt(now, &evs)
 	rec := s.record(key, now)
 	j, cause := s.judgment(rec, key, r, now)
+	if s.probeEnded(rec, j.Healthy, now, &evs) {
+		j, cause = s.judgment(rec, key, r, now) // the run of a key the probe resumed
+	}
+	released := s.rules.release(&s.book, &j, t, s.eachGuards)
 	v := s.rules.judge(&rec.keyGuards, &s.book, &j, t, now)
+	v.CauseReleased = released
 	d := s.apply(rec, &j, cause, v, &evs)
 	if v.NewPark && s.share != nil {
 		s.share.Alone(key, rec.park, now) // to write back
@@ -139,6 +144,9 @@ func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Tim
 		Members: s.members - b2i(member(r.state)), Failing: s.failing - b2i(failing(r.state))}
 	if cause != nil {
 		j.Cause = errtext.Text(cause) // with how the program ended, when the failure tells
+		if s.rules.cause != nil {
+			j.Shared = causeOf(j.Cause)
+		}
 	}
 	return j, cause
 }
@@ -176,6 +184,8 @@ func (s *Supervisor) classify(err error, healthy bool) (seam.Ending, error) {
 // ledger decided), works out the wait on the restart curve, adds the events
 // that announce the decision, and returns it. s.mu must be held.
 func (s *Supervisor) apply(r *record, j *seam.Judgment, cause error, v verdict, evs *events) Decision {
+	r.probing = false // a probe's run ends with its judgment
+	r.nextProbe = v.ProbeAt
 	if j.Incarnation != r.incarnation {
 		if j.Incarnation == incarnationOf(j.Key, r.runs+1) {
 			r.runs++
@@ -186,19 +196,19 @@ func (s *Supervisor) apply(r *record, j *seam.Judgment, cause error, v verdict, 
 		r.lastErr = cause
 	}
 	r.restarts = v.Restarts
-	if v.Rearmed != nil {
-		evs.add(s.cfg.Fleet.event(EventFleetRearmed, s.fleetName, v.Now, v.Rearmed))
-	}
+	s.fleetEvents(v, evs)
 	switch {
 	case v.NewPark:
 		return s.parked(r, j, cause, v, evs)
 	case v.Park != nil: // parked before: by another run, or another replica
 		r.park = v.Park
 		s.setState(r, stateOf(v.Park), v.Now)
-		return Decision{Action: ActionStop, Err: v.Park}
+		return Decision{Action: ActionStop, Err: v.Park, Wait: untilProbe(v)}
 	case j.Ending == seam.EndingClean:
 		s.setState(r, StateExited, v.Now)
 		return Decision{Action: ActionStop, Err: cause} // nil, or the run's error an exitStop rule matched
+	case v.Held && v.Cause != "":
+		return s.heldForCause(r, j, cause, v, evs)
 	}
 
 	var wait time.Duration
@@ -263,7 +273,7 @@ func (s *Supervisor) parked(r *record, j *seam.Judgment, cause error, v verdict,
 	if v.Tripped != nil {
 		evs.add(s.cfg.Fleet.event(EventFleetTripped, s.fleetName, v.Now, v.Tripped))
 	}
-	return Decision{Action: ActionStop, Err: &pe}
+	return Decision{Action: ActionStop, Err: &pe, Wait: untilProbe(v)}
 }
 
 // parkEvent is the event that announces pe, made at now by a run of
@@ -343,9 +353,12 @@ func (s *Supervisor) ProceedAt(ctx context.Context, key string, now time.Time) D
 	}
 	var evs events
 	t := s.lockAt(now, &evs)
+	if ch := s.rules.release(&s.book, nil, t, s.eachGuards); ch != nil {
+		evs.add(s.causeEvent(EventFleetCauseReleased, now, ch))
+	}
 	d := Decision{Action: ActionRestart}
 	if r := s.keys[key]; r != nil {
-		d = s.proceeded(r, s.rules.proceed(&r.keyGuards, &s.book, t, now))
+		d = s.proceeded(r, s.rules.proceed(&r.keyGuards, &s.book, key, t, now))
 	}
 	s.mu.Unlock()
 	emitAll(s.o.handler, evs.list())
@@ -354,16 +367,22 @@ func (s *Supervisor) ProceedAt(ctx context.Context, key string, now time.Time) D
 
 // proceeded acts on the verdict of a Proceed for r. s.mu must be held.
 func (s *Supervisor) proceeded(r *record, v verdict) Decision {
+	if v.Park != nil {
+		r.nextProbe = v.ProbeAt
+	}
 	switch {
+	case v.Probe && v.Park != nil && r.park != nil && r.park.Version == v.Park.Version:
+		r.probing = true // the run that follows is a probe of the park
+		return Decision{Action: ActionRestart}
 	case r.park != nil:
-		return Decision{Action: ActionStop, Err: r.park} // the verdict's park, or a newer one the mirror knows
+		return Decision{Action: ActionStop, Err: r.park, Wait: untilProbe(v)} // the verdict's park, or a newer one the mirror knows
 	case v.Park != nil:
-		return Decision{Action: ActionStop, Err: v.Park}
+		return Decision{Action: ActionStop, Err: v.Park, Wait: untilProbe(v)}
 	case v.Held:
 		return Decision{Action: ActionHold, Wait: v.Wait}
 	}
 	if r.state == StateHeld {
-		r.held = 0
+		r.held, r.cause = 0, ""
 		s.setState(r, StateBackoff, v.Now)
 	}
 	return Decision{Action: ActionRestart}
@@ -378,7 +397,14 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 		r = &record{state: StateExited, since: now} // made only once the layer has decided
 	}
 	j, cause := s.judgment(r, key, res, now)
+	probe := r.probing && j.Healthy
 	s.mu.Unlock()
+	if probe { // a healthy probe: resume its key everywhere, then judge the run
+		s.probeHealthy(ctx, key, now)
+		s.mu.Lock()
+		j, cause = s.judgment(s.record(key, now), key, res, now)
+		s.mu.Unlock()
+	}
 	ctx, cancel := s.share.Context(ctx) // one deadline for the whole decision
 	defer cancel()
 	v, ok, err := s.share.Judge(ctx, j)
@@ -417,9 +443,7 @@ func (s *Supervisor) proceedShared(ctx context.Context, key string, now time.Tim
 		s.share.Proceeded(key, v, now)
 		d = s.proceeded(r, v)
 	}
-	if v.Rearmed != nil {
-		evs.add(s.cfg.Fleet.event(EventFleetRearmed, s.fleetName, v.Now, v.Rearmed))
-	}
+	s.fleetEvents(v, &evs)
 	s.mu.Unlock()
 	emitAll(s.o.handler, evs.list())
 	return d, true

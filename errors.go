@@ -44,6 +44,8 @@ const (
 	ReasonCrashed              = "crashed"                  // a restart after a failure of a healthy run
 	ReasonPlanned              = "planned"                  // a restart after Restart(err), or a "planned" exit rule
 	ReasonCleanExit            = "clean_exit"               // a restart after a clean exit, with RestartOnCleanExit
+	ReasonProbe                = "probe"                    // a resume by a healthy probe
+	ReasonSharedCause          = "shared_cause"             // a hold on a shared cause, its events and its held restarts
 )
 
 // checkKey refuses the empty key.

@@ -27,6 +27,8 @@ const (
 	EventStoreRecovered                          // "store.recovered": the ledger is back; the parks made alone written back
 	EventStoreStateLost                          // "store.state_lost": the ledger lost its state; known parks written back
 	EventStoreMisconfigured                      // "store.misconfigured": the ledger fails in a way no retry fixes; Reason the cause
+	EventFleetCauseHeld                          // "fleet.cause_held": the fleet holds the restarts failing with Cause; Attempts the keys
+	EventFleetCauseReleased                      // "fleet.cause_released": a probe was healthy; Attempts the keys released
 )
 
 var eventKindNames = [...]string{
@@ -42,6 +44,8 @@ var eventKindNames = [...]string{
 	EventStoreRecovered:     "store.recovered",
 	EventStoreStateLost:     "store.state_lost",
 	EventStoreMisconfigured: "store.misconfigured",
+	EventFleetCauseHeld:     "fleet.cause_held",
+	EventFleetCauseReleased: "fleet.cause_released",
 }
 
 // String returns the dotted name of k, such as "agent.startup_exhausted".
@@ -76,7 +80,8 @@ type Event struct {
 	Limit       int           // max_respawns / max_restarts / max chain / fleet rate
 	Window      time.Duration // window, reset gap or cooldown in force
 	Backoff     time.Duration // EventRespawnScheduled, EventRestartScheduled: the wait before the restart
-	Held        bool          // EventRespawnScheduled, EventRestartScheduled: the fleet breaker holds the restart; Backoff is the wait until it re-arms
+	Held        bool          // EventRespawnScheduled, EventRestartScheduled: the fleet holds the restart; Backoff is the wait until it may ask again
+	Cause       string        // cause events, and a restart held for a shared cause: the normalized cause
 	Failing     int           // fleet events: failing members last noted
 	Total       int           // fleet events: members last noted
 }

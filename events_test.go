@@ -25,8 +25,10 @@ func TestEventKindString(t *testing.T) {
 		EventStoreRecovered:     "store.recovered",
 		EventStoreStateLost:     "store.state_lost",
 		EventStoreMisconfigured: "store.misconfigured",
+		EventFleetCauseHeld:     "fleet.cause_held",
+		EventFleetCauseReleased: "fleet.cause_released",
 		0:                       "EventKind(0)",
-		13:                      "EventKind(13)",
+		15:                      "EventKind(15)",
 		-1:                      "EventKind(-1)",
 		math.MaxInt:             "EventKind(9223372036854775807)",
 		math.MinInt:             "EventKind(-9223372036854775808)",
@@ -36,9 +38,10 @@ func TestEventKindString(t *testing.T) {
 	}
 	// The kinds are numbered from 1, in the order of the contract; new
 	// kinds come after the old ones, so no value changes meaning.
-	assert.Equal(t, []EventKind{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, []EventKind{EventRespawnScheduled, EventStartupExhausted, EventResumed,
+	assert.Equal(t, []EventKind{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, []EventKind{EventRespawnScheduled, EventStartupExhausted, EventResumed,
 		EventChainEscalated, EventGuardTripped, EventFleetTripped, EventFleetRearmed,
-		EventRestartScheduled, EventStoreUnavailable, EventStoreRecovered, EventStoreStateLost, EventStoreMisconfigured})
+		EventRestartScheduled, EventStoreUnavailable, EventStoreRecovered, EventStoreStateLost, EventStoreMisconfigured,
+		EventFleetCauseHeld, EventFleetCauseReleased})
 }
 
 // One question tells whether an event stopped a key, whatever guard

@@ -23,6 +23,10 @@ type FleetConfig struct {
 	// Cooldown is how long it holds restarts once tripped; it re-arms at
 	// trip time + Cooldown ("cooldown"). Default 120s; >= 0.
 	Cooldown time.Duration
+	// SharedCause holds the restarts of keys that fail with one cause
+	// ("shared_cause"). Default nil: off. The Supervisor alone reads it;
+	// a FleetSupervisionPolicy ignores it.
+	SharedCause *SharedCauseConfig
 }
 
 // DefaultFleetConfig returns the defaults: trip on 40 restarts in an hour or
@@ -40,6 +44,7 @@ func (c *FleetConfig) settings() []setting {
 		}},
 		{"min_failing", intValue{&c.MinFailing}, func() string { return must(c.MinFailing >= 1, ">= 1") }},
 		{"cooldown", durationValue{&c.Cooldown}, func() string { return must(c.Cooldown >= 0, ">= 0") }},
+		{"shared_cause", optionalValue[SharedCauseConfig]{&c.SharedCause, defaultSharedCause, (*SharedCauseConfig).settings}, nil},
 	}
 }
 
@@ -140,6 +145,7 @@ type FleetStatus struct {
 	Keys                 int        `json:"keys"`                    // all members, as last noted
 	RestartsInHour       int        `json:"restarts_in_hour"`        // restarts in the rolling hour
 	RearmAt              *time.Time `json:"rearm_at,omitempty"`      // when it re-arms; nil unless tripped
+	HeldCauses           []string   `json:"held_causes,omitempty"`   // the shared causes held, sorted; nil if none
 }
 
 // status returns the status of f at t (after rearm); tb turns the trip

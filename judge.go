@@ -18,8 +18,11 @@ type keyGuards struct {
 	hourly   window     // the hourly cap's: every restart
 	restarts int        // since the key was first run or last resumed
 	park     *ParkedError
-	held     uint64 // while held by the fleet breaker: the order it was held in (0: not held)
-	release  int64  // once the breaker re-armed: when the held restart may leave
+	held     uint64 // while held by the fleet: the order it was held in (0: not held)
+	release  int64  // once the breaker re-armed or the cause was released: when the held restart may leave
+	cause    string // while held for a shared cause: the cause ("" for the breaker's hold)
+	probe    int64  // while parked: when the next probe may go (0: none; see probe.go)
+	probes   int    // while parked: the probes let go
 }
 
 // settle clears the respawn window of a key that is not parked: a run that
@@ -40,10 +43,11 @@ func (g *keyGuards) resume() {
 }
 
 // fleetBook is the fleet breaker of a Supervisor or a ledger, with the
-// counter that numbers the restarts it holds.
+// counter that numbers the restarts it holds and the causes it tracks.
 type fleetBook struct {
-	f     fleetState
-	holds uint64
+	f      fleetState
+	holds  uint64
+	causes causeBook
 }
 
 // rules is the part of a SupervisorConfig that the guards judge by.
@@ -53,19 +57,29 @@ type rules struct {
 	guard  *GuardConfig
 	hourly GuardConfig // MaxRestarts 0: off
 	fleet  *FleetConfig
+	cause  *SharedCauseConfig // with its defaults; nil: off
+	probe  probeRules
 }
 
 func rulesOf(cfg SupervisorConfig) rules {
-	return rules{budget: cfg.Budget, chain: cfg.Chain, guard: cfg.Guard, fleet: cfg.Fleet,
-		hourly: GuardConfig{MaxRestarts: cfg.HourlyCap, Window: time.Hour}}
+	ru := rules{budget: cfg.Budget, chain: cfg.Chain, guard: cfg.Guard, fleet: cfg.Fleet,
+		hourly: GuardConfig{MaxRestarts: cfg.HourlyCap, Window: time.Hour},
+		probe:  probeRules{after: cfg.ProbeAfter, max: cfg.ProbeMax, healthy: cfg.HealthyAfter}}
+	if cfg.Fleet != nil && cfg.Fleet.SharedCause != nil {
+		sc := cfg.Fleet.SharedCause.withDefaults()
+		ru.cause = &sc
+	}
+	return ru
 }
 
 // judge decides j at t on the guard state g of its key and the fleet book
 // fb, and commits the decision there. A park records no restart; a restart
-// passes every guard first. Call rearm first.
+// held for a shared cause records nothing; a restart passes every guard
+// first. Call rearm first.
 func (ru *rules) judge(g *keyGuards, fb *fleetBook, j *seam.Judgment, t int64, now time.Time) verdict {
 	v := verdict{Now: now, Park: g.park, Restarts: g.restarts}
 	if g.park != nil {
+		v.ProbeAt = probeAt(g, t, now)
 		return v
 	}
 	if j.Healthy || j.Ending == seam.EndingClean {
@@ -73,6 +87,9 @@ func (ru *rules) judge(g *keyGuards, fb *fleetBook, j *seam.Judgment, t int64, n
 	}
 	if j.Ending == seam.EndingClean {
 		g.guard.clear() // a clean run clears the fast guard
+		return v
+	}
+	if ru.holdCause(g, fb, j, t, &v) {
 		return v
 	}
 	switch j.Ending {
@@ -137,14 +154,37 @@ func (ru *rules) park(g *keyGuards, fb *fleetBook, j *seam.Judgment, reason stri
 	if j.Cause != "" {
 		g.park.LastError = restoreError(&j.Cause, reason)
 	}
-	g.held, g.release = 0, 0
-	v := verdict{Now: now, Park: g.park, NewPark: true, Restarts: g.restarts}
+	g.held, g.release, g.cause = 0, 0, ""
+	ru.schedule(g, t)
+	v := verdict{Now: now, Park: g.park, NewPark: true, Restarts: g.restarts, ProbeAt: probeAt(g, t, now)}
 	if ru.fleet != nil {
 		if _, trippedNow := ru.fleet.noteState(&fb.f, j.Failing+1, j.Members+1, t); trippedNow {
 			v.Tripped = fb.f.change()
 		}
 	}
 	return v
+}
+
+// release commits, at t, what the end of the run judged by j (nil for a
+// step that judges no run) tells the holds on shared causes: a healthy
+// run of a cause's prober releases its cause, and any other run of a
+// prober ends its probe; else a prober that went HealthyAfter ago and has
+// not failed since releases its cause. It releases at most one cause a
+// step, and returns it, or nil. each must call its argument with the
+// guard state of every key. Call it after rearm, before judge.
+func (ru *rules) release(fb *fleetBook, j *seam.Judgment, t int64, each func(func(*keyGuards))) *seam.CauseChange {
+	if ru.cause == nil {
+		return nil
+	}
+	if j != nil && !j.Healthy {
+		ru.probeFailed(fb, j.Key)
+	}
+	if j != nil && j.Healthy {
+		if ch := ru.releaseCause(fb, j.Key, t, each); ch != nil {
+			return ch
+		}
+	}
+	return ru.releaseCause(fb, "", t, each)
 }
 
 // untilRearm returns how long after t the tripped fleet breaker re-arms (at
@@ -168,7 +208,7 @@ func (ru *rules) rearm(fb *fleetBook, t int64, each func(func(*keyGuards))) *fle
 	}
 	var held []*keyGuards
 	each(func(g *keyGuards) {
-		if g.held != 0 {
+		if g.held != 0 && g.cause == "" { // a cause's hold ends with the cause
 			held = append(held, g)
 		}
 	})
@@ -183,11 +223,17 @@ func (ru *rules) rearm(fb *fleetBook, t int64, each func(func(*keyGuards))) *fle
 }
 
 // proceed asks whether the held restart of g may go at t: it releases it
-// once the breaker has re-armed and its turn has come. Call rearm first.
-func (ru *rules) proceed(g *keyGuards, fb *fleetBook, t int64, now time.Time) verdict {
+// once the breaker has re-armed or its cause was released, and its turn
+// has come; a restart held for a cause may go as its probe. For a parked
+// key it claims the probe if one is due. Call rearm first.
+func (ru *rules) proceed(g *keyGuards, fb *fleetBook, key string, t int64, now time.Time) verdict {
 	v := verdict{Now: now, Park: g.park, Restarts: g.restarts}
 	switch {
-	case g.park != nil || g.held == 0:
+	case g.park != nil:
+		v.Probe = ru.claim(g, t)
+		v.ProbeAt = probeAt(g, t, now)
+	case g.held == 0:
+	case g.cause != "" && ru.proceedCause(g, fb, key, t, &v):
 	case ru.fleet != nil && fb.f.tripped:
 		v.Held, v.Wait = true, ru.untilRearm(&fb.f, t)
 	case g.release > t:

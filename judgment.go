@@ -48,39 +48,47 @@ func newGuards(cfg SupervisorConfig) (*guards, error) {
 // at returns the time a step at now uses.
 func (g *guards) at(now time.Time) int64 { return g.tb.at(g.tb.off(now)) }
 
-// rearm re-arms the fleet breaker if its cooldown has ended at t.
-func (g *guards) rearm(t int64) *fleetChange {
-	return g.rules.rearm(&g.book, t, func(f func(*keyGuards)) {
-		for _, k := range g.keys {
-			f(k)
-		}
-	})
+// each calls f with the guard state of every key.
+func (g *guards) each(f func(*keyGuards)) {
+	for _, k := range g.keys {
+		f(k)
+	}
+}
+
+// rearm re-arms the fleet breaker if its cooldown has ended at t, then
+// releases a shared cause whose probe is healthy (see rules.release); j is
+// the run the step judges, or nil.
+func (g *guards) rearm(j *seam.Judgment, t int64, v *verdict) {
+	v.Rearmed = g.rules.rearm(&g.book, t, g.each)
+	v.CauseReleased = g.rules.release(&g.book, j, t, g.each)
 }
 
 // Judge decides j at j.Now and commits it. A park it makes is the
 // Verdict's Park, which the caller may number (ParkedError.Version).
 func (g *guards) Judge(j seam.Judgment) verdict {
 	t := g.at(j.Now)
-	rearmed := g.rearm(t)
+	var pre verdict
+	g.rearm(&j, t, &pre)
 	k := g.keys[j.Key]
 	if k == nil {
 		k = &keyGuards{}
 		g.keys[j.Key] = k
 	}
 	v := g.rules.judge(k, &g.book, &j, t, j.Now)
-	v.Rearmed = rearmed
+	v.Rearmed, v.CauseReleased = pre.Rearmed, pre.CauseReleased
 	return v
 }
 
 // Proceed asks at now whether the held restart of key may go.
 func (g *guards) Proceed(key string, now time.Time) verdict {
 	t := g.at(now)
-	rearmed := g.rearm(t)
+	var pre verdict
+	g.rearm(nil, t, &pre)
 	v := verdict{Now: now}
 	if k := g.keys[key]; k != nil {
-		v = g.rules.proceed(k, &g.book, t, now)
+		v = g.rules.proceed(k, &g.book, key, t, now)
 	}
-	v.Rearmed = rearmed
+	v.Rearmed, v.CauseReleased = pre.Rearmed, pre.CauseReleased
 	return v
 }
 
@@ -118,5 +126,6 @@ func (g *guards) Fleet(now time.Time, failing, total int) FleetStatus {
 	g.cfg.Fleet.rearm(&f, t)
 	fs := g.cfg.Fleet.status(&f, t, &g.tb)
 	fs.Keys, fs.FailingKeys = total, failing
+	fs.HeldCauses = g.book.causes.heldCauses()
 	return fs
 }

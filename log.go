@@ -43,6 +43,9 @@ func logEvent(l *slog.Logger, ev Event) {
 		msg = fmt.Sprintf("key %q parked (%s); it stays parked until an operator resumes it", ev.Key, why)
 	case EventResumed:
 		msg = fmt.Sprintf("key %q resumed with a full respawn budget", ev.Key)
+		if ev.Reason == ReasonProbe {
+			msg = fmt.Sprintf("key %q resumed by a healthy probe, with a full respawn budget", ev.Key)
+		}
 	case EventChainEscalated:
 		level = slog.LevelError
 		msg = fmt.Sprintf("%q %s; marked needs-human until an operator resumes it", ev.Key, chainReason(ev.Attempts))
@@ -55,6 +58,12 @@ func logEvent(l *slog.Logger, ev Event) {
 			fleetWhy(ev), ev.Failing, ev.Total, errtext.Plural(ev.Attempts, "restart"), w)
 	case EventFleetRearmed:
 		msg = "fleet crash-loop breaker re-armed after " + w + "; held restarts proceed"
+	case EventFleetCauseHeld:
+		level = slog.LevelError
+		msg = fmt.Sprintf("%s failing with one cause; holding their restarts, one probe every %s: %s",
+			errtext.Plural(ev.Attempts, "key"), w, ev.Cause)
+	case EventFleetCauseReleased:
+		msg = fmt.Sprintf("a probe was healthy; releasing %s held for: %s", errtext.Plural(ev.Attempts, "key"), ev.Cause)
 	case EventStoreUnavailable:
 		level = slog.LevelWarn
 		msg = "shared store unavailable; guarding with this process's own state until it is back"
@@ -84,6 +93,7 @@ func logEvent(l *slog.Logger, ev Event) {
 	add(ev.Window != 0, slog.String("window", w))
 	add(scheduled, slog.String("backoff", formatDuration(ev.Backoff)))
 	add(ev.Held, slog.Bool("held", true))
+	add(ev.Cause != "", slog.String("cause", ev.Cause))
 	add(ev.Total != 0, slog.Int("failing", ev.Failing))
 	add(ev.Total != 0, slog.Int("total", ev.Total))
 	add(ev.LastError != nil, slog.Any("last_error", ev.LastError))
@@ -104,6 +114,8 @@ func logEvent(l *slog.Logger, ev Event) {
 // the fleet breaker for 2m".
 func when(ev Event) string {
 	switch {
+	case ev.Held && ev.Cause != "":
+		return "held for a shared cause; asks again in " + formatDuration(ev.Backoff)
 	case ev.Held:
 		return "held by the fleet breaker for " + formatDuration(ev.Backoff)
 	case ev.Backoff == 0:
@@ -121,6 +133,8 @@ func restartWhy(reason string) string {
 		return "asked for a restart"
 	case ReasonCleanExit:
 		return "exited cleanly"
+	case ReasonSharedCause:
+		return "failed with a shared cause"
 	}
 	return reason
 }

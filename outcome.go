@@ -85,6 +85,7 @@ func Ready(ctx context.Context) {
 	}
 	if rs, ok := ctx.Value(runStateKey{}).(*runState); ok && !rs.done.Load() && rs.ready.CompareAndSwap(false, true) {
 		rs.s.settle(rs.key)
+		rs.s.probeHealthy(ctx, rs.key, rs.s.o.clock.Now())
 	}
 }
 
@@ -122,8 +123,10 @@ func (s *Supervisor) settle(key string) {
 func (s *Supervisor) runOnce(ctx context.Context, key string, fn func(context.Context) error) (Decision, error) {
 	start := s.started(key)
 	rs := &runState{s: s, key: key}
+	stop := s.watchProbe(ctx, key, rs)
 	err := call(context.WithValue(ctx, runStateKey{}, rs), fn)
 	rs.done.Store(true)
+	stop()
 	if ctx.Err() != nil {
 		return Decision{}, ctx.Err()
 	}
@@ -134,7 +137,7 @@ func (s *Supervisor) runOnce(ctx context.Context, key string, fn func(context.Co
 func (s *Supervisor) started(key string) time.Time {
 	now := s.o.clock.Now()
 	s.mu.Lock()
-	if r := s.keys[key]; r != nil {
+	if r := s.keys[key]; r != nil && r.park == nil { // a probe's key stays parked until the probe is healthy
 		r.held, r.release = 0, 0
 		s.setState(r, StateRunning, now)
 	}

@@ -25,6 +25,9 @@ type record struct {
 	lastErr     error
 	prev        time.Duration // the curve's last wait, for curves that depend on it
 	local       int           // restarts this Supervisor scheduled since the first run or the last resume (KeyStatus.LocalRestarts)
+	probing     bool          // the key's run is a probe of its park (see probing.go)
+	probed      bool          // a healthy probe is resuming the key: its EventResumed says so
+	nextProbe   time.Time     // while parked: when its next probe is due, as the last verdict said
 }
 
 // record returns the record of key, creating an exited one if there is
@@ -52,7 +55,7 @@ func incarnationOf(key string, n uint64) string { return key + "#" + strconv.For
 // curve's last wait.
 func (r *record) resume() {
 	r.keyGuards.resume()
-	r.prev, r.local = 0, 0
+	r.prev, r.local, r.nextProbe = 0, 0, time.Time{}
 }
 
 // member reports whether a key in state st counts as a member of the fleet:

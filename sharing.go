@@ -122,9 +122,14 @@ func (h host) Parks(f func(string, *ParkedError) *ParkedError) {
 }
 
 func (h host) Resume(key string, cleared *ParkedError, now time.Time) (Event, error) {
+	r := h.s.keys[key]
+	probed := r != nil && r.probed
 	pe, err := h.s.resumeLocked(key, cleared, now)
 	if err != nil {
 		return Event{}, err
+	}
+	if probed {
+		return h.s.probeResumed(pe, now), nil
 	}
 	return h.s.cfg.Budget.resumedEvent(pe, now), nil
 }

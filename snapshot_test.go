@@ -232,7 +232,7 @@ func TestSnapshotChainEscalatedSurvives(t *testing.T) {
 	d, err := crashloop.NewChainDetector(cfg, crashloop.WithClock(mockAt(testT0.Add(time.Hour))), crashloop.WithEventHandler(rec))
 	require.NoError(t, err)
 	require.NoError(t, d.Restore(data))
-	assert.True(t, d.IsNeedsHuman("k"))
+	assert.Contains(t, d.NeedsHuman(), "k")
 	n, err := d.Rescue("k", "k#2", true) // even a new incarnation: until Clear
 	assert.ErrorIs(t, err, crashloop.ErrNeedsHuman)
 	assert.Equal(t, 1, n)

@@ -15,14 +15,11 @@ type KeyState string
 const (
 	StateRunning    KeyState = "running"     // fn is running
 	StateBackoff    KeyState = "backoff"     // waiting out the backoff before a restart
-	StateHeld       KeyState = "held"        // restart held while the fleet breaker is tripped
+	StateHeld       KeyState = "held"        // restart held by the fleet breaker or for a shared cause
 	StateParked     KeyState = "parked"      // a guard gave up; Resume to run again
 	StateNeedsHuman KeyState = "needs_human" // the chain escalated; Resume to run again
 	StateExited     KeyState = "exited"      // not running: clean exit, ended context, or resumed
 )
-
-// String returns the state's name.
-func (s KeyState) String() string { return string(s) }
 
 // Status is a snapshot of a Supervisor, for health endpoints and operator
 // tools. It marshals to JSON as {"keys": {...}, "fleet": {...}}; fleet is
@@ -55,6 +52,12 @@ type KeyStatus struct {
 	ExitCode   *int   `json:"exit_code,omitempty"`
 	Signal     string `json:"signal,omitempty"`
 	StderrTail string `json:"stderr_tail,omitempty"`
+	// NextProbe is when the parked key's next probe is due (see
+	// SupervisorConfig.ProbeAfter); zero if none.
+	NextProbe time.Time `json:"next_probe,omitzero"`
+	// Cause is the shared cause the fleet holds the key's restart for; ""
+	// if none.
+	Cause string `json:"cause,omitempty"`
 }
 
 // Status is shorthand for StatusAt(ctx, clock.Now()).
@@ -95,6 +98,7 @@ func (s *Supervisor) StatusAt(ctx context.Context, now time.Time) Status {
 	tripped := false
 	if s.cfg.Fleet != nil {
 		fs := s.cfg.Fleet.status(&s.book.f, t, &s.tb)
+		fs.HeldCauses = s.book.causes.heldCauses()
 		st.Fleet, tripped = &fs, fs.BreakerTripped
 	}
 	for key, r := range s.keys {
@@ -105,7 +109,10 @@ func (s *Supervisor) StatusAt(ctx context.Context, now time.Time) Status {
 			ks.LocalRestarts = r.local
 		}
 		if r.park != nil {
-			ks.Reason, ks.ParkedSince = r.park.Reason, r.park.Since
+			ks.Reason, ks.ParkedSince, ks.NextProbe = r.park.Reason, r.park.Since, r.nextProbe
+		}
+		if r.held != 0 {
+			ks.Cause = r.cause
 		}
 		if r.lastErr != nil {
 			errs[key] = r.lastErr

@@ -40,9 +40,6 @@ func NewFileStore(path string) *FileStore {
 	return &FileStore{path: path}
 }
 
-// Path returns the path of the file.
-func (f *FileStore) Path() string { return f.path }
-
 // Load returns the document in the file. When the file does not exist the
 // error matches fs.ErrNotExist (and os.ErrNotExist). Load does not wait for
 // a Save in progress: it reads the old document or the new one, whole.

@@ -240,7 +240,7 @@ func TestStressConcurrent(t *testing.T) {
 				fail("ChainAt(%q) = %d", key, n)
 			}
 		case x < 95:
-			chain.IsNeedsHuman(key)
+			_ = chain.NeedsHuman()
 		default:
 			if clear {
 				chain.Clear(key)
@@ -366,7 +366,7 @@ func TestStressConcurrent(t *testing.T) {
 		if esc > chainClears[i].Load()+1 {
 			t.Errorf("chain %q: %d escalations announced with %d clears", key, esc, chainClears[i].Load())
 		}
-		if (chain.IsNeedsHuman(key) || chainRefused[i].Load() > 0) && esc == 0 {
+		if (slices.Contains(chain.NeedsHuman(), key) || chainRefused[i].Load() > 0) && esc == 0 {
 			t.Errorf("chain %q: needs a human, never announced", key)
 		}
 	}
@@ -433,7 +433,7 @@ func TestStressConcurrent(t *testing.T) {
 	}
 	var marked []string
 	for i, key := range chainKeys {
-		esc, needs := chainEvents.get(crashloop.EventChainEscalated, i), chain.IsNeedsHuman(key)
+		esc, needs := chainEvents.get(crashloop.EventChainEscalated, i), slices.Contains(chain.NeedsHuman(), key)
 		if esc != map[bool]int64{true: 1, false: 0}[needs] || needs != (chainRefused[i].Load() > 0) {
 			t.Errorf("chain %q: %d EventChainEscalated, needs a human: %v, refused %d times", key, esc, needs,
 				chainRefused[i].Load())
@@ -669,8 +669,8 @@ func TestPanickingHandlerChain(t *testing.T) {
 		t.Fatalf("RescueAt = %d, %v", n, err)
 	}
 	stressMustRecover(t, l, "RescueAt that escalates", 1, func() { d.RescueAt("k", "i", true, now) })
-	if !d.IsNeedsHuman("k") || !slices.Equal(d.NeedsHuman(), []string{"k"}) {
-		t.Fatalf("after the handler panicked on the escalation: IsNeedsHuman = %v", d.IsNeedsHuman("k"))
+	if !slices.Equal(d.NeedsHuman(), []string{"k"}) {
+		t.Fatalf("after the handler panicked on the escalation: NeedsHuman = %v", d.NeedsHuman())
 	}
 	stressMustRecover(t, l, "RescueAt while escalated", 0, func() {
 		if _, err := d.RescueAt("k", "i", true, now); !errors.Is(err, crashloop.ErrNeedsHuman) {
@@ -678,7 +678,7 @@ func TestPanickingHandlerChain(t *testing.T) {
 		}
 	})
 	d.Clear("k")
-	if n, err := d.RescueAt("k", "i", true, now); n != 1 || err != nil || d.IsNeedsHuman("k") {
+	if n, err := d.RescueAt("k", "i", true, now); n != 1 || err != nil || len(d.NeedsHuman()) != 0 {
 		t.Fatalf("after Clear: RescueAt = %d, %v", n, err)
 	}
 	if got := h.kinds(); !slices.Equal(got, []crashloop.EventKind{crashloop.EventChainEscalated, crashloop.EventResumed}) {

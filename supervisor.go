@@ -225,10 +225,11 @@ func (s *Supervisor) begin(ctx context.Context, key, incarnation string, fresh b
 			return err
 		}
 	}
+	s.claimProbe(ctx, key, s.o.clock.Now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.keys[key]
-	if r != nil && r.park != nil {
+	if r != nil && r.park != nil && (!r.probing || r.running) {
 		return r.park
 	}
 	if r != nil && r.running {
@@ -333,7 +334,10 @@ func (s *Supervisor) resumeLocked(key string, cleared *ParkedError, now time.Tim
 			pe = r.park // the park as this Supervisor knew it, with its own error values
 		}
 		r.resume()
-		if r.state != StateRunning {
+		switch {
+		case r.running && failing(r.state): // a probe's run
+			s.setState(r, StateRunning, now)
+		case r.state != StateRunning:
 			s.setState(r, StateExited, now)
 		}
 	}

@@ -46,6 +46,15 @@ type SupervisorConfig struct {
 	// program ended does; Permanent and Restart keep their mark
 	// ("exit_rules"). Default nil.
 	ExitRules []ExitRule
+	// ProbeAfter, when > 0, gives a parked key (for any reason but
+	// ReasonPermanent) one probe start ProbeAfter after its park, then
+	// after twice that, four times, and so on up to ProbeMax; a probe
+	// whose run becomes healthy resumes the key ("probe_after"). Default
+	// 0: a park waits for an operator. A probe needs HealthyAfter or Ready.
+	ProbeAfter time.Duration
+	// ProbeMax caps the interval between probes ("probe_max"). Default
+	// 0: 16 times ProbeAfter; else >= ProbeAfter.
+	ProbeMax time.Duration
 }
 
 // DefaultSupervisorConfig returns the defaults: budget 3 respawns in 60s
@@ -76,6 +85,8 @@ func (c *SupervisorConfig) settings() []setting {
 		{name: "hourly_cap", value: intValue{&c.HourlyCap}},
 		{name: "restart_on_clean_exit", value: boolValue{&c.RestartOnCleanExit}},
 		{name: "exit_rules", value: exitRulesValue{&c.ExitRules}},
+		{name: "probe_after", value: durationValue{&c.ProbeAfter}},
+		{name: "probe_max", value: durationValue{&c.ProbeMax}},
 	}
 }
 
@@ -108,6 +119,19 @@ func (c SupervisorConfig) validate() error {
 	if err := checkExitRules(c.ExitRules); err != nil {
 		return err
 	}
+	if c.Fleet != nil && c.Fleet.SharedCause != nil {
+		sc := c.Fleet.SharedCause.withDefaults()
+		if err := checkSettings(sc.settings()); err != nil {
+			return prefixed("fleet.shared_cause", err)
+		}
+	}
+	if c.ProbeAfter < 0 {
+		return &ConfigError{Field: "probe_after", Value: c.ProbeAfter, Rule: ">= 0 (0: off)"}
+	}
+	if c.ProbeMax != 0 && c.ProbeMax < c.ProbeAfter {
+		return &ConfigError{Field: "probe_max", Value: c.ProbeMax, Rule: ">= probe_after (0: 16 x probe_after)"}
+	}
+
 	if sum, ok := worstSum(c.curveOf(), c.Budget.MaxRespawns); ok {
 		return checkCanPark("budget.window", c.Budget.Window, c.Budget.MaxRespawns, sum)
 	}
@@ -184,6 +208,9 @@ func (c *SupervisorConfig) UnmarshalJSON(data []byte) error {
 // shared with the caller.
 func (c SupervisorConfig) clone() SupervisorConfig {
 	c.Chain, c.Fleet, c.Guard = clonePtr(c.Chain), clonePtr(c.Fleet), clonePtr(c.Guard)
+	if c.Fleet != nil {
+		c.Fleet.SharedCause = clonePtr(c.Fleet.SharedCause)
+	}
 	c.ExitRules = slices.Clone(c.ExitRules)
 	return c
 }

@@ -56,10 +56,14 @@ func (e Ending) String() string {
 type Judgment struct {
 	Key         string
 	Ending      Ending
-	Healthy     bool      // the run was healthy: the respawn window is cleared first
-	Incarnation string    // what ran under the key; the chain counts per incarnation
-	Cause       string    // the failure's text, kept with a park
-	Now         time.Time // the Supervisor's reading of its clock
+	Healthy     bool   // the run was healthy: the respawn window is cleared first
+	Incarnation string // what ran under the key; the chain counts per incarnation
+	Cause       string // the failure's text, kept with a park
+	// Shared is the failure's cause as the hold on a shared cause compares
+	// them: Cause with numbers, addresses and ids normalized; "" when the
+	// hold is off or the run did not fail.
+	Shared string
+	Now    time.Time // the Supervisor's reading of its clock
 	// Members and Failing count the fleet members and failing members,
 	// leaving out the key judged: a park judges the failing fraction with
 	// them and the parked key. A shared layer counts the deployment's.
@@ -94,6 +98,28 @@ type Verdict[P, F any] struct {
 	// serves.
 	Tripped F
 	Rearmed F
+	// Cause is the shared cause that holds the restart ("" for the fleet
+	// breaker's hold, or none). CauseHeld and CauseReleased are set when
+	// this step began or ended the hold on a cause: exactly one step does
+	// each.
+	Cause         string
+	CauseHeld     *CauseChange
+	CauseReleased *CauseChange
+	// Probe reports that this step let a restart go as a probe: of the
+	// key's park (a Proceed of a parked key whose probe was due), or of a
+	// held cause. ProbeAt is when the parked key's next probe is due (zero:
+	// none).
+	Probe   bool
+	ProbeAt time.Time
+	// Resumed is the park a healthy probe cleared (Healthy); nil if none.
+	Resumed P
+}
+
+// CauseChange is the start or the end of a hold on a shared cause, with
+// what the event announcing it carries. It is a plain value.
+type CauseChange struct {
+	Cause string // the normalized cause
+	Keys  int    // distinct keys failing with it (held: in the window; released: keys let go)
 }
 
 // FleetChange is a change of the fleet breaker, a trip or a re-arm, with
