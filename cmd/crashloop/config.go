@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"slices"
@@ -60,7 +61,14 @@ func (s *settings) configuration() (crashloop.SupervisorConfig, error) {
 			cfg.HourlyCap = s.hourlyCap
 		case "restart":
 			cfg.RestartOnCleanExit = s.restart == "always"
+		case "probe-after":
+			cfg.ProbeAfter = s.probeAfter
+		case "probe-max":
+			cfg.ProbeMax = s.probeMax
 		}
+	}
+	if s.isSet("probe-max") && cfg.ProbeAfter == 0 {
+		return cfg, usagef("--probe-max: needs --probe-after (or probe_after in --config): probes are off")
 	}
 	if s.isSet("on-exit") || s.isSet("permanent-exit-codes") { // the rules of the flags replace the file's
 		cfg.ExitRules = s.exitRules
@@ -79,7 +87,7 @@ func (s *settings) configuration() (crashloop.SupervisorConfig, error) {
 // overridden are the flags that replace a setting of --config, in the
 // order they apply.
 var overridden = []string{"max-respawns", "window", "initial-backoff", "max-backoff", "healthy-after",
-	"chain-gap", "chain-max", "guard", "hourly-cap", "restart"}
+	"chain-gap", "chain-max", "guard", "hourly-cap", "restart", "probe-after", "probe-max"}
 
 // chainOf returns the chain settings in force, or the defaults if it is off.
 func chainOf(cfg crashloop.SupervisorConfig) crashloop.ChainConfig {
@@ -317,6 +325,8 @@ var fieldFlags = map[string]struct{ flag, part string }{
 	"guard.max_restarts":     {"guard", "N "},
 	"guard.window":           {"guard", "DURATION "},
 	"hourly_cap":             {"hourly-cap", ""},
+	"probe_after":            {"probe-after", ""},
+	"probe_max":              {"probe-max", ""},
 }
 
 // ruleFlags rewrites the settings that the library's rules name, in a
@@ -326,6 +336,7 @@ var ruleFlags = strings.NewReplacer(
 	"initial_backoff", "--initial-backoff",
 	">= initial (", ">= --initial-backoff (",
 	`kind "exponential"`, "--backoff=exponential",
+	"probe_after", "--probe-after",
 )
 
 // explain turns the library's rejection of a setting into one line that
@@ -385,4 +396,13 @@ func shortValue(v any) string {
 		return ""
 	}
 	return " (got " + text + ")"
+}
+
+// warnSharedCause says that the fleet's hold on a shared cause, which
+// --config may set, holds nothing without --redis: one crashloop
+// supervises one key, and a hold needs the failures of several keys.
+func (s *settings) warnSharedCause(cfg crashloop.SupervisorConfig, log *slog.Logger, key string) {
+	if s.redis.url == "" && cfg.Fleet != nil && cfg.Fleet.SharedCause != nil {
+		log.Warn(s.config+": fleet.shared_cause needs --redis: one crashloop supervises one key, and a hold needs several keys failing with one cause", "key", key)
+	}
 }

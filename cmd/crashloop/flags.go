@@ -42,6 +42,8 @@ type settings struct {
 	guard              string
 	hourlyCap          int
 	restart            string
+	probeAfter         time.Duration
+	probeMax           time.Duration
 	permanentExitCodes string               // every --permanent-exit-codes, comma-separated (for replay)
 	exitRules          []crashloop.ExitRule // --on-exit and --permanent-exit-codes, in the order given
 	config             string
@@ -87,9 +89,11 @@ func newSettings() *settings {
 	fs.String(&s.guard, "guard", "off", "fast restart-loop guard over every restart: off, on (3/60s) or `N/DURATION`")
 	fs.Int(&s.hourlyCap, "hourly-cap", 0, "park after `N` restarts in a rolling hour; 0: off")
 	fs.String(&s.restart, "restart", "on-failure", "restart `POLICY`: on-failure, or always to restart after exit status 0 too")
+	fs.Duration(&s.probeAfter, "probe-after", 0, "after a park (for any reason but permanent_error), start the program once as a probe after this long, then after twice that, up to --probe-max; a healthy probe resumes it; 0: off, a park waits for an operator")
+	fs.Duration(&s.probeMax, "probe-max", 0, "the longest wait between two probes (default 16 x --probe-after)")
 	fs.Var(onExitValue{&s.exitRules}, "on-exit", "what an end of the program does, `MATCH=ACTION` (repeatable, first match wins): MATCH is exit statuses (3, 64-78, 1,2,5-9), a signal (SIGSEGV or SEGV) or oom (the kernel's OOM killer, read from the program's memory cgroup); ACTION is restart (the guards judge it), park (at once), stop (crashloop ends with the program's status) or planned (restart at once, no budget spent), such as 78=park or SIGKILL=stop", repeatable)
 	fs.Var(permanentValue{&s.exitRules, &s.permanentExitCodes}, "permanent-exit-codes", "comma-separated exit statuses (`CODES`) that park at once, such as 78,125: shorthand for --on-exit CODES=park", repeatable)
-	fs.Var((*stringValue)(&s.config), "config", "JSON supervisor configuration `FILE` (every setting, the fleet breaker too; at most 1 MiB, once); each flag given overrides its setting", once)
+	fs.Var((*stringValue)(&s.config), "config", "JSON supervisor configuration `FILE` (every setting: the fleet breaker and its hold on a shared cause, \"fleet\": {\"shared_cause\": {...}}, too; at most 1 MiB, once); each flag given overrides its setting", once)
 	fs.String(&s.key, "key", "", "the program's stable identity in events and the state file (default: its name and a hash of the command line)")
 	fs.String(&s.chdir, "chdir", "", "run the program in `DIR`")
 	fs.Var(&s.env, "env", "set `KEY=VALUE` in the program's environment (repeatable)", repeatable|padded)
@@ -125,7 +129,7 @@ var helpSections = []struct {
 	flags []string
 }{
 	{"When to give up", []string{"max-respawns", "window", "initial-backoff", "max-backoff", "backoff", "jitter", "healthy-after",
-		"chain-max", "chain-gap", "guard", "hourly-cap", "restart", "on-exit", "permanent-exit-codes", "config"}},
+		"chain-max", "chain-gap", "guard", "hourly-cap", "restart", "probe-after", "probe-max", "on-exit", "permanent-exit-codes", "config"}},
 	{"The program", []string{"key", "chdir", "env", "grace", "watchdog", "health-cmd", "health-interval", "health-timeout", "health-retries",
 		"health-start-period", "stderr-tail-lines", "stderr-tail-bytes"}},
 	{"crashloop", []string{"state", "redis", "redis-prefix", "redis-timeout", "redis-ca", "redis-cert", "redis-key", "log-format", "metrics-addr", "on-park", "on-park-exec", "on-trip-exec", "hook-timeout", "admin-token-file", "version"}},
