@@ -61,7 +61,7 @@ func (e *endpoints) status(w http.ResponseWriter, req *http.Request) {
 		ks := st.Keys[key]
 		k := liveKeyDoc{Key: key, State: string(ks.State), Since: jsonTime(ks.Since), TotalRestarts: ks.TotalRestarts,
 			LocalRestarts: ks.LocalRestarts, CanRestart: ks.CanRestart, Incarnation: ks.Incarnation, LastError: ks.LastError,
-			ExitCode: ks.ExitCode, Signal: ks.Signal, StderrTail: ks.StderrTail}
+			ExitCode: ks.ExitCode, Signal: ks.Signal, StderrTail: ks.StderrTail, Cause: ks.Cause}
 		if ks.Reason != "" {
 			p := parkDoc{Key: key, Reason: ks.Reason, Since: jsonTime(ks.ParkedSince), LastError: ks.LastError}
 			switch {
@@ -72,6 +72,7 @@ func (e *endpoints) status(w http.ResponseWriter, req *http.Request) {
 			default:
 				p.setExit(e.r.lastExit())
 			}
+			p.setProbe(ks.NextProbe)
 			k.Park = &p
 		}
 		doc.Keys = append(doc.Keys, k)

@@ -37,20 +37,31 @@ func (d jsonDuration) MarshalJSON() ([]byte, error) { return json.Marshal(time.D
 // parkDoc is a park, the same object in every document: the key, the
 // reason code, when it was parked, what the guard that parked it counted
 // (respawns, rescues or restarts, of every replica on Redis), the last
-// error, and how the last run ended when it is known (the exit status of a
+// error, how the last run ended when it is known (the exit status of a
 // program that exited, the signal that killed one, the end of its
-// stderr, whether the kernel's OOM killer killed it). ExitCode, Signal,
-// StderrTail and OOMKilled are left out when unknown (or false).
+// stderr, whether the kernel's OOM killer killed it), and when its next
+// probe is due (--probe-after). ExitCode, Signal, StderrTail, OOMKilled
+// and NextProbe are left out when unknown (or false, or none).
 type parkDoc struct {
-	Key        string   `json:"key"`
-	Reason     string   `json:"reason"`
-	Since      jsonTime `json:"since"`
-	Attempts   int      `json:"attempts"`
-	LastError  string   `json:"last_error,omitempty"`
-	ExitCode   *int     `json:"exit_code,omitempty"`
-	Signal     string   `json:"signal,omitempty"`
-	StderrTail string   `json:"stderr_tail,omitempty"`
-	OOMKilled  bool     `json:"oom_killed,omitempty"`
+	Key        string    `json:"key"`
+	Reason     string    `json:"reason"`
+	Since      jsonTime  `json:"since"`
+	Attempts   int       `json:"attempts"`
+	LastError  string    `json:"last_error,omitempty"`
+	ExitCode   *int      `json:"exit_code,omitempty"`
+	Signal     string    `json:"signal,omitempty"`
+	StderrTail string    `json:"stderr_tail,omitempty"`
+	OOMKilled  bool      `json:"oom_killed,omitempty"`
+	NextProbe  *jsonTime `json:"next_probe,omitempty"`
+}
+
+// setProbe sets when the park's next probe is due; a zero next is none.
+func (p *parkDoc) setProbe(next time.Time) {
+	p.NextProbe = nil
+	if !next.IsZero() {
+		at := jsonTime(next)
+		p.NextProbe = &at
+	}
 }
 
 // parkOf returns the park of pe as parkDoc, with how the program ended
@@ -80,7 +91,8 @@ func (p parkDoc) exit() errtext.Exit {
 
 // fleetDoc is the fleet breaker: tripped or armed, its limit of restarts
 // per hour and the restarts in the last hour, the keys failing out of all
-// the keys it has heard of, and when a tripped breaker re-arms.
+// the keys it has heard of, when a tripped breaker re-arms, and the shared
+// causes it holds restarts for (fleet.shared_cause in --config).
 type fleetDoc struct {
 	BreakerTripped  bool      `json:"breaker_tripped"`
 	RestartsPerHour int       `json:"restarts_per_hour"`
@@ -88,12 +100,13 @@ type fleetDoc struct {
 	FailingKeys     int       `json:"failing_keys"`
 	TotalKeys       int       `json:"total_keys"`
 	RearmAt         *jsonTime `json:"rearm_at,omitempty"`
+	HeldCauses      []string  `json:"held_causes,omitempty"`
 }
 
 // fleetOf returns fs as fleetDoc.
 func fleetOf(fs crashloop.FleetStatus) *fleetDoc {
 	f := &fleetDoc{BreakerTripped: fs.BreakerTripped, RestartsPerHour: fs.FleetRestartsPerHour, RestartsInHour: fs.RestartsInHour,
-		FailingKeys: fs.FailingKeys, TotalKeys: fs.Keys}
+		FailingKeys: fs.FailingKeys, TotalKeys: fs.Keys, HeldCauses: fs.HeldCauses}
 	if fs.RearmAt != nil {
 		at := jsonTime(*fs.RearmAt)
 		f.RearmAt = &at
@@ -127,8 +140,8 @@ type liveDoc struct {
 // since when, its restarts since it was first run or last resumed (of
 // every replica on Redis: total_restarts; of this one: local_restarts),
 // whether it may restart, its last error with how the program ended when
-// that error tells (exit_code or signal, and stderr_tail), and its park
-// when it is parked.
+// that error tells (exit_code or signal, and stderr_tail), its park when
+// it is parked, and the shared cause the fleet holds its restart for.
 type liveKeyDoc struct {
 	Key           string   `json:"key"`
 	State         string   `json:"state"`
@@ -142,6 +155,7 @@ type liveKeyDoc struct {
 	Signal        string   `json:"signal,omitempty"`
 	StderrTail    string   `json:"stderr_tail,omitempty"`
 	Park          *parkDoc `json:"park,omitempty"`
+	Cause         string   `json:"cause,omitempty"`
 }
 
 // attrs returns the park's fields as the attributes of a log line, then
@@ -162,6 +176,9 @@ func (p parkDoc) attrs(more ...any) []any {
 	}
 	if p.OOMKilled {
 		a = append(a, "oom_killed", true)
+	}
+	if p.NextProbe != nil {
+		a = append(a, "next_probe", time.Time(*p.NextProbe))
 	}
 	return append(a, more...)
 }

@@ -34,18 +34,22 @@ type stateFile struct {
 // time, what the guard that parked it counted (Attempts; absent from the
 // marks of crashloops before it was added, whose Starts stand in), the
 // program's starts, how its last run ended (its status, the signal that
-// killed it and the last lines it wrote on stderr) and its command line.
+// killed it and the last lines it wrote on stderr), its command line, and
+// with --probe-after when its next probe is due and how many probes have
+// started since the park.
 type mark struct {
-	Reason     string    `json:"reason"`
-	LastError  string    `json:"last_error,omitempty"`
-	Attempts   *int      `json:"attempts,omitempty"`
-	Starts     int       `json:"starts"`
-	ExitStatus *int      `json:"exit_status,omitempty"`
-	Signal     string    `json:"signal,omitempty"`
-	StderrTail string    `json:"stderr_tail,omitempty"`
-	OOMKilled  bool      `json:"oom_killed,omitempty"`
-	Since      time.Time `json:"since"`
-	Command    []string  `json:"command,omitempty"`
+	Reason     string     `json:"reason"`
+	LastError  string     `json:"last_error,omitempty"`
+	Attempts   *int       `json:"attempts,omitempty"`
+	Starts     int        `json:"starts"`
+	ExitStatus *int       `json:"exit_status,omitempty"`
+	Signal     string     `json:"signal,omitempty"`
+	StderrTail string     `json:"stderr_tail,omitempty"`
+	OOMKilled  bool       `json:"oom_killed,omitempty"`
+	Since      time.Time  `json:"since"`
+	Command    []string   `json:"command,omitempty"`
+	NextProbe  *time.Time `json:"next_probe,omitempty"`
+	Probes     int        `json:"probes,omitempty"`
 }
 
 // markOf returns the mark of a park: p, with the starts and command line
@@ -56,8 +60,13 @@ func markOf(p parkDoc, starts int, status *int, argv []string) mark {
 	if p.ExitCode != nil {
 		status = p.ExitCode
 	}
-	return mark{Reason: p.Reason, LastError: p.LastError, Attempts: &attempts, Starts: starts, ExitStatus: status,
+	m := mark{Reason: p.Reason, LastError: p.LastError, Attempts: &attempts, Starts: starts, ExitStatus: status,
 		Signal: p.Signal, StderrTail: p.StderrTail, OOMKilled: p.OOMKilled, Since: time.Time(p.Since), Command: argv}
+	if p.NextProbe != nil {
+		next := time.Time(*p.NextProbe)
+		m.NextProbe = &next
+	}
+	return m
 }
 
 // park returns the mark of key as parkDoc.
@@ -70,6 +79,9 @@ func (m mark) park(key string) parkDoc {
 	if m.ExitStatus != nil && m.Signal == "" {
 		code := *m.ExitStatus
 		p.ExitCode = &code
+	}
+	if m.NextProbe != nil {
+		p.setProbe(*m.NextProbe)
 	}
 	return p
 }

@@ -126,8 +126,9 @@ func printJSON(w io.Writer, v any) error {
 }
 
 // printParks prints parks as a table, in their order, EXIT the last exit
-// status or signal ("-" if unknown), then the stderr tail of each park that
-// has one, indented. A key or an error that could break the table (a
+// status or signal ("-" if unknown), then when the next probe of each park
+// that has one is due, then the stderr tail of each park that has one,
+// indented. A key or an error that could break the table (a
 // control character, which crashloop refuses in keys but another writer
 // may have put on Redis) is quoted, and so is a line of a tail with a
 // control character other than a tab (a terminal's escape sequence).
@@ -140,6 +141,11 @@ func printParks(w io.Writer, parks []parkDoc) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, p := range parks {
+		if p.NextProbe != nil {
+			fmt.Fprintf(w, "%s: next probe due at %s\n", oneLine(p.Key), time.Time(*p.NextProbe).Format(time.RFC3339))
+		}
 	}
 	for _, p := range parks {
 		if p.StderrTail == "" {
