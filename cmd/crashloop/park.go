@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/crashloopguard/crashloop"
@@ -28,7 +29,9 @@ const resumePoll = 200 * time.Millisecond
 // (crashloop resume --redis: the shared state no longer parks the key), or
 // over HTTP (POST /resume with --admin-token-file). With --redis, Redis
 // decides, and the state file's mark is only this machine's record, cleared
-// on the resume.
+// on the resume. With --probe-after it also wakes when the park's next
+// probe is due, for crashloop to start the probe (the Supervisor claims
+// it); while the probe runs, a resume over HTTP still resumes the key.
 type parkWaiter struct {
 	key   string
 	sup   *crashloop.Supervisor
@@ -40,8 +43,29 @@ type parkWaiter struct {
 
 	mu      sync.Mutex
 	parked  bool
-	resumed chan string // who resumed it, from resumeHTTP
-	polled  bool        // a read of the state file or Redis has failed (logged once)
+	probing bool          // a probe of the park runs
+	resumed chan string   // who resumed it, from resumeHTTP
+	polled  bool          // a read of the state file or Redis has failed (logged once)
+	resumes *atomic.Int64 // resumes of the key while its probe ran: by the probe, or over HTTP
+}
+
+// byProbe is what wait returns when the park's next probe is due.
+const byProbe = "the probe"
+
+// probe notes that the probe of the park starts: the program runs, and
+// until the probe resumes the key (or fails), the key stays parked.
+func (w *parkWaiter) probe() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.parked, w.probing = false, true
+}
+
+// probeResumed notes that a healthy probe resumed the key (the Supervisor
+// announced agent.resumed, reason probe).
+func (w *parkWaiter) probeResumed() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.probing = false
 }
 
 // isParked reports whether crashloop waits for a resume (for /readyz).
@@ -52,23 +76,38 @@ func (w *parkWaiter) isParked() bool {
 }
 
 // wait waits until the key is resumed, and returns who resumed it ("the
-// state file", "Redis", "HTTP"), or false when ctx ends first (INT or
-// TERM): the key then stays parked. flushed is false when the park was
-// decided while Redis was unreachable and is not on Redis yet: wait writes
-// it back first, so that it is not mistaken for a resume.
-func (w *parkWaiter) wait(ctx context.Context, flushed bool) (by string, ok bool) {
+// state file", "Redis", "HTTP"), or byProbe once the probe due at probe
+// (zero: none) is, or false when ctx ends first (INT or TERM): the key then
+// stays parked. flushed is false when the park was decided while Redis was
+// unreachable and is not on Redis yet: wait writes it back first, so that
+// it is not mistaken for a resume.
+func (w *parkWaiter) wait(ctx context.Context, flushed bool, probe time.Time) (by string, ok bool) {
 	w.mu.Lock()
-	w.parked, w.resumed, w.polled = true, make(chan string, 1), false
+	w.parked, w.probing, w.resumed, w.polled = true, false, make(chan string, 1), false
 	resumed := w.resumed
 	w.mu.Unlock()
 	tick := time.NewTicker(resumePoll)
 	defer tick.Stop()
+	var due <-chan time.Time // nil: no probe
+	if !probe.IsZero() {
+		timer := time.NewTimer(time.Until(probe))
+		defer timer.Stop()
+		due = timer.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return "", false
 		case by := <-resumed:
 			return by, true
+		case <-due:
+			if by := w.poll(ctx); by != "" { // resumed meanwhile: no probe needed
+				return by, true
+			}
+			if w.probeStarts() {
+				return byProbe, true
+			}
+			continue
 		case <-tick.C:
 		}
 		if !flushed {
@@ -146,20 +185,38 @@ func (w *parkWaiter) pollState() (string, error) {
 	return "the state file", nil
 }
 
+// probeStarts reports whether the probe that is due may start: crashloop
+// is still waiting (not resumed over HTTP meanwhile).
+func (w *parkWaiter) probeStarts() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.parked
+}
+
 // resumeHTTP resumes the key for POST /resume: the Supervisor's park (on
 // Redis, for every replica) and the state file's mark. It returns
-// crashloop.ErrNotParked when crashloop is not waiting on a park.
+// crashloop.ErrNotParked when crashloop is not waiting on a park, nor
+// running its probe.
 func (w *parkWaiter) resumeHTTP(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.parked {
+	if !w.parked && !w.probing {
 		return crashloop.ErrNotParked
 	}
-	if err := w.sup.Resume(ctx, w.key); err != nil && !errors.Is(err, crashloop.ErrNotParked) {
+	err := w.sup.Resume(ctx, w.key)
+	switch {
+	case w.probing && err != nil: // the probe resumed it a moment ago, or the resume failed
+		return err
+	case err != nil && !errors.Is(err, crashloop.ErrNotParked):
 		return err
 	}
 	if w.state != nil {
 		w.unmark()
+	}
+	if w.probing { // the probe's run goes on, no longer a probe
+		w.probing = false
+		w.resumes.Add(1)
+		return nil
 	}
 	w.parked = false
 	w.resumed <- "HTTP"
@@ -168,21 +225,27 @@ func (w *parkWaiter) resumeHTTP(ctx context.Context) error {
 
 // unmark removes the key's mark from the state file, if it has one. A
 // failure is logged: the program is resumed all the same.
-func (w *parkWaiter) unmark() {
-	err := w.state.update(func(st *stateFile) (bool, error) {
-		_, ok := st.Marks[w.key]
-		delete(st.Marks, w.key)
+func (w *parkWaiter) unmark() { unmark(w.state, w.key, w.log) }
+
+// unmark removes the mark of key from the state file, if it has one. A
+// failure is logged: the program is resumed all the same.
+func unmark(state *stateStore, key string, log *slog.Logger) {
+	err := state.update(func(st *stateFile) (bool, error) {
+		_, ok := st.Marks[key]
+		delete(st.Marks, key)
 		return ok, nil
 	})
 	if err != nil {
-		w.log.Error("resumed, but the mark stays in the state file: "+err.Error(), "key", w.key)
+		log.Error("resumed, but the mark stays in the state file: "+err.Error(), "key", key)
 	}
 }
 
 // restorePark makes sup know the park m of key, read from the state file
-// when crashloop starts with --on-park wait: its status and metrics then
-// show the key parked, and Run refuses it until it is resumed. It goes
-// through the Supervisor's snapshot, the one way in for a park.
+// when crashloop starts with --on-park wait, or with a probe due: its
+// status and metrics then show the key parked, and Run refuses it until it
+// is resumed or its probe is due (then Run claims the probe). It goes
+// through the Supervisor's snapshot, the one way in for a park and its
+// probe schedule.
 func restorePark(sup *crashloop.Supervisor, key string, m mark) error {
 	data, err := sup.Snapshot()
 	if err != nil {
@@ -210,6 +273,12 @@ func restorePark(sup *crashloop.Supervisor, key string, m mark) error {
 	key0 := map[string]any{"state": state, "since": since}
 	if m.LastError != "" {
 		key0["last_error"] = park["last_error"]
+	}
+	if m.NextProbe != nil { // the probe schedule; without it, the first probe is ProbeAfter after the park
+		key0["next_probe"] = m.NextProbe.UTC().Format(time.RFC3339Nano)
+		if m.Probes > 0 {
+			key0["probes"] = m.Probes
+		}
 	}
 	doc["keys"] = map[string]any{key: key0}
 	if data, err = json.Marshal(doc); err != nil {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/crashloopguard/crashloop"
@@ -63,21 +64,28 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	defer reaper.close()
 	h := &hooks{park: s.onParkExec, trip: s.onTripExec, timeout: s.hookTimeout, log: log, reaper: reaper}
 	defer h.wait() // the hook of the park that ends crashloop runs to its end
-	sup, layer, err := newSupervisor(s, cfg, log, &events, store, h)
-	if err != nil {
-		return 0, err
-	}
 	key := s.key
 	if key == "" {
 		key = defaultKey(argv)
 	}
+	watch := &probeWatch{key: key}
+	sup, layer, err := newSupervisor(s, cfg, log, &events, store, h, watch)
+	if err != nil {
+		return 0, err
+	}
+	s.warnSharedCause(cfg, log, key)
 
-	// --redis: no start of a key the replicas parked. Under --on-park wait,
-	// Run refuses it and crashloop waits.
+	// --redis: no start of a key the replicas parked, but for its probe
+	// once it is due (--probe-after: Run claims it, or refuses the key).
+	// Under --on-park wait, Run refuses it and crashloop waits.
 	wait := s.onPark == "wait"
+	parkedBefore := false // the key was parked when crashloop started: its first run can only be a probe
 	if store != nil && !wait {
 		if pe := parkedInRedis(store, key, s.redis.timeout); pe != nil {
-			return refuse(out, key, markOf(parkOf(pe), 0, nil, nil), resumeRedisCommand(s.redis, key))
+			if cfg.ProbeAfter <= 0 || pe.Reason == crashloop.ReasonPermanent {
+				return refuse(out, key, markOf(parkOf(pe), 0, nil, nil), resumeRedisCommand(s.redis, key))
+			}
+			parkedBefore = true
 		}
 	}
 
@@ -107,13 +115,16 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 			return 0, err
 		}
 		if m, ok := st.Marks[key]; ok {
+			due := m.probeDue(cfg)
 			switch {
-			case !wait:
-				return refuse(out, key, m, resumeCommand(s.state, key))
+			case !wait && store != nil && parkedBefore: // Redis decides the probe
+			case !wait && (due.IsZero() || time.Now().Before(due)):
+				return refuse(out, key, m.withProbe(probeState{next: due, probes: m.Probes}), resumeCommand(s.state, key))
 			case store == nil:
 				if err := restorePark(sup, key, m); err != nil {
 					return 0, fmt.Errorf("state file %s: the park of %s: %w", s.state, key, err)
 				}
+				parkedBefore = true
 			}
 		}
 	}
@@ -163,6 +174,20 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	if wait {
 		ep.waiter = &parkWaiter{key: key, sup: sup, layer: layer, state: state, store: store, redis: s.redis, log: log}
 	}
+	var resumes atomic.Int64 // resumes of a parked key while its probe ran: by the probe, or over HTTP
+	if wait {
+		ep.waiter.resumes = &resumes
+	}
+	watch.resumed = func() { // a healthy probe resumed the key: it runs on with a full budget
+		resumes.Add(1)
+		r.resumed()
+		if ep.waiter != nil {
+			ep.waiter.probeResumed()
+		}
+		if state != nil {
+			unmark(state, key, log)
+		}
+	}
 	if metrics != nil {
 		defer serveMetrics(metrics, sup, &events, r, log, ep).close()
 		if !wait {
@@ -170,41 +195,84 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 		}
 	}
 
+	// parkedBefore: the key was parked before the Run, which can then only
+	// run it as a probe (the Supervisor claims the probe when it is due,
+	// and refuses the key otherwise): a park that ends such a run is the
+	// same park, the probe failed, unless the key was resumed meanwhile
+	// (by the probe, or over HTTP).
+	probing := false // the Run is for a probe that came due while crashloop waited
+	if wait && parkedBefore {
+		ep.waiter.probe() // its probe may be due: a resume over HTTP reaches it
+	}
 	for {
-		ran := false // Run refuses a key parked before it, without a run
+		ran := false // Run refuses a parked key without a run
+		before := resumes.Load()
 		err = sup.Run(ctx, key, func(ctx context.Context) error { ran = true; return r.run(ctx) })
+		failedProbe := parkedBefore && ran && resumes.Load() == before
 		var pe *crashloop.ParkedError
 		switch {
 		case r.failed != nil: // Run returns only after the run that set it
 			return 0, r.failed
 		case errors.As(err, &pe) && wait:
 			flushed := true
-			if !ran { // parked before crashloop started
+			ps := probeOf(sup, key)
+			switch {
+			case !ran && probing: // not claimed here: another replica runs the probe
+				out.print(slog.LevelInfo, fmt.Sprintf("%s's probe did not start here (another replica runs it)%s", key, dueAt(ps.next)), "key", key)
+			case !ran: // parked before crashloop started
 				p := parkOf(pe)
+				p.setProbe(ps.next)
 				r.parked(&p)
 				announceRefusal(out, key, markOf(p, 0, nil, nil))
-			} else {
+			case failedProbe:
+				if err := probeFailed(r, state, ps, out); err != nil {
+					log.Error("the next probe was not recorded: "+err.Error(), "key", key)
+				}
+			default:
 				if store != nil {
 					flushed = flush(layer, out, key)
 				}
-				if code, err := gaveUp(r, pe, state, nil, out, argv); err != nil {
+				if code, err := gaveUp(r, pe, state, nil, out, argv, ps); err != nil {
 					return code, err
 				}
 			}
-			out.print(slog.LevelInfo, "--on-park wait: the program stays stopped until it is resumed; then it starts with a full budget: "+resumeHint(s, key, ep.token != nil), "key", key)
-			by, ok := ep.waiter.wait(ctx, flushed)
+			if !probing || ran && !failedProbe {
+				out.print(slog.LevelInfo, waitLine(ps.next)+resumeHint(s, key, ep.token != nil), "key", key)
+			}
+			parkedBefore = true
+			by, ok := ep.waiter.wait(ctx, flushed, ps.next)
 			if !ok {
 				out.print(slog.LevelInfo, fmt.Sprintf("stopped while %s was parked; it stays parked", key), "key", key)
 				return 0, nil
 			}
+			if probing = by == byProbe; probing {
+				ep.waiter.probe()
+				out.print(slog.LevelInfo, fmt.Sprintf("%s's probe is due: starting it once; a healthy run resumes it", key), "key", key)
+				continue
+			}
+			parkedBefore = false
 			r.resumed()
 			out.print(slog.LevelInfo, fmt.Sprintf("%s was resumed (%s): starting it with a full budget", key, by), "key", key, "by", by)
 		case errors.As(err, &pe):
+			ps := probeOf(sup, key)
+			switch {
+			case parkedBefore && !ran: // its probe is not due, or another replica runs it
+				resume := resumeCommand(s.state, key)
+				if store != nil {
+					resume = resumeRedisCommand(s.redis, key)
+				}
+				return refuse(out, key, markOf(parkOf(pe), 0, nil, nil).withProbe(ps), resume)
+			case failedProbe:
+				if err := probeFailed(r, state, ps, out); err != nil {
+					return exitError, fail(exitError, "the probe of %s failed, and its next probe was not recorded: %v", key, err)
+				}
+				return exitParked, nil
+			}
 			var shared *redisConfig
 			if store != nil && flush(layer, out, key) { // a park decided alone reaches the other replicas
 				shared = &s.redis
 			}
-			return gaveUp(r, pe, state, shared, out, argv)
+			return gaveUp(r, pe, state, shared, out, argv, ps)
 		case ctx.Err() != nil:
 			return r.stoppedStatus(), nil
 		case errors.As(err, new(*runFailure)): // an --on-exit stop rule matched
@@ -225,8 +293,30 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 // crashloop waits for a resume instead of exiting.
 func announceRefusal(out *output, key string, m mark) {
 	p := m.park(key)
-	out.print(slog.LevelError, fmt.Sprintf("%s is parked since %s (%s): %s%s", key, m.Since.Format(time.RFC3339), m.Reason, m.LastError, lastWords(p.StderrTail)),
+	var next time.Time
+	if m.NextProbe != nil {
+		next = *m.NextProbe
+	}
+	out.print(slog.LevelError, fmt.Sprintf("%s is parked since %s (%s): %s%s%s", key, m.Since.Format(time.RFC3339), m.Reason, m.LastError, lastWords(p.StderrTail), dueAt(next)),
 		p.attrs()...)
+}
+
+// dueAt says when the next probe is due, after a sentence: "" if none is.
+func dueAt(next time.Time) string {
+	if next.IsZero() {
+		return ""
+	}
+	return "; its next probe is due at " + next.UTC().Format(time.RFC3339Nano)
+}
+
+// waitLine is the start of the line that says crashloop waits on a park
+// whose next probe is due at next (zero: none).
+func waitLine(next time.Time) string {
+	if next.IsZero() {
+		return "--on-park wait: the program stays stopped until it is resumed; then it starts with a full budget: "
+	}
+	return "--on-park wait: the program stays stopped until it is resumed, or until its probe at " + next.UTC().Format(time.RFC3339Nano) +
+		" (a healthy probe resumes it); resumed, it starts with a full budget: "
 }
 
 // resumeHint says how to resume key: the command for --redis or --state,
@@ -268,9 +358,10 @@ func refuse(out *output, key string, m mark, resume string) (int, error) {
 // subsystem that watches or shares the Supervisor's state adds its
 // crashloop.Option here: an event handler to the list, or a store. events
 // counts the events for --metrics-addr; hooks runs --on-park-exec and
-// --on-trip-exec; store, with --redis, is the ledger the replicas share.
-func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger, events *promcrashloop.Events, store *redisstore.Store, hooks *hooks) (*crashloop.Supervisor, *share.Layer, error) {
-	handlers := []crashloop.EventHandler{crashloop.LogEvents(log), hooks}
+// --on-trip-exec; watch sees a probe resume the key; store, with --redis,
+// is the ledger the replicas share.
+func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger, events *promcrashloop.Events, store *redisstore.Store, hooks *hooks, watch *probeWatch) (*crashloop.Supervisor, *share.Layer, error) {
+	handlers := []crashloop.EventHandler{crashloop.LogEvents(log), hooks, watch}
 	if s.metricsAddr != "" {
 		handlers = append(handlers, events)
 	}
@@ -287,11 +378,11 @@ func newSupervisor(s *settings, cfg crashloop.SupervisorConfig, log *slog.Logger
 	return sup, layer, nil
 }
 
-// gaveUp reports a park, records it in the state file if there is one, and
-// returns exit status 86; or 1, saying so, when the park could be recorded
+// gaveUp reports a park, with ps, its probe schedule, records it in the
+// state file if there is one, and returns exit status 86; or 1, saying so, when the park could be recorded
 // nowhere (neither in the state file nor on Redis): the next crashloop
 // would run the program.
-func gaveUp(r *runner, pe *crashloop.ParkedError, state *stateStore, shared *redisConfig, out *output, argv []string) (int, error) {
+func gaveUp(r *runner, pe *crashloop.ParkedError, state *stateStore, shared *redisConfig, out *output, argv []string, ps probeState) (int, error) {
 	r.mu.Lock()
 	starts, last, status, exit, ended := r.starts, r.last, r.status, r.exit, r.ended
 	r.mu.Unlock()
@@ -302,6 +393,7 @@ func gaveUp(r *runner, pe *crashloop.ParkedError, state *stateStore, shared *red
 	if _, ok := errtext.ExitOf(pe.LastError); !ok && ended {
 		park.setExit(exit)
 	}
+	park.setProbe(ps.next)
 	r.parked(&park)
 	out.print(slog.LevelError, fmt.Sprintf("giving up on %s: %s after %s; last exit: %s%s", r.key, pe.Reason, errtext.Plural(starts, "start"), last, lastWords(park.StderrTail)),
 		park.attrs("starts", starts, "last_exit", last)...)
@@ -315,7 +407,7 @@ func gaveUp(r *runner, pe *crashloop.ParkedError, state *stateStore, shared *red
 	if ended {
 		laststatus = &status
 	}
-	m := markOf(park, starts, laststatus, argv)
+	m := markOf(park, starts, laststatus, argv).withProbe(ps)
 	err := state.update(func(st *stateFile) (bool, error) {
 		st.Marks[r.key] = m
 		return true, nil
