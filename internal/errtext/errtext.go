@@ -126,18 +126,3 @@ func (e *restoredExit) Error() string        { return e.text }
 func (e *restoredExit) Is(target error) bool { return e.sentinel != nil && target == e.sentinel }
 func (e *restoredExit) ProgramExit() Exit    { return e.exit }
 
-// Cause is a placeholder until the normalizer lands: digit runs become N.
-func Cause(text string) string {
-	var b []byte
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		if c >= '0' && c <= '9' {
-			if len(b) == 0 || b[len(b)-1] != 'N' || i == 0 || text[i-1] < '0' || text[i-1] > '9' {
-				b = append(b, 'N')
-			}
-			continue
-		}
-		b = append(b, c)
-	}
-	return string(b)
-}
