@@ -16,7 +16,7 @@ import (
 var realFailures = []struct {
 	name, source, text, cause string
 }{
-	// Go's net package, through pgx, the kubelet and others.
+	// Go's net package and runtime, as Go programs print them.
 	{"go ipv6 refused", "https://github.com/utronframework/todo/issues/1",
 		"dial tcp [::1]:5432: connectex: No connection could be made because the target machine actively refused it.",
 		"dial tcp [X]:N: connectex: No connection could be made because the target machine actively refused it."},
