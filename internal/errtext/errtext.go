@@ -1,6 +1,7 @@
 // Package errtext is the text of the errors of the library and of its
 // nested modules: an error restored from the text it was kept as, which
-// still matches its sentinel, and counted nouns in messages. It imports
+// still matches its sentinel, a failure's cause (its text with numbers,
+// addresses and ids normalized), and counted nouns in messages. It imports
 // nothing of the library, so that the library itself can use it.
 package errtext
 
