@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/crashloopguard/crashloop/internal/errtext"
 	"github.com/crashloopguard/crashloop/internal/seam"
 )
 
@@ -16,8 +15,9 @@ import (
 // park. Every ProbeEvery one held key goes as a probe; once a probe's run
 // is healthy, every key held for the cause is released, spread over one
 // ProbeEvery. Keys failing for other causes are judged as usual. A cause
-// is the failure's text with numbers, addresses and ids normalized. The
-// zero value takes the defaults; it is a plain value.
+// is the failure's text with numbers, addresses and ids normalized; for a
+// program's exit, its exit status or signal and its last line on stderr.
+// The zero value takes the defaults; it is a plain value.
 type SharedCauseConfig struct {
 	// Keys is how many distinct keys failing with one cause start a hold
 	// ("keys"). Default 3; 2 to 1000.
@@ -51,9 +51,6 @@ func (c SharedCauseConfig) withDefaults() SharedCauseConfig {
 	c.ProbeEvery = cmp.Or(c.ProbeEvery, d.ProbeEvery)
 	return c
 }
-
-// causeOf is the cause of a failure's text, as the hold compares them.
-func causeOf(text string) string { return errtext.Cause(text) }
 
 const (
 	maxCauseKeys = 1000 // SharedCauseConfig.Keys at most

@@ -145,7 +145,7 @@ func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Tim
 	if cause != nil {
 		j.Cause = errtext.Text(cause) // with how the program ended, when the failure tells
 		if s.rules.cause != nil {
-			j.Shared = causeOf(j.Cause)
+			j.Shared = errtext.CauseOf(cause) // how the program ended, and its last line on stderr, when the failure tells
 		}
 	}
 	return j, cause
