@@ -126,4 +126,3 @@ type restoredExit struct {
 func (e *restoredExit) Error() string        { return e.text }
 func (e *restoredExit) Is(target error) bool { return e.sentinel != nil && target == e.sentinel }
 func (e *restoredExit) ProgramExit() Exit    { return e.exit }
-
