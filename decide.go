@@ -79,10 +79,10 @@ func (s *Supervisor) Decide(ctx context.Context, key string, r RunResult) Decisi
 // failed start, judged by the respawn budget; one after is a rescue, judged
 // by the chain. Permanent(err) parks at once; Restart(err) restarts at once
 // and spends no budget; an ExitRules rule may do either, or stop. Every
-// restart also passes the per-key guard, the hourly cap and the fleet
-// breaker. docs/supervisor.md has the whole table.
+// restart also passes the per-key guard, the hourly cap and the fleet's
+// holds. docs/supervisor.md has the whole table.
 //
-// A parked key stops with its *ParkedError. If ctx ends first (it bounds the
+// A parked key stops with its *ParkedError and the wait until its probe. If ctx ends first (it bounds the
 // wait on a shared layer), DecideAt returns ActionStop with ctx's error and
 // commits nothing. DecideAt is safe for concurrent use.
 func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now time.Time) Decision {
