@@ -5,29 +5,20 @@ import (
 	"slices"
 	"time"
 
-	"github.com/crashloopguard/crashloop/internal/errtext"
 	"github.com/crashloopguard/crashloop/internal/seam"
 )
 
-// SharedCauseConfig configures the hold on a shared cause, a part of the
-// fleet breaker (FleetConfig.SharedCause): when failures with one cause
-// reach Keys distinct keys within Window, the fleet holds the restarts of
-// the keys failing with it. A held restart spends no budget and does not
-// park. Every ProbeEvery one held key goes as a probe; once a probe's run
-// is healthy, every key held for the cause is released, spread over one
-// ProbeEvery. Keys failing for other causes are judged as usual. A cause
-// is the failure's text with numbers, addresses and ids normalized. The
-// zero value takes the defaults; it is a plain value.
+// SharedCauseConfig configures the hold on a shared cause: once Keys
+// distinct keys fail with one cause within Window, the fleet holds the
+// restarts failing with it, spending no budget and parking nothing. Every
+// ProbeEvery one held key goes as a probe; a healthy probe releases them
+// all, spread over one ProbeEvery. A cause is the failure's text with
+// numbers and ids normalized (for a program: its exit and last stderr
+// line). Its zero value takes the defaults.
 type SharedCauseConfig struct {
-	// Keys is how many distinct keys failing with one cause start a hold
-	// ("keys"). Default 3; 2 to 1000.
-	Keys int
-	// Window is how recent those failures must be ("window"). Default 1m;
-	// > 0.
-	Window time.Duration
-	// ProbeEvery is how often a held key goes as a probe ("probe_every").
-	// Default 30s; > 0.
-	ProbeEvery time.Duration
+	Keys       int           // distinct keys failing with one cause that start a hold ("keys"); default 3, 2 to 1000
+	Window     time.Duration // how recent their failures are ("window"); default 1m, > 0
+	ProbeEvery time.Duration // how often a held key goes as a probe ("probe_every"); default 30s, > 0
 }
 
 // defaultSharedCause returns SharedCauseConfig's defaults.
@@ -51,9 +42,6 @@ func (c SharedCauseConfig) withDefaults() SharedCauseConfig {
 	c.ProbeEvery = cmp.Or(c.ProbeEvery, d.ProbeEvery)
 	return c
 }
-
-// causeOf is the cause of a failure's text, as the hold compares them.
-func causeOf(text string) string { return errtext.Cause(text) }
 
 const (
 	maxCauseKeys = 1000 // SharedCauseConfig.Keys at most

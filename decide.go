@@ -62,7 +62,7 @@ func (a Action) String() string {
 // zero value (no Action) is never returned.
 type Decision struct {
 	Action Action
-	Wait   time.Duration // ActionRestart: the backoff; ActionHold: how long to wait before Proceed
+	Wait   time.Duration // the backoff; ActionHold: the wait before Proceed; ActionStop: until a park's probe (0: none)
 	Err    error         // ActionStop: nil after a clean exit, else why (a *ParkedError)
 }
 
@@ -79,10 +79,10 @@ func (s *Supervisor) Decide(ctx context.Context, key string, r RunResult) Decisi
 // failed start, judged by the respawn budget; one after is a rescue, judged
 // by the chain. Permanent(err) parks at once; Restart(err) restarts at once
 // and spends no budget; an ExitRules rule may do either, or stop. Every
-// restart also passes the per-key guard, the hourly cap and the fleet
-// breaker. docs/supervisor.md has the whole table.
+// restart also passes the per-key guard, the hourly cap and the fleet's
+// holds. docs/supervisor.md has the whole table.
 //
-// A parked key stops with its *ParkedError. If ctx ends first (it bounds the
+// A parked key stops with its *ParkedError and the wait until its probe. If ctx ends first (it bounds the
 // wait on a shared layer), DecideAt returns ActionStop with ctx's error and
 // commits nothing. DecideAt is safe for concurrent use.
 func (s *Supervisor) DecideAt(ctx context.Context, key string, r RunResult, now time.Time) Decision {
@@ -145,7 +145,7 @@ func (s *Supervisor) judgment(r *record, key string, res RunResult, now time.Tim
 	if cause != nil {
 		j.Cause = errtext.Text(cause) // with how the program ended, when the failure tells
 		if s.rules.cause != nil {
-			j.Shared = causeOf(j.Cause)
+			j.Shared = errtext.CauseOf(cause) // how the program ended, and its last line on stderr, when the failure tells
 		}
 	}
 	return j, cause
@@ -331,16 +331,15 @@ func (s *Supervisor) Proceed(ctx context.Context, key string) Decision {
 }
 
 // ProceedAt asks, at now, whether the held restart of key may go: it
-// returns ActionRestart (Wait 0) once the fleet breaker has re-armed and
-// the restart's turn in the release has come, ActionHold with the wait
-// until then, or ActionStop with the *ParkedError of a key that was parked
-// meanwhile. For a key that is not held it returns ActionRestart at once.
+// returns ActionRestart (Wait 0) once its hold has ended and its turn in
+// the release has come, ActionHold with the wait until then, or ActionStop
+// with the *ParkedError of a parked key and the wait until its probe. For
+// a parked key whose probe is due it claims the probe: ActionRestart, and
+// the next run is the probe. For any other key it returns ActionRestart.
 //
-// ctx bounds the wait on a shared Ledger as it does for DecideAt: if ctx is
-// already done, or ends while ProceedAt waits on the ledger, ProceedAt
-// returns at once ActionStop with ctx's error, commits and announces
-// nothing, and the restart stays held; a caller's cancel is not a failure
-// of the ledger. ProceedAt is safe for concurrent use.
+// If ctx ends first (it bounds the wait on a shared layer), ProceedAt
+// returns ActionStop with ctx's error and commits nothing. ProceedAt is
+// safe for concurrent use.
 func (s *Supervisor) ProceedAt(ctx context.Context, key string, now time.Time) Decision {
 	ctx = orBackground(ctx)
 	if err := ctx.Err(); err != nil {

@@ -23,9 +23,8 @@ type FleetConfig struct {
 	// Cooldown is how long it holds restarts once tripped; it re-arms at
 	// trip time + Cooldown ("cooldown"). Default 120s; >= 0.
 	Cooldown time.Duration
-	// SharedCause holds the restarts of keys that fail with one cause
-	// ("shared_cause"). Default nil: off. The Supervisor alone reads it;
-	// a FleetSupervisionPolicy ignores it.
+	// SharedCause holds the restarts of keys failing with one cause, in a
+	// Supervisor ("shared_cause"). Default nil: off.
 	SharedCause *SharedCauseConfig
 }
 

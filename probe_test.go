@@ -3,6 +3,7 @@ package crashloop_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -196,4 +197,48 @@ func TestProbeConfigErrors(t *testing.T) {
 		require.ErrorAs(t, err, &ce, c.field)
 		assert.Equal(t, c.field, ce.Field)
 	}
+}
+
+// A snapshot keeps the probe schedule, so that a program restarted while a
+// probe is due runs it; a snapshot written with probes off gets a first
+// probe ProbeAfter after the park.
+func TestProbeScheduleSurvivesASnapshot(t *testing.T) {
+	ctx := context.Background()
+	at := func(d time.Duration) time.Time { return testT0.Add(d) }
+	boom := errors.New("boom")
+	s, _ := decideSupervisor(t, probeConfig())
+	parkW(t, s, boom)
+	require.Equal(t, crashloop.ActionRestart, s.ProceedAt(ctx, "w", at(63*time.Second)).Action)
+	s.DecideAt(ctx, "w", crashloop.RunResult{Err: boom}, at(64*time.Second)) // next: 183s, 1 probe
+	doc, err := s.Snapshot()
+	require.NoError(t, err)
+	assert.Contains(t, string(doc), `"next_probe": "`+at(183*time.Second).UTC().Format(time.RFC3339Nano)+`",`)
+	assert.Contains(t, string(doc), `"probes": 1`)
+
+	r, _ := decideSupervisor(t, probeConfig())
+	require.NoError(t, r.RestoreAt(doc, at(100*time.Second)))
+	assert.Equal(t, at(183*time.Second), r.StatusAt(ctx, at(100*time.Second)).Keys["w"].NextProbe)
+	assert.Equal(t, crashloop.ActionStop, r.ProceedAt(ctx, "w", at(182*time.Second)).Action)
+	require.Equal(t, crashloop.ActionRestart, r.ProceedAt(ctx, "w", at(183*time.Second)).Action)
+	d := r.DecideAt(ctx, "w", crashloop.RunResult{Err: boom}, at(184*time.Second))
+	assert.Equal(t, 423*time.Second-184*time.Second, d.Wait, "the second probe's interval: 4m")
+
+	// written with probes off: the first probe a minute after the park (3s)
+	off, _ := decideSupervisor(t, crashloop.DefaultSupervisorConfig())
+	parkW2 := func() {
+		for i := range 4 {
+			off.DecideAt(ctx, "w", crashloop.RunResult{Err: boom}, at(time.Duration(i)*time.Second))
+		}
+	}
+	parkW2()
+	doc, err = off.Snapshot()
+	require.NoError(t, err)
+	assert.NotContains(t, string(doc), "next_probe")
+	r, _ = decideSupervisor(t, probeConfig())
+	require.NoError(t, r.RestoreAt(doc, at(10*time.Second)))
+	assert.Equal(t, at(63*time.Second), r.StatusAt(ctx, at(10*time.Second)).Keys["w"].NextProbe)
+
+	bad := strings.Replace(string(doc), `"state": "parked"`, `"state": "parked", "next_probe": "soon"`, 1)
+	require.NotEqual(t, string(doc), bad)
+	assert.ErrorIs(t, r.RestoreAt([]byte(bad), at(10*time.Second)), crashloop.ErrBadSnapshot)
 }

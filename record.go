@@ -1,6 +1,7 @@
 package crashloop
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -118,6 +119,8 @@ type keyDoc struct {
 	Since       string    `json:"since"`
 	Guard       *guardDoc `json:"guard,omitempty"`
 	Hourly      *guardDoc `json:"hourly,omitempty"`
+	NextProbe   string    `json:"next_probe,omitempty"` // a parked key's next probe (it may lie ahead)
+	Probes      int       `json:"probes,omitempty"`     // probes let go since the park
 }
 
 // Snapshot returns the whole state of the Supervisor as a JSON document of
@@ -164,6 +167,9 @@ func (s *Supervisor) Snapshot() ([]byte, error) {
 			}
 			if s.cfg.HourlyCap > 0 {
 				kd.Hourly = w.guard(&r.hourly, s.cfg.HourlyCap)
+			}
+			if r.park != nil && r.probe != 0 {
+				kd.NextProbe, kd.Probes = w.wall(w.tb.wall(r.probe)), r.probes
 			}
 			doc.Keys[e.key] = kd
 			if r.respawns.len() > 0 || r.prev != 0 || r.park != nil {
@@ -355,6 +361,9 @@ func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*sup
 		case failing(r.state):
 			return nil, 0, badSnapshot("%s.keys[%q].state: %q, but the key is not parked", path, key, r.state)
 		}
+		if err := s.readProbe(r, doc.Keys[key], tb, fmt.Sprintf("%s.keys[%q]", path, key)); err != nil {
+			return nil, 0, err
+		}
 	}
 	return st, latest, nil
 }
@@ -413,4 +422,29 @@ func guardLimit(g *GuardConfig) int {
 		return 0
 	}
 	return g.MaxRestarts
+}
+
+// readProbe reads the probe schedule of a parked key: the document's, or,
+// for a document without one (written with probes off), a first probe
+// ProbeAfter after the park. With probes off it is checked and ignored.
+func (s *Supervisor) readProbe(r *record, kd keyDoc, tb *timebase, kp string) error {
+	var next time.Time
+	if kd.NextProbe != "" {
+		t, err := parseStamp(kd.NextProbe)
+		if err != nil {
+			return badSnapshot("%s.next_probe: %v", kp, err)
+		}
+		next = t
+	}
+	if kd.Probes < 0 {
+		return badSnapshot("%s.probes: %d, below 0", kp, kd.Probes)
+	}
+	if r.park == nil || s.cfg.ProbeAfter <= 0 || r.park.Reason == ReasonPermanent {
+		return nil
+	}
+	if next.IsZero() {
+		next = r.park.Since.Add(s.cfg.ProbeAfter)
+	}
+	r.probe, r.probes, r.nextProbe = cmp.Or(tb.off(next), 1), kd.Probes, next // 0 is "no probe"
+	return nil
 }

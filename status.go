@@ -49,15 +49,11 @@ type KeyStatus struct {
 	// failure ended, when its error tells (as the crashloop command's do):
 	// the exit status (nil for a signal or unknown), the signal's name such
 	// as "KILL", and its last lines on stderr.
-	ExitCode   *int   `json:"exit_code,omitempty"`
-	Signal     string `json:"signal,omitempty"`
-	StderrTail string `json:"stderr_tail,omitempty"`
-	// NextProbe is when the parked key's next probe is due (see
-	// SupervisorConfig.ProbeAfter); zero if none.
-	NextProbe time.Time `json:"next_probe,omitzero"`
-	// Cause is the shared cause the fleet holds the key's restart for; ""
-	// if none.
-	Cause string `json:"cause,omitempty"`
+	ExitCode   *int      `json:"exit_code,omitempty"`
+	Signal     string    `json:"signal,omitempty"`
+	StderrTail string    `json:"stderr_tail,omitempty"`
+	NextProbe  time.Time `json:"next_probe,omitzero"` // when a parked key's next probe is due (ProbeAfter); zero if none
+	Cause      string    `json:"cause,omitempty"`     // the shared cause its restart is held for; "" if none
 }
 
 // Status is shorthand for StatusAt(ctx, clock.Now()).

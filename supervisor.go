@@ -143,12 +143,12 @@ func (ro runOptions) refuse(err error) error {
 // run is judged as Decide judges it.
 //
 // Run returns nil after a clean exit, fn's error when a "stop" exit rule
-// matched it, and ctx.Err() once ctx ends. When a
-// guard gives up it returns the *ParkedError (see WithRefusal), and it
-// returns the same error at once for a parked key. A key that another Run
-// supervises gets an error matching ErrAlreadyRunning. The exception: when an
-// EventHandler resumes the key from the event that parked it, Run goes on
-// with a full budget. docs/supervisor.md lists every return.
+// matched it, and ctx.Err() once ctx ends. When a guard gives up it returns
+// the *ParkedError (see WithRefusal), and it returns the same error at once
+// for a parked key, unless the key's probe is due: then fn runs as the
+// probe. A key that another Run supervises gets an error matching
+// ErrAlreadyRunning. The exception: when an EventHandler resumes the key
+// from the event that parked it, Run goes on with a full budget.
 func (s *Supervisor) Run(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...RunOption) error {
 	if ctx == nil {
 		ctx = context.Background()

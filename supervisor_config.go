@@ -46,15 +46,12 @@ type SupervisorConfig struct {
 	// program ended does; Permanent and Restart keep their mark
 	// ("exit_rules"). Default nil.
 	ExitRules []ExitRule
-	// ProbeAfter, when > 0, gives a parked key (for any reason but
-	// ReasonPermanent) one probe start ProbeAfter after its park, then
-	// after twice that, four times, and so on up to ProbeMax; a probe
-	// whose run becomes healthy resumes the key ("probe_after"). Default
-	// 0: a park waits for an operator. A probe needs HealthyAfter or Ready.
+	// ProbeAfter > 0 gives a parked key (but for ReasonPermanent) a probe
+	// start ProbeAfter after the park, then 2x, 4x... up to ProbeMax
+	// ("probe_after"); a probe that is healthy (HealthyAfter, or Ready)
+	// resumes the key. Default 0: a park waits for an operator.
 	ProbeAfter time.Duration
-	// ProbeMax caps the interval between probes ("probe_max"). Default
-	// 0: 16 times ProbeAfter; else >= ProbeAfter.
-	ProbeMax time.Duration
+	ProbeMax   time.Duration // the longest interval ("probe_max"); default 0: 16 x ProbeAfter, else >= it
 }
 
 // DefaultSupervisorConfig returns the defaults: budget 3 respawns in 60s

@@ -1,6 +1,7 @@
 // Package errtext is the text of the errors of the library and of its
 // nested modules: an error restored from the text it was kept as, which
-// still matches its sentinel, and counted nouns in messages. It imports
+// still matches its sentinel, a failure's cause (its text with numbers,
+// addresses and ids normalized), and counted nouns in messages. It imports
 // nothing of the library, so that the library itself can use it.
 package errtext
 
@@ -125,19 +126,3 @@ type restoredExit struct {
 func (e *restoredExit) Error() string        { return e.text }
 func (e *restoredExit) Is(target error) bool { return e.sentinel != nil && target == e.sentinel }
 func (e *restoredExit) ProgramExit() Exit    { return e.exit }
-
-// Cause is a placeholder until the normalizer lands: digit runs become N.
-func Cause(text string) string {
-	var b []byte
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		if c >= '0' && c <= '9' {
-			if len(b) == 0 || b[len(b)-1] != 'N' || i == 0 || text[i-1] < '0' || text[i-1] > '9' {
-				b = append(b, 'N')
-			}
-			continue
-		}
-		b = append(b, c)
-	}
-	return string(b)
-}
