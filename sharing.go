@@ -144,7 +144,10 @@ func (h host) Resumed(pe *ParkedError, now time.Time) Event {
 // resumed it announced it). s.mu must be held.
 func (s *Supervisor) unpark(r *record, now time.Time) {
 	r.resume()
-	if failing(r.state) {
+	switch {
+	case r.running && failing(r.state): // a probe's run
+		s.setState(r, StateRunning, now)
+	case failing(r.state):
 		s.setState(r, StateExited, now)
 	}
 }
