@@ -89,8 +89,8 @@ func (m mark) withProbe(ps probeState) mark {
 }
 
 // probeFailed says that the probe of key failed, the key still parked,
-// and when its next probe is due; with --state it writes the new schedule
-// into the key's mark.
+// and when its next probe is due; with --state it first writes the new
+// schedule into the key's mark.
 func probeFailed(r *runner, state *stateStore, ps probeState, out *output) error {
 	r.mu.Lock()
 	last := r.last
@@ -101,15 +101,16 @@ func probeFailed(r *runner, state *stateStore, ps probeState, out *output) error
 		msg += "; the next probe is due at " + ps.next.UTC().Format(time.RFC3339Nano)
 		attrs = append(attrs, "next_probe", ps.next)
 	}
-	out.print(slog.LevelWarn, msg, attrs...)
-	if state == nil {
-		return nil
+	var err error
+	if state != nil {
+		err = state.update(func(st *stateFile) (bool, error) {
+			m, ok := st.Marks[r.key]
+			if ok {
+				st.Marks[r.key] = m.withProbe(ps)
+			}
+			return ok, nil
+		})
 	}
-	return state.update(func(st *stateFile) (bool, error) {
-		m, ok := st.Marks[r.key]
-		if ok {
-			st.Marks[r.key] = m.withProbe(ps)
-		}
-		return ok, nil
-	})
+	out.print(slog.LevelWarn, msg, attrs...)
+	return err
 }
