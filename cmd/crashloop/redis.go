@@ -242,6 +242,9 @@ func statusRedis(c redisConfig, asJSON bool, stdout io.Writer) error {
 		keys = fmt.Sprintf("%d of %d keys failing", fleet.FailingKeys, fleet.Keys)
 	}
 	fmt.Fprintf(stdout, "fleet breaker: %s; %s in the last hour; %s\n", state, errtext.Plural(fleet.RestartsInHour, "restart"), keys)
+	for _, cause := range fleet.HeldCauses {
+		fmt.Fprintf(stdout, "restarts held for a shared cause: %s\n", oneLine(cause))
+	}
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -68,7 +69,7 @@ func TestEveryJSONOutputHasItsSchema(t *testing.T) {
 
 	// status --state --json, empty and with parks: one that exited, one
 	// that a signal killed.
-	r := runCL(t, with("--state", state, "--log-format=json", "--max-respawns=1", "--key=exited", "--", helper, "exit=3")...)
+	r := runCL(t, with("--state", state, "--log-format=json", "--max-respawns=1", "--probe-after=1h", "--key=exited", "--", helper, "exit=3")...)
 	require.Equal(t, exitParked, r.code, r.stderr)
 	logs["park with --state"] = r.stderr
 	r = runCL(t, with("--state", state, "--log-format=json", "--max-respawns=0", "--key=killed", "--", helper, "kill=KILL")...)
@@ -102,6 +103,8 @@ func TestEveryJSONOutputHasItsSchema(t *testing.T) {
 	require.Len(t, st.Parks, 3, r.stdout)
 	assert.Equal(t, 3.0, st.Parks[0]["exit_code"], "exited: %v", st.Parks[0])
 	assert.Equal(t, 1.0, st.Parks[0]["attempts"], "the one respawn the budget allowed")
+	assert.Equal(t, formatTime(parseTime(t, st.Parks[0]["since"]).Add(time.Hour)), st.Parks[0]["next_probe"], "--probe-after 1h")
+	assert.NotContains(t, st.Parks[1], "next_probe", "probes off")
 	assert.Equal(t, "KILL", st.Parks[1]["signal"], "killed: %v", st.Parks[1])
 	assert.NotContains(t, st.Parks[1], "exit_code")
 	assert.Equal(t, map[string]any{"key": "unhealthy", "reason": "respawn_budget_exhausted", "since": st.Parks[2]["since"], "attempts": 0.0,
@@ -135,7 +138,7 @@ func TestEveryJSONOutputHasItsSchema(t *testing.T) {
 	token := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(token, []byte("t0ken"), 0o600))
 	c := startCL(t, with("--log-format=json", "--on-park=wait", "--max-respawns=0", "--metrics-addr=127.0.0.1:0", "--admin-token-file", token,
-		"--key=live", "--", helper, "exit=4")...)
+		"--probe-after=1h", "--key=live", "--", helper, "exit=4")...)
 	addr := metricsAddr(t, c)
 	var live string
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
@@ -153,7 +156,8 @@ func TestEveryJSONOutputHasItsSchema(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(live), &ld))
 	require.Len(t, ld.Keys, 1, live)
 	assert.Equal(t, map[string]any{"key": "live", "reason": "respawn_budget_exhausted", "since": ld.Keys[0].Park["since"],
-		"attempts": 0.0, "last_error": helper + " exited with status 4", "exit_code": 4.0}, ld.Keys[0].Park)
+		"attempts": 0.0, "last_error": helper + " exited with status 4", "exit_code": 4.0,
+		"next_probe": formatTime(parseTime(t, ld.Keys[0].Park["since"]).Add(time.Hour))}, ld.Keys[0].Park)
 	assert.Empty(t, ld.ProgramStatus, "no program runs: no status")
 	c.signal(t, syscall.SIGTERM)
 	assert.Equal(t, 0, c.wait(t), c.stderr.String())
@@ -253,6 +257,7 @@ func TestEveryJSONOutputHasItsSchema(t *testing.T) {
 		}
 	}
 	assert.Contains(t, logs["park by a signal"], `"signal":"KILL"`)
+	assert.Contains(t, logs["park with --state"], `"next_probe":"`)
 	assert.Contains(t, logs["park with --state"], `"exit_code":3`)
 }
 
@@ -271,4 +276,14 @@ func dropConfigs(v any) any {
 		}
 	}
 	return v
+}
+
+// parseTime reads a time of a JSON document, such as a park's since.
+func parseTime(t *testing.T, v any) time.Time {
+	t.Helper()
+	s, ok := v.(string)
+	require.True(t, ok, "%v is no time", v)
+	at, err := time.Parse(time.RFC3339Nano, s)
+	require.NoError(t, err)
+	return at
 }
