@@ -96,9 +96,12 @@ func TestASharedCauseIsHeldAndReleased(t *testing.T) {
 		}
 	}
 
-	// /status of a held key: held, its cause; the fleet holds the cause.
+	// /status of a held key: held, its cause; the fleet holds the cause;
+	// and status --redis.
+	s := schemas(t, "live", "status")
+	var live string
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		_, live := get(ct, http.MethodGet, "http://"+metricsAddr(t, cls["k4"])+"/status")
+		_, live = get(ct, http.MethodGet, "http://"+metricsAddr(t, cls["k4"])+"/status")
 		var ld struct {
 			Keys  []map[string]any
 			Fleet map[string]any
@@ -108,6 +111,20 @@ func TestASharedCauseIsHeldAndReleased(t *testing.T) {
 		assert.Equal(ct, []any{"held", cause}, []any{ld.Keys[0]["state"], ld.Keys[0]["cause"]}, live)
 		assert.Equal(ct, []any{cause}, ld.Fleet["held_causes"], live)
 	}, patience, tick, "the hold in /status")
+	valid(t, s["live"], live)
+	r := runCL(t, "status", "--redis", srv.URL(), "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	valid(t, s["status"], r.stdout)
+	var held struct {
+		Fleet struct {
+			HeldCauses []string `json:"held_causes"`
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &held))
+	assert.Equal(t, []string{cause}, held.Fleet.HeldCauses, r.stdout)
+	r = runCL(t, "status", "--redis", srv.URL())
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.True(t, strings.HasSuffix(r.stdout, "\nrestarts held for a shared cause: "+cause+"\n"), r.stdout)
 
 	// Released by themselves once the cause is gone.
 	require.NoError(t, os.Remove(flag))
@@ -129,7 +146,7 @@ func TestASharedCauseIsHeldAndReleased(t *testing.T) {
 			}
 		}
 	}
-	r := runCL(t, "status", "--redis", srv.URL(), "--json")
+	r = runCL(t, "status", "--redis", srv.URL(), "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	var st redisStatus
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
