@@ -20,7 +20,10 @@
  * BROKEN_HEALTHY_ANY (the healthy step names no park: it resumes the key
  * if it is parked and a probe of it was claimed, whichever park that is),
  * BROKEN_RACE (a healthy step that finds the key resumed already answers
- * that it resumed it, and its replica announces the resume).
+ * that it resumed it, and its replica announces the resume),
+ * BROKEN_PROBE_STEPCLAIM (the healthy step takes the claim of its resume
+ * for its caller, which announces from the step's verdict: the others'
+ * claims lose, and if the caller dies before the reply nobody announces).
  * Each must be caught.
  */
 
@@ -169,6 +172,7 @@ inline resume(p) {
 		:: HEALTHY_RESUMES(hq[R]) -> \
 			assert(ver == hq[R]);	/* P7: a probe's resume clears the park it probed */ \
 			resume(hq[R]); \
+			STEP_CLAIM; \
 			if \
 			:: alive[R] -> \
 				BROKEN_ANNOUNCE; \
@@ -195,7 +199,12 @@ inline resume(p) {
 #else
 #define BROKEN_RACE_ANNOUNCE(p)
 #endif
-#ifdef BROKEN_PROBE_NOCLAIM
+#ifdef BROKEN_PROBE_STEPCLAIM
+#define STEP_CLAIM claim[ver] = r + 1
+#else
+#define STEP_CLAIM skip
+#endif
+#if defined(BROKEN_PROBE_NOCLAIM) || defined(BROKEN_PROBE_STEPCLAIM)
 #define BROKEN_ANNOUNCE announce(ver); mV[r] = ver
 #else
 #define BROKEN_ANNOUNCE skip
