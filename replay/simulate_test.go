@@ -142,6 +142,45 @@ func policiesTable(t *testing.T) string {
 	return b.String()
 }
 
+// outagesTable returns the second table of docs/policies.md: the outages
+// shared by 10 keys under the defaults as crashloop runs them (the fleet
+// breaker off) and what the probe and the hold change of them.
+func outagesTable(t *testing.T) string {
+	t.Helper()
+	cfg := crashloop.DefaultSupervisorConfig()
+	cfg.Fleet = nil
+	var policies []replay.Policy
+	for _, v := range replay.OutageVariants(replay.Candidate{Name: "crashloop defaults", Config: cfg}) {
+		p, err := replay.CandidatePolicy(v)
+		require.NoError(t, err)
+		policies = append(policies, p)
+	}
+	rows, err := replay.SimulateOutages(policies, replay.OutageTableOutages, replay.OutageTableKeys, 24*time.Hour)
+	require.NoError(t, err)
+	var b bytes.Buffer
+	require.NoError(t, replay.WriteOutageTable(&b, replay.OutageTableOutages, replay.OutageTableKeys, rows))
+	return b.String()
+}
+
+// TestOutagesDoc: docs/policies.md holds the outage table the command
+// makes after the KEP table (crashloop simulate), with these numbers (see
+// TestSimulateOutageProbe and TestSimulateOutageHold for how they come).
+func TestOutagesDoc(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/policies.md")
+	require.NoError(t, err)
+	table := outagesTable(t)
+	assert.Contains(t, string(doc), "\n"+table+"\n", "regenerate the table with: go run ./cmd/crashloop simulate")
+	assert.Equal(t, `| policy | 30s outage over 10 keys: keys parked | restarts (probes) | back after | 5m: keys parked | restarts (probes) | back after | 1h: keys parked | restarts (probes) | back after |
+|---|---:|---:|---|---:|---:|---|---:|---:|---|
+| crashloop defaults | 10 | 30 | gave up after 3s | 10 | 30 | gave up after 3s | 10 | 30 | gave up after 3s |
+| crashloop defaults + probe_after 30s | 10 | 40 (10 probes) | 3s | 10 | 70 (40 probes) | 2m33s | 10 | 140 (110 probes) | 3m33s |
+| crashloop defaults + fleet | 10 | 30 | gave up after 3s | 10 | 30 | gave up after 3s | 10 | 30 | gave up after 3s |
+| crashloop defaults + fleet.shared_cause | 0 | 12 (1 probe) | 0s to 36.667s | 0 | 21 (10 probes) | 0s to 36.667s | 0 | 131 (120 probes) | 0s to 36.667s |
+| crashloop defaults + both | 0 | 12 (1 probe) | 0s to 36.667s | 0 | 21 (10 probes) | 0s to 36.667s | 0 | 131 (120 probes) | 0s to 36.667s |
+`, table)
+}
+
 // TestPoliciesDoc: docs/policies.md holds the table the command makes
 // (crashloop simulate), and its numbers are the curves' (see
 // TestReferencePoliciesFollowTheirCurves for how each follows its curve).
