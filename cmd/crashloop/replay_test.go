@@ -330,3 +330,66 @@ func TestReplayColumnsFromStdin(t *testing.T) {
 	assert.Equal(t, "3 1", row(r.stdout, "restarts it would allow"))
 	assert.NotContains(t, r.stdout, "\nkey ")
 }
+
+// TestReplayProbeAndHold: replay takes --probe-after and a --config's
+// fleet.shared_cause; the table shows the probes and the holds, and the
+// JSON follows docs/schema/replay.json. The history: four keys fail at
+// once with one status at 1s and 2s (a hold under fleet.shared_cause);
+// a fails twice more (parked at 4s under the defaults' budget), is
+// started at 40s (the probe, which fails) and at 110s, ready, until 700s.
+func TestReplayProbeAndHold(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	history := filepath.Join(dir, "h.csv")
+	require.NoError(t, os.WriteFile(history, []byte(`time,key,event,code
+1714557600,a,start
+1714557600,b,start
+1714557600,c,start
+1714557600,d,start
+1714557601,a,exit,1
+1714557601,b,exit,1
+1714557601,c,exit,1
+1714557601,d,exit,1
+1714557601.5,a,start
+1714557602,a,exit,1
+1714557602.5,a,start
+1714557603,a,exit,1
+1714557603.5,a,start
+1714557604,a,exit,1
+1714557640,a,start
+1714557641,a,exit,1
+1714557710,a,start
+1714557711,a,ready
+1714558300,a,exit,1
+`), 0o644))
+	hold := filepath.Join(dir, "hold.json")
+	require.NoError(t, os.WriteFile(hold, []byte(`{"fleet": {"shared_cause": {"keys": 4}}}`), 0o644))
+	r := runCL(t, "replay", "--probe-after=30s", history)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "\nprobes of a park (resumed it)        2 (1)\n")
+	assert.NotContains(t, r.stdout, "holds on a shared cause")
+
+	r = runCL(t, "replay", "--defaults", "--config", hold, history)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "\nrestarts held                        0                     5\n")
+	assert.Contains(t, r.stdout, "\nholds on a shared cause              0                     1\n")
+	assert.NotContains(t, r.stdout, "probes of a park")
+
+	// Under both, a is held, not parked: nothing to probe.
+	s := schemas(t, "replay")
+	r = runCL(t, "replay", "--json", "--probe-after=30s", "--config", hold, history)
+	require.Equal(t, 0, r.code, r.stderr)
+	valid(t, s["replay"], r.stdout)
+	assert.Contains(t, r.stdout, `"cause": "exited with status N"`)
+	assert.Contains(t, r.stdout, `"cause_holds": 1`)
+	assert.NotContains(t, r.stdout, `"probes"`)
+	r = runCL(t, "replay", "--json", "--probe-after=30s", history)
+	require.Equal(t, 0, r.code, r.stderr)
+	valid(t, s["replay"], r.stdout)
+	assert.Contains(t, r.stdout, `"probes": 2,
+        "probe_resumes": 1`)
+
+	r = runCL(t, "replay", "--probe-after=1m", "--probe-max=30s", history)
+	assert.Equal(t, exitUsage, r.code)
+	assert.Equal(t, "crashloop: --probe-max: must be >= probe_after (0: 16 x probe_after)\n", r.stderr)
+}
