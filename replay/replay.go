@@ -52,6 +52,10 @@ type Decided struct {
 	Run       crashloop.RunResult
 	Decision  crashloop.Decision
 	Event     string  // the dotted name of the event that announced the decision ("" for a clean exit's stop)
+	// Probe reports that the run judged was a probe of the key's park
+	// (probe_after): Decision is the park's, or, once the probe was
+	// healthy and resumed the key, the judgment of its run.
+	Probe bool
 	Logged    *Logged // crashloop's own log: the decision the log recorded; nil otherwise
 }
 
@@ -364,7 +368,7 @@ func (p *Replayer) exit(key string, k *keyState, rec Record) {
 			c.check.compare(key, rec, d, ev)
 		}
 		if p.opts.OnDecision != nil {
-			p.opts.OnDecision(Decided{Candidate: i, Key: key, Time: rec.Time, Run: r, Decision: d, Event: ev, Logged: rec.Logged})
+			p.opts.OnDecision(Decided{Candidate: i, Key: key, Time: rec.Time, Run: r, Decision: d, Event: ev, Logged: rec.Logged, Probe: probe})
 		}
 	}
 	k.open, k.ready, k.lastExit = false, time.Time{}, rec.Time
