@@ -52,11 +52,11 @@ type Decided struct {
 	Run       crashloop.RunResult
 	Decision  crashloop.Decision
 	Event     string // the dotted name of the event that announced the decision ("" for a clean exit's stop)
+	Logged    *Logged // crashloop's own log: the decision the log recorded; nil otherwise
 	// Probe reports that the run judged was a probe of the key's park
 	// (probe_after): Decision is the park's, or, once the probe was
 	// healthy and resumed the key, the judgment of its run.
-	Probe  bool
-	Logged *Logged // crashloop's own log: the decision the log recorded; nil otherwise
+	Probe bool
 }
 
 // Replayer feeds records through a Supervisor per candidate and measures
