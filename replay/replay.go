@@ -51,7 +51,7 @@ type Decided struct {
 	Time      time.Time // when the run ended (the decision's time)
 	Run       crashloop.RunResult
 	Decision  crashloop.Decision
-	Event     string // the dotted name of the event that announced the decision ("" for a clean exit's stop)
+	Event     string  // the dotted name of the event that announced the decision ("" for a clean exit's stop)
 	Logged    *Logged // crashloop's own log: the decision the log recorded; nil otherwise
 	// Probe reports that the run judged was a probe of the key's park
 	// (probe_after): Decision is the park's, or, once the probe was
