@@ -2,9 +2,9 @@ package replay
 
 import (
 	"cmp"
+	"container/heap"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/crashloopguard/crashloop"
@@ -38,7 +38,9 @@ func (o SharedOutage) String() string {
 // plain value.
 type KeyOutcome struct {
 	// Starts are the key's starts, from the first (0); the last is the
-	// healthy one, if the key is Back.
+	// healthy one, if the key is Back. Under another system's policy,
+	// every key's Starts are one slice (they are alike): read, do not
+	// change it.
 	Starts []time.Duration
 	// Probes counts the starts that were probes: of the key's park
 	// (probe_after), or of a hold on the shared cause (probe_every).
@@ -153,17 +155,21 @@ func SimulateOutage(pol Policy, o SharedOutage, horizon time.Duration) (Outcome,
 			GaveUp: sim.GaveUp}
 		out := Outcome{Keys: make([]KeyOutcome, o.Keys), CauseHeld: -1, CauseReleased: -1, Tripped: -1}
 		for i := range out.Keys {
-			out.Keys[i] = k
-			out.Keys[i].Starts = slices.Clone(k.Starts)
+			out.Keys[i] = k // every key alike: they share k.Starts
 		}
 		return out, nil
 	}
-	return simulateFleet(*pol.config, o, horizon)
+	return simulateFleet(*pol.config, o, horizon, maxOutageSteps)
 }
+
+// maxOutageSteps bounds the decisions of one SimulateOutage of a
+// crashloop policy (each keeps a start): about 40 MB of starts.
+const maxOutageSteps = 5_000_000
 
 // fleetKey is a key of a fleet simulation: what it does next, and when.
 type fleetKey struct {
 	name    string
+	index   int
 	out     KeyOutcome
 	next    time.Duration // when it acts next
 	proceed bool          // it asks ProceedAt then; else it starts
@@ -173,8 +179,8 @@ type fleetKey struct {
 }
 
 // simulateFleet is SimulateOutage for a crashloop configuration: one
-// Supervisor judges every key.
-func simulateFleet(cfg crashloop.SupervisorConfig, o SharedOutage, horizon time.Duration) (Outcome, error) {
+// Supervisor judges every key, in at most limit decisions.
+func simulateFleet(cfg crashloop.SupervisorConfig, o SharedOutage, horizon time.Duration, limit int) (Outcome, error) {
 	out := Outcome{CauseHeld: -1, CauseReleased: -1, Tripped: -1}
 	base := time.Unix(1<<30, 0).UTC()
 	held := map[string]bool{} // the causes held now
@@ -205,44 +211,38 @@ func simulateFleet(cfg crashloop.SupervisorConfig, o SharedOutage, horizon time.
 	if err != nil {
 		return out, err
 	}
+	q := make(fleetQueue, 0, o.Keys)
 	for i := range o.Keys {
-		k := &fleetKey{name: fmt.Sprintf("key-%02d", i+1)}
+		k := &fleetKey{name: fmt.Sprintf("key-%02d", i+1), index: i}
 		keys = append(keys, k)
 		byName[k.name] = k
+		q = append(q, k)
 	}
 	end := o.Outage + horizon
-	for {
-		var k *fleetKey // the next to act: the earliest, the first key on a tie
-		for _, c := range keys {
-			if !c.done && (k == nil || c.next < k.next) {
-				k = c
-			}
-		}
-		if k == nil || k.next > end {
-			break
-		}
+	// step lets k act at its next time.
+	step := func(k *fleetKey) {
 		t := k.next
 		now := base.Add(t)
 		if k.proceed {
 			cause := k.cause
 			d := s.ProceedAt(noWait, k.name, now)
-			if d.Action == crashloop.ActionRestart {
-				// A restart that leaves a park, or a hold on a cause that
-				// still holds, is a probe.
-				k.proceed, k.cause = false, ""
-				if k.parked || (cause != "" && held[cause]) {
-					k.out.Probes++
-				}
-				k.parked = false
-				continue
+			if d.Action != crashloop.ActionRestart {
+				follow(k, d, t)
+				return
 			}
-			follow(k, d, t)
-			continue
+			// A restart that leaves a park, or a hold on a cause that
+			// still holds, is a probe. It starts now.
+			k.proceed, k.cause = false, ""
+			if k.parked || (cause != "" && held[cause]) {
+				k.out.Probes++
+			}
+			k.parked = false
+			return
 		}
 		k.out.Starts = append(k.out.Starts, t)
 		if t >= o.Outage {
 			k.out.Back, k.out.BackAfter, k.done = true, t-o.Outage, true
-			continue
+			return
 		}
 		k.cause = ""
 		d := s.DecideAt(noWait, k.name, crashloop.RunResult{Err: errDependency, Started: now}, now)
@@ -251,10 +251,39 @@ func simulateFleet(cfg crashloop.SupervisorConfig, o SharedOutage, horizon time.
 		}
 		follow(k, d, t)
 	}
+	for steps := 0; len(q) > 0; {
+		k := q[0] // the next to act: the earliest, the first key on a tie
+		if k.done || k.next > end {
+			heap.Pop(&q)
+			continue
+		}
+		if steps++; steps > limit {
+			return Outcome{}, fmt.Errorf("replay: %s takes more than %d decisions within the horizon: simulate fewer keys, a shorter outage or a shorter horizon", o, limit)
+		}
+		step(k)
+		heap.Fix(&q, 0)
+	}
 	for _, k := range keys {
 		out.Keys = append(out.Keys, k.out)
 	}
 	return out, nil
+}
+
+// fleetQueue orders the keys of a fleet simulation by when they act
+// next, then by their order (container/heap).
+type fleetQueue []*fleetKey
+
+func (q fleetQueue) Len() int { return len(q) }
+func (q fleetQueue) Less(i, j int) bool {
+	return q[i].next < q[j].next || q[i].next == q[j].next && q[i].index < q[j].index
+}
+func (q fleetQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *fleetQueue) Push(x any)   { *q = append(*q, x.(*fleetKey)) }
+func (q *fleetQueue) Pop() any {
+	old := *q
+	k := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return k
 }
 
 // follow sets what k does after the decision d at t.

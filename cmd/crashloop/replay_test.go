@@ -226,6 +226,9 @@ func TestSimulate(t *testing.T) {
 		{[]string{"simulate", "--horizon", "0s"}, "crashloop: --horizon: must be > 0\n"},
 		{[]string{"simulate", "now"}, "crashloop: simulate takes no arguments, got \"now\"\n"},
 		{[]string{"simulate", "--keys", "0"}, "crashloop: --keys: must be >= 1 and <= 10000\n"},
+		// 10000 keys probed every second for a day: bounded, refused.
+		{[]string{"simulate", "--reference=false", "--probe-after=1s", "--probe-max=1s", "--healthy-after=1s", "--outage=24h", "--keys=10000"},
+			"crashloop: 1d outage over 10000 keys takes more than 5000000 decisions within the horizon: simulate fewer keys, a shorter outage or a shorter horizon\n"},
 		{[]string{"simulate", "--probe-after", "1m", "--probe-max", "30s"}, "crashloop: --probe-max: must be >= probe_after (0: 16 x probe_after)\n"},
 		{[]string{"simulate", "--chain-max=-1"}, "crashloop: --chain-max: must be >= 0 (0: off)\n"},
 	} {

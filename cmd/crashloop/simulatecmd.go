@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/crashloopguard/crashloop/replay"
@@ -148,11 +149,14 @@ func simulateCmd(args []string, stdout io.Writer) error {
 	if asJSON {
 		doc, err := simulations(policies, programs, horizon)
 		if err != nil {
-			return err
+			return usagef("%s", strings.TrimPrefix(err.Error(), "replay: "))
 		}
 		return printJSON(stdout, doc)
 	}
-	return replay.WriteSimulations(stdout, policies, programs, horizon)
+	if err := replay.WriteSimulations(stdout, policies, programs, horizon); err != nil {
+		return usagef("%s", strings.TrimPrefix(err.Error(), "replay: ")) // a simulation too large: bad input
+	}
+	return nil
 }
 
 // simulationsDoc is the document of crashloop simulate --json
