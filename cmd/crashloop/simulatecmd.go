@@ -16,7 +16,9 @@ import (
 const simulateHelp = `Usage: crashloop simulate [--config FILE]... [policy flags] [--crash-after D]... [--outage D]...
 
 Runs synthetic programs under candidate configurations (each --config
-FILE, or the policy flags over the defaults) and under the reference
+FILE, or the policy flags over the defaults; --probe-after D and
+--probe-max D set the probe after a park, a --config's
+fleet.shared_cause the hold on a shared cause) and under the reference
 policies of other systems (kubelet, KEP-4603, systemd, systemd with
 RestartSteps, docker, pm2, nomad), and prints what each policy did with
 each program:
