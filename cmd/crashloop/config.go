@@ -60,6 +60,10 @@ func (s *settings) configuration() (crashloop.SupervisorConfig, error) {
 			cfg.HourlyCap = s.hourlyCap
 		case "restart":
 			cfg.RestartOnCleanExit = s.restart == "always"
+		case "probe-after":
+			cfg.ProbeAfter = s.probeAfter
+		case "probe-max":
+			cfg.ProbeMax = s.probeMax
 		}
 	}
 	if s.isSet("on-exit") || s.isSet("permanent-exit-codes") { // the rules of the flags replace the file's
@@ -79,7 +83,7 @@ func (s *settings) configuration() (crashloop.SupervisorConfig, error) {
 // overridden are the flags that replace a setting of --config, in the
 // order they apply.
 var overridden = []string{"max-respawns", "window", "initial-backoff", "max-backoff", "healthy-after",
-	"chain-gap", "chain-max", "guard", "hourly-cap", "restart"}
+	"chain-gap", "chain-max", "guard", "hourly-cap", "restart", "probe-after", "probe-max"}
 
 // chainOf returns the chain settings in force, or the defaults if it is off.
 func chainOf(cfg crashloop.SupervisorConfig) crashloop.ChainConfig {
@@ -317,6 +321,8 @@ var fieldFlags = map[string]struct{ flag, part string }{
 	"guard.max_restarts":     {"guard", "N "},
 	"guard.window":           {"guard", "DURATION "},
 	"hourly_cap":             {"hourly-cap", ""},
+	"probe_after":            {"probe-after", ""},
+	"probe_max":              {"probe-max", ""},
 }
 
 // ruleFlags rewrites the settings that the library's rules name, in a
@@ -352,7 +358,7 @@ func (s *settings) explain(err error) error {
 			return usagef("%s: %s", s.config, rule)
 		}
 		return usagef("%s: %s: %s%s", s.config, ce.Field, rule, shortValue(ce.Value))
-	case hasFlag:
+	case hasFlag && s.fs.Lookup(ff.flag) != nil: // --probe-after and --probe-max are not every command's (probeflags.go)
 		return usagef("--%s (default %s): %s%s", ff.flag, s.fs.Lookup(ff.flag).DefValue, ff.part, ruleFlags.Replace(rule))
 	}
 	return usagef("%s: %s", ce.Field, rule)

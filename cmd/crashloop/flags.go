@@ -41,6 +41,8 @@ type settings struct {
 	chainGap           time.Duration
 	guard              string
 	hourlyCap          int
+	probeAfter         time.Duration // --probe-after (probeflags.go)
+	probeMax           time.Duration // --probe-max
 	restart            string
 	permanentExitCodes string               // every --permanent-exit-codes, comma-separated (for replay)
 	exitRules          []crashloop.ExitRule // --on-exit and --permanent-exit-codes, in the order given
