@@ -184,7 +184,7 @@ func (s *Supervisor) classify(err error, healthy bool) (seam.Ending, error) {
 // ledger decided), works out the wait on the restart curve, adds the events
 // that announce the decision, and returns it. s.mu must be held.
 func (s *Supervisor) apply(r *record, j *seam.Judgment, cause error, v verdict, evs *events) Decision {
-	r.probing = false // a probe's run ends with its judgment
+	r.probing = nil // a probe's run ends with its judgment
 	r.nextProbe = v.ProbeAt
 	if j.Incarnation != r.incarnation {
 		if j.Incarnation == incarnationOf(j.Key, r.runs+1) {
@@ -371,7 +371,7 @@ func (s *Supervisor) proceeded(r *record, v verdict) Decision {
 	}
 	switch {
 	case v.Probe && v.Park != nil && r.park != nil && r.park.Version == v.Park.Version:
-		r.probing = true // the run that follows is a probe of the park
+		r.probing = r.park // the run that follows is a probe of this park
 		return Decision{Action: ActionRestart}
 	case r.park != nil:
 		return Decision{Action: ActionStop, Err: r.park, Wait: untilProbe(v)} // the verdict's park, or a newer one the mirror knows
@@ -396,7 +396,7 @@ func (s *Supervisor) decideShared(ctx context.Context, key string, res RunResult
 		r = &record{state: StateExited, since: now} // made only once the layer has decided
 	}
 	j, cause := s.judgment(r, key, res, now)
-	probe := r.probing && j.Healthy
+	probe := r.probing != nil && j.Healthy
 	s.mu.Unlock()
 	if probe { // a healthy probe: resume its key everywhere, then judge the run
 		s.probeHealthy(ctx, key, now)

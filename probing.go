@@ -32,9 +32,9 @@ func (s *Supervisor) claimProbe(ctx context.Context, key string, now time.Time) 
 // shared layer calls it.
 func (s *Supervisor) probeEnded(r *record, healthy bool, now time.Time, evs *events) bool {
 	probing := r.probing
-	r.probing = false
-	if !probing || !healthy || r.park == nil {
-		return false
+	r.probing = nil
+	if probing == nil || !healthy || r.park != probing {
+		return false // no probe, or a probe of a park since resumed
 	}
 	pe, err := s.resumeLocked(r.key, nil, now)
 	if err != nil {
@@ -51,14 +51,15 @@ func (s *Supervisor) probeResumed(pe *ParkedError, now time.Time) Event {
 	return ev
 }
 
-// probeHealthy resumes key if its run is a probe of its park: the run
-// became healthy at now. With a shared layer the layer resumes it
-// everywhere; if the layer cannot, the key stays parked and the run goes
-// on, to be judged when it ends.
+// probeHealthy resumes key if its run is a probe of its park, the park it
+// has now: the run became healthy at now. With a shared layer the layer
+// resumes it everywhere (its version: a park made since is not resumed);
+// if the layer cannot, the key stays parked and the run goes on, to be
+// judged when it ends.
 func (s *Supervisor) probeHealthy(ctx context.Context, key string, now time.Time) {
 	s.mu.Lock()
 	r := s.keys[key]
-	if r == nil || !r.probing || r.park == nil {
+	if r == nil || r.probing == nil || r.park == nil || r.park.Version != r.probing.Version {
 		s.mu.Unlock()
 		return
 	}
@@ -72,7 +73,7 @@ func (s *Supervisor) probeHealthy(ctx context.Context, key string, now time.Time
 		}
 		return
 	}
-	r.probing, r.probed = false, true
+	r.probing, r.probed = nil, true
 	s.mu.Unlock()
 	ctx, cancel := s.share.Context(ctx)
 	_ = s.share.Resume(ctx, key, now) // a refusal: changed since, or no ledger to resume it on
@@ -88,7 +89,7 @@ func (s *Supervisor) probeHealthy(ctx context.Context, key string, now time.Time
 func (s *Supervisor) watchProbe(ctx context.Context, key string, rs *runState) (stop func()) {
 	s.mu.Lock()
 	r := s.keys[key]
-	probing := r != nil && r.probing
+	probing := r != nil && r.probing != nil
 	s.mu.Unlock()
 	if !probing || s.cfg.HealthyAfter <= 0 {
 		return func() {}

@@ -26,7 +26,7 @@ type record struct {
 	lastErr     error
 	prev        time.Duration // the curve's last wait, for curves that depend on it
 	local       int           // restarts this Supervisor scheduled since the first run or the last resume (KeyStatus.LocalRestarts)
-	probing     bool          // the key's run is a probe of its park (see probing.go)
+	probing     *ParkedError  // the park the key's run probes (see probing.go); nil if it is no probe
 	probed      bool          // a healthy probe is resuming the key: its EventResumed says so
 	nextProbe   time.Time     // while parked: when its next probe is due, as the last verdict said
 }
@@ -56,7 +56,7 @@ func incarnationOf(key string, n uint64) string { return key + "#" + strconv.For
 // curve's last wait.
 func (r *record) resume() {
 	r.keyGuards.resume()
-	r.prev, r.local, r.nextProbe = 0, 0, time.Time{}
+	r.prev, r.local, r.nextProbe, r.probing = 0, 0, time.Time{}, nil
 }
 
 // member reports whether a key in state st counts as a member of the fleet:

@@ -229,7 +229,7 @@ func (s *Supervisor) begin(ctx context.Context, key, incarnation string, fresh b
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.keys[key]
-	if r != nil && r.park != nil && (!r.probing || r.running) {
+	if r != nil && r.park != nil && (r.probing == nil || r.running) {
 		return r.park
 	}
 	if r != nil && r.running {

@@ -65,6 +65,7 @@ type reportJSON struct {
 	Totals  measuresJSON               `json:"totals"`
 	Keys    []keyJSON                  `json:"keys"`
 	Trips   []tripJSON                 `json:"trips,omitempty"`
+	Causes  []causeHoldJSON            `json:"cause_holds,omitempty"`
 	Log     *logCheckJSON              `json:"log,omitempty"`
 }
 
@@ -92,6 +93,10 @@ type measuresJSON struct {
 	Stops          int `json:"stops,omitempty"`
 	RestartsUnseen int `json:"restarts_unseen,omitempty"`
 	InferredTimes  int `json:"inferred_times,omitempty"`
+	// What probe_after and fleet.shared_cause did, when they did.
+	Probes       int `json:"probes,omitempty"`
+	ProbeResumes int `json:"probe_resumes,omitempty"`
+	CauseHolds   int `json:"cause_holds,omitempty"`
 }
 
 type keyJSON struct {
@@ -114,6 +119,8 @@ type keyJSON struct {
 	RestartsCounted int `json:"restarts_counted,omitempty"`
 	RestartsUnseen  int `json:"restarts_unseen,omitempty"`
 	InferredTimes   int `json:"inferred_times,omitempty"`
+	Probes          int `json:"probes,omitempty"`
+	ProbeResumes    int `json:"probe_resumes,omitempty"`
 }
 
 // lastParkJSON is the last park of a key in a replay: its reason code,
@@ -126,6 +133,17 @@ type lastParkJSON struct {
 	ToPark      jsonDuration `json:"to_park"`
 	StillParked bool         `json:"still_parked"`
 	RecoveredAt *jsonTime    `json:"recovered_at,omitempty"`
+}
+
+// causeHoldJSON is a hold on a shared cause: the cause, when it began
+// and with how many keys, and when a probe released it and how many keys
+// (absent: held to the end of the history).
+type causeHoldJSON struct {
+	Cause    string    `json:"cause"`
+	At       *jsonTime `json:"at"`
+	Keys     int       `json:"keys"`
+	Until    *jsonTime `json:"until,omitempty"`
+	Released int       `json:"released,omitempty"`
 }
 
 type tripJSON struct {
@@ -170,7 +188,8 @@ func measuresOf(m Measures) measuresJSON {
 	j := measuresJSON{Keys: m.Keys, Runs: m.Runs, Failures: m.Failures, Restarts: m.Restarts, Allowed: m.Allowed, Spared: m.Spared,
 		Held: m.Held, Parks: m.Parks, NeedsHuman: m.NeedsHuman, ParkedKeys: m.ParkedKeys, FalseParks: m.FalseParks,
 		ExtraDelay: durationOf(m.ExtraDelay), Delayed: m.Delayed, FleetTrips: m.FleetTrips, FleetHeld: durationOf(m.FleetHeld),
-		Stops: m.Stops, RestartsUnseen: m.RestartsUnseen, InferredTimes: m.InferredTimes}
+		Stops: m.Stops, RestartsUnseen: m.RestartsUnseen, InferredTimes: m.InferredTimes,
+		Probes: m.Probes, ProbeResumes: m.ProbeResumes, CauseHolds: m.CauseHolds}
 	if m.ParkedKeys > 0 {
 		med, mx := durationOf(m.ToParkMedian), durationOf(m.ToParkMax)
 		j.ToParkMedian, j.ToParkMax = &med, &mx
@@ -189,7 +208,8 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		for _, k := range rep.Keys {
 			kj := keyJSON{Key: k.Key, Runs: k.Runs, Failures: k.Failures, Restarts: k.Restarts, Allowed: k.Allowed, Spared: k.Spared,
 				Held: k.Held, Parks: k.Parks, NeedsHuman: k.NeedsHuman, FalseParks: k.FalseParks, ExtraDelay: durationOf(k.ExtraDelay), Delayed: k.Delayed,
-				Stops: k.Stops, RestartsCounted: k.RestartsCounted, RestartsUnseen: k.RestartsUnseen, InferredTimes: k.InferredTimes}
+				Stops: k.Stops, RestartsCounted: k.RestartsCounted, RestartsUnseen: k.RestartsUnseen, InferredTimes: k.InferredTimes,
+				Probes: k.Probes, ProbeResumes: k.ProbeResumes}
 			if k.Parks+k.NeedsHuman > 0 {
 				kj.LastPark = &lastParkJSON{Reason: k.Reason, Since: timeOf(k.ParkedAt), ToPark: durationOf(k.ToPark), StillParked: k.StillParked,
 					RecoveredAt: timeOf(k.RecoveredAt)}
@@ -198,6 +218,9 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		}
 		for _, t := range rep.Trips {
 			rj.Trips = append(rj.Trips, tripJSON{At: timeOf(t.At), Until: timeOf(t.Until), Reason: t.Reason})
+		}
+		for _, h := range rep.CauseHolds {
+			rj.Causes = append(rj.Causes, causeHoldJSON{Cause: h.Cause, At: timeOf(h.At), Keys: h.Keys, Until: timeOf(h.Until), Released: h.Released})
 		}
 		if rep.Log.Matched+rep.Log.Mismatched > 0 {
 			lj := &logCheckJSON{Matched: rep.Log.Matched, Mismatched: rep.Log.Mismatched}

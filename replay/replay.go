@@ -53,6 +53,10 @@ type Decided struct {
 	Decision  crashloop.Decision
 	Event     string  // the dotted name of the event that announced the decision ("" for a clean exit's stop)
 	Logged    *Logged // crashloop's own log: the decision the log recorded; nil otherwise
+	// Probe reports that the run judged was a probe of the key's park
+	// (probe_after): Decision is the park's, or, once the probe was
+	// healthy and resumed the key, the judgment of its run.
+	Probe bool
 }
 
 // Replayer feeds records through a Supervisor per candidate and measures
@@ -80,6 +84,8 @@ type candidate struct {
 	trips    []Trip
 	cooldown time.Duration
 	check    LogCheck
+	holds    []CauseHold
+	resumed  string // the key the last decision's probe resumed ("": none)
 }
 
 // keyState is what a Replayer knows of one key.
@@ -119,6 +125,9 @@ type polState struct {
 	falseParks   int
 	recoveredAt  time.Time
 	resumedSince bool // an operator resumed the key since the candidate parked it
+	probing      bool // the run under way is a probe of the park (probe_after)
+	probes       int  // probes of a park the candidate made
+	probeResumes int  // parks a healthy probe ended
 }
 
 // NewReplayer returns a Replayer for the candidates (one at least), or an
@@ -167,6 +176,20 @@ func (c *candidate) handle(ev crashloop.Event) {
 	case crashloop.EventFleetTripped:
 		c.trips = append(c.trips, Trip{At: ev.Time, Until: ev.Time.Add(c.cooldown), Reason: ev.Reason})
 	case crashloop.EventFleetRearmed:
+	case crashloop.EventFleetCauseHeld:
+		c.holds = append(c.holds, CauseHold{At: ev.Time, Cause: ev.Cause, Keys: ev.Attempts})
+	case crashloop.EventFleetCauseReleased:
+		for i := len(c.holds) - 1; i >= 0; i-- {
+			if h := &c.holds[i]; h.Cause == ev.Cause && h.Until.IsZero() {
+				h.Until, h.Released = ev.Time, ev.Attempts
+				break
+			}
+		}
+	case crashloop.EventResumed:
+		if ev.Reason == crashloop.ReasonProbe {
+			c.resumed = ev.Key
+		}
+		c.event = ev
 	default:
 		c.event = ev
 	}
@@ -226,7 +249,7 @@ func (p *Replayer) Feed(rec Record) {
 				if p.opts.Timeline != nil {
 					p.opts.Timeline.resume(i, rec.Key, rec.Time)
 				}
-				ps.parked, ps.resumedSince, ps.streak = false, true, time.Time{}
+				ps.parked, ps.resumedSince, ps.streak, ps.probing = false, true, time.Time{}, false
 			}
 		}
 	}
@@ -248,6 +271,10 @@ func (p *Replayer) start(key string, k *keyState, t time.Time) {
 	for i, c := range p.cands {
 		ps := &k.pol[i]
 		switch {
+		case ps.parked && c.Config.ProbeAfter > 0 && c.sup.ProceedAt(noWait, key, t).Action == crashloop.ActionRestart:
+			// The probe was due: the history's next start is the probe.
+			ps.probing = true
+			ps.probes++
 		case ps.parked:
 			ps.spared++
 		case ps.pending && ps.holding:
@@ -282,7 +309,9 @@ func (p *Replayer) exit(key string, k *keyState, rec Record) {
 	for i, c := range p.cands {
 		ps := &k.pol[i]
 		healthy, at := c.healthy(k, rec.Time)
-		if ps.parked {
+		probe := ps.parked && ps.probing
+		ps.probing = false
+		if ps.parked && !probe {
 			if healthy && !ps.falsePark && !ps.resumedSince && at.Sub(ps.parkAt) <= p.opts.Horizon {
 				ps.falsePark, ps.recoveredAt = true, at
 				ps.falseParks++
@@ -296,20 +325,29 @@ func (p *Replayer) exit(key string, k *keyState, rec Record) {
 			ps.streak = rec.Time
 		}
 		r.Err = c.errOf(rec)
-		c.event = crashloop.Event{}
+		c.event, c.resumed = crashloop.Event{}, ""
 		d := c.sup.DecideAt(noWait, key, r, rec.Time)
 		ev := ""
 		if c.event.Kind != 0 {
 			ev = c.event.Kind.String()
 		}
-		switch d.Action {
-		case crashloop.ActionRestart, crashloop.ActionHold:
+		failedProbe := probe && c.resumed != key // the key stays parked until the next probe
+		if probe && !failedProbe {               // a healthy probe resumed the key, then its run was judged
+			ps.parked, ps.streak = false, time.Time{}
+			ps.probeResumes++
+			if p.opts.Timeline != nil {
+				p.opts.Timeline.resume(i, key, rec.Time)
+			}
+		}
+		switch action := d.Action; {
+		case failedProbe:
+		case action == crashloop.ActionRestart, action == crashloop.ActionHold:
 			ps.allowed++
 			ps.pending, ps.holding, ps.wait = true, d.Action == crashloop.ActionHold, d.Wait
 			if ps.holding {
 				ps.held++
 			}
-		case crashloop.ActionStop:
+		case action == crashloop.ActionStop:
 			var pe *crashloop.ParkedError
 			if errors.As(d.Err, &pe) {
 				ps.parked, ps.parkAt, ps.reason, ps.falsePark, ps.resumedSince = true, rec.Time, pe.Reason, false, false
@@ -330,7 +368,7 @@ func (p *Replayer) exit(key string, k *keyState, rec Record) {
 			c.check.compare(key, rec, d, ev)
 		}
 		if p.opts.OnDecision != nil {
-			p.opts.OnDecision(Decided{Candidate: i, Key: key, Time: rec.Time, Run: r, Decision: d, Event: ev, Logged: rec.Logged})
+			p.opts.OnDecision(Decided{Candidate: i, Key: key, Time: rec.Time, Run: r, Decision: d, Event: ev, Logged: rec.Logged, Probe: probe})
 		}
 	}
 	k.open, k.ready, k.lastExit = false, time.Time{}, rec.Time
@@ -400,6 +438,10 @@ func (p *Replayer) Finish() []Report {
 		for _, key := range keys {
 			k := p.keys[key]
 			ps := &k.pol[i]
+			if healthy, _ := c.healthy(k, p.now); ps.parked && ps.probing && healthy {
+				ps.parked, ps.probing = false, false // the probe under way is healthy: it resumes the key
+				ps.probeResumes++
+			}
 			if ps.parked && k.open && !ps.falsePark && !ps.resumedSince {
 				if healthy, at := c.healthy(k, p.now); healthy && at.Sub(ps.parkAt) <= p.opts.Horizon {
 					ps.falsePark, ps.recoveredAt = true, at
@@ -408,7 +450,8 @@ func (p *Replayer) Finish() []Report {
 			}
 			kr := KeyReport{Key: key, Runs: k.runs, Failures: k.failures, Restarts: k.restarts, Allowed: ps.allowed, Spared: ps.spared,
 				Held: ps.held, ExtraDelay: ps.extra, Delayed: ps.delayed, Parks: ps.parks, NeedsHuman: ps.needsHuman, FalseParks: ps.falseParks,
-				Stops: k.stops, RestartsCounted: k.counted, RestartsUnseen: max(k.counted-k.restarts, 0), InferredTimes: k.inferred}
+				Stops: k.stops, RestartsCounted: k.counted, RestartsUnseen: max(k.counted-k.restarts, 0), InferredTimes: k.inferred,
+				Probes: ps.probes, ProbeResumes: ps.probeResumes}
 			if ps.parks+ps.needsHuman > 0 {
 				kr.ParkedAt, kr.Reason, kr.ToPark, kr.RecoveredAt = ps.parkAt, ps.reason, ps.toPark, ps.recoveredAt
 				kr.StillParked = ps.parked
@@ -430,6 +473,8 @@ func (p *Replayer) Finish() []Report {
 		}
 		rep.Totals.FleetTrips = len(c.trips)
 		rep.Trips = c.trips
+		rep.Totals.CauseHolds = len(c.holds)
+		rep.CauseHolds = c.holds
 		if len(toPark) > 0 {
 			slices.Sort(toPark)
 			rep.Totals.ToParkMedian = toPark[len(toPark)/2]
@@ -445,6 +490,16 @@ type Trip struct {
 	At     time.Time // when it tripped
 	Until  time.Time // when its cooldown ended (it re-arms then)
 	Reason string    // the trip's reason code, as EventFleetTripped says it: crashloop.ReasonFleetRestartRate or crashloop.ReasonFleetFailingFraction
+}
+
+// CauseHold is a hold on a shared cause during a replay
+// (fleet.shared_cause). It is a plain value.
+type CauseHold struct {
+	Cause    string    // the normalized cause
+	At       time.Time // when it began
+	Keys     int       // the keys failing with it then
+	Until    time.Time // when a healthy probe released it; zero: held to the end of the history
+	Released int       // the keys released then
 }
 
 // Measures are what a candidate would have done over a history, or with
@@ -490,6 +545,14 @@ type Measures struct {
 	// InferredTimes counts the records whose time is inferred: the
 	// occurrences of aggregated Kubernetes events.
 	InferredTimes int `json:"inferred_times,omitempty"`
+	// Probes counts the probes of a park the candidate would have made
+	// (probe_after): a start of the history while the key was parked and
+	// its probe was due; ProbeResumes the parks a probe's healthy run
+	// ended (not false parks: the candidate recovered on its own).
+	Probes       int `json:"probes,omitempty"`
+	ProbeResumes int `json:"probe_resumes,omitempty"`
+	// CauseHolds counts the holds on a shared cause (fleet.shared_cause).
+	CauseHolds int `json:"cause_holds,omitempty"`
 }
 
 func (m *Measures) add(k KeyReport) {
@@ -511,6 +574,8 @@ func (m *Measures) add(k KeyReport) {
 	m.Stops += k.Stops
 	m.RestartsUnseen += k.RestartsUnseen
 	m.InferredTimes += k.InferredTimes
+	m.Probes += k.Probes
+	m.ProbeResumes += k.ProbeResumes
 }
 
 // KeyReport is what a candidate would have done with one key. It is a
@@ -547,6 +612,10 @@ type KeyReport struct {
 	RestartsUnseen int `json:"restarts_unseen,omitempty"`
 	// InferredTimes counts the key's records whose time is inferred.
 	InferredTimes int `json:"inferred_times,omitempty"`
+	// Probes and ProbeResumes are the key's probes of a park, and the
+	// parks they ended.
+	Probes       int `json:"probes,omitempty"`
+	ProbeResumes int `json:"probe_resumes,omitempty"`
 }
 
 // Report is what one candidate would have done over a history. It is a
@@ -561,6 +630,8 @@ type Report struct {
 	Totals  Measures
 	Keys    []KeyReport // by key
 	Trips   []Trip
+	// CauseHolds are the holds on a shared cause, in the order they began.
+	CauseHolds []CauseHold
 	// Log compares the candidate's decisions with those crashloop's own
 	// log recorded (FormatCrashloop only).
 	Log LogCheck

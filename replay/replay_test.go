@@ -166,3 +166,127 @@ func TestReplayExitRules(t *testing.T) {
 		"k 4s restart 500ms agent.respawn_scheduled",
 	}, got[1])
 }
+
+// probeHistory is a CSV history: key a fails four starts in a row (the
+// defaults park it at 4s, the 4th failed start), then the system that
+// wrote the history kept starting it: at 10s, 40s and 70s it fails again,
+// at 110s it runs ready until it crashes at 700s.
+const probeHistory = `time,key,event,code
+1714557600,a,start
+1714557601,a,exit,1
+1714557601.2,a,start
+1714557602,a,exit,1
+1714557602.5,a,start
+1714557603,a,exit,1
+1714557603.5,a,start
+1714557604,a,exit,1
+1714557610,a,start
+1714557611,a,exit,1
+1714557640,a,start
+1714557641,a,exit,1
+1714557670,a,start
+1714557671,a,exit,1
+1714557710,a,start
+1714557711,a,ready
+1714558300,a,exit,1
+`
+
+// TestReplayProbe: with probe_after 30s the park at 4s is probed by the
+// history's first start once the probe is due (34s): the start at 40s;
+// it fails, and the next probe is due 60s after it (100s): the start at
+// 70s is spared, the one at 110s is the probe that runs ready, and its
+// end at 700s resumes the key (agent.resumed, reason probe) before it is
+// judged: a crash after a healthy run, restarted. Without the probe the
+// park lasts: every later start is spared, and the healthy run makes it
+// a false park.
+func TestReplayProbe(t *testing.T) {
+	t.Parallel()
+	def := crashloop.DefaultSupervisorConfig()
+	probe := def
+	probe.ProbeAfter = 30 * time.Second
+	res, got := decisions(t, probeHistory, []replay.Candidate{{Name: "defaults", Config: def}, {Name: "probe", Config: probe}}, replay.Options{})
+	assert.Equal(t, []string{
+		"a 1s restart 500ms agent.respawn_scheduled",
+		"a 2s restart 1s agent.respawn_scheduled",
+		"a 3s restart 1.5s agent.respawn_scheduled",
+		"a 4s stop 0s agent.startup_exhausted",
+	}, got[0])
+	assert.Equal(t, []string{
+		"a 1s restart 500ms agent.respawn_scheduled",
+		"a 2s restart 1s agent.respawn_scheduled",
+		"a 3s restart 1.5s agent.respawn_scheduled",
+		"a 4s stop 30s agent.startup_exhausted",
+		"a 41s stop 59s ",
+		"a 11m40s restart 500ms agent.restart_scheduled",
+	}, got[1])
+	d, p := res.Reports[0].Totals, res.Reports[1].Totals
+	assert.Equal(t, []int{1, 4, 1, 0, 0}, []int{d.Parks, d.Spared, d.FalseParks, d.Probes, d.ProbeResumes}, "defaults")
+	assert.Equal(t, []int{1, 2, 0, 2, 1}, []int{p.Parks, p.Spared, p.FalseParks, p.Probes, p.ProbeResumes}, "probe")
+	assert.False(t, res.Reports[1].Keys[0].StillParked)
+	assert.True(t, res.Reports[0].Keys[0].StillParked)
+}
+
+// holdHistory is a CSV history: four keys fail their start at 1s, with
+// one status (so one cause: "exited with status N"), and again at 2s;
+// at 31s all four start and run ready, until a clean exit at 700s.
+const holdHistory = `time,key,event,code
+1714557600,a,start
+1714557600,b,start
+1714557600,c,start
+1714557600,d,start
+1714557601,a,exit,1
+1714557601,b,exit,1
+1714557601,c,exit,1
+1714557601,d,exit,1
+1714557601.5,a,start
+1714557601.5,b,start
+1714557601.5,c,start
+1714557601.5,d,start
+1714557602,a,exit,1
+1714557602,b,exit,1
+1714557602,c,exit,1
+1714557602,d,exit,1
+1714557631,a,start
+1714557631,b,start
+1714557631,c,start
+1714557631,d,start
+1714557632,a,ready
+1714557632,b,ready
+1714557632,c,ready
+1714557632,d,ready
+1714558300,a,exit,0
+1714558300,b,exit,0
+1714558300,c,exit,0
+1714558300,d,exit,0
+`
+
+// TestReplayHold: under the hold on a shared cause (at its defaults: 3
+// keys within 1m) the third failure with one cause begins the hold (c at
+// 1s), and every later failure with it is held (6 held, none parks, no
+// budget spent past a and b's first respawns). The history starts all
+// four at 31s: a, the first to ask once the probe is due, is the probe,
+// the others wait on it (the extra delay), and a's healthy run releases
+// the other three at the replay's next decision (a's end at 700s: a
+// replay asks the candidate only when the history has a record).
+func TestReplayHold(t *testing.T) {
+	t.Parallel()
+	def := crashloop.DefaultSupervisorConfig()
+	hold := crashloop.DefaultSupervisorConfig()
+	f := *hold.Fleet
+	f.SharedCause = &crashloop.SharedCauseConfig{}
+	hold.Fleet = &f
+	res, got := decisions(t, holdHistory, []replay.Candidate{{Name: "defaults", Config: def}, {Name: "hold", Config: hold}}, replay.Options{})
+	assert.Equal(t, []string{
+		"a 1s restart 500ms agent.respawn_scheduled", "b 1s restart 500ms agent.respawn_scheduled",
+		"c 1s hold 30s agent.restart_scheduled", "d 1s hold 30s agent.restart_scheduled",
+		"a 2s hold 29s agent.restart_scheduled", "b 2s hold 29s agent.restart_scheduled",
+		"c 2s hold 29s agent.restart_scheduled", "d 2s hold 29s agent.restart_scheduled",
+		"a 11m40s stop 0s ", "b 11m40s stop 0s ", "c 11m40s stop 0s ", "d 11m40s stop 0s ",
+	}, got[1])
+	h := res.Reports[1]
+	assert.Equal(t, []replay.CauseHold{{Cause: "exited with status N", At: t0.Add(time.Second), Keys: 3, Until: t0.Add(700 * time.Second), Released: 3}}, h.CauseHolds)
+	assert.Equal(t, []int{1, 6, 0, 5}, []int{h.Totals.CauseHolds, h.Totals.Held, h.Totals.Parks, h.Totals.Delayed})
+	assert.Equal(t, 89*time.Second, h.Totals.ExtraDelay, "c and d, held at 1s, started at 1.5s: 29.5s each; b, c and d wait 10s at 31s on a's probe")
+	assert.Empty(t, res.Reports[0].CauseHolds)
+	assert.Equal(t, 0, res.Reports[0].Totals.Held)
+}

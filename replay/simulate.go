@@ -31,6 +31,9 @@ type Policy struct {
 	Curve string
 	// New returns a fresh Restarter for one simulation.
 	New func() Restarter
+	// config is a crashloop policy's configuration (nil for another
+	// system's): SimulateOutage judges every key with one Supervisor.
+	config *crashloop.SupervisorConfig
 }
 
 // CandidatePolicy returns the policy of a crashloop configuration: a
@@ -44,8 +47,9 @@ func CandidatePolicy(c Candidate) (Policy, error) {
 	if name == "" {
 		name = "crashloop"
 	}
-	return Policy{Name: name, Curve: "crashloop " + describe(c.Config), New: func() Restarter {
-		s, _ := crashloop.NewSupervisor(c.Config) // validated above
+	cfg := c.Config
+	return Policy{Name: name, Curve: "crashloop " + describe(c.Config), config: &cfg, New: func() Restarter {
+		s, _ := crashloop.NewSupervisor(cfg) // validated above
 		return &supervised{s: s}
 	}}, nil
 }
@@ -59,6 +63,13 @@ func describe(c crashloop.SupervisorConfig) string {
 	if c.Chain != nil {
 		s += fmt.Sprintf(", chain %d within %s", c.Chain.MaxChain, Duration(c.Chain.ResetGap))
 	}
+	if c.ProbeAfter > 0 {
+		s += fmt.Sprintf(", probe after %s up to every %s", Duration(c.ProbeAfter), Duration(probeMax(c)))
+	}
+	if c.Fleet != nil && c.Fleet.SharedCause != nil {
+		sc := sharedCause(c)
+		s += fmt.Sprintf(", hold a cause of %d keys within %s, probe every %s", sc.Keys, Duration(sc.Window), Duration(sc.ProbeEvery))
+	}
 	return s
 }
 
@@ -69,24 +80,36 @@ var errCrash = errors.New("simulated crash")
 const simKey = "program"
 
 // supervised is the Restarter of a crashloop Supervisor.
-type supervised struct{ s *crashloop.Supervisor }
+type supervised struct {
+	s     *crashloop.Supervisor
+	probe bool // the start Failed scheduled last is a probe of a park
+}
 
 func (p *supervised) Failed(start, end time.Time) (time.Duration, bool) {
 	d := p.s.DecideAt(noWait, simKey, crashloop.RunResult{Err: errCrash, Started: start}, end)
-	wait := time.Duration(0)
-	for range 1000 { // a hold ends when the breaker re-arms; Proceed says when
+	wait, parked := time.Duration(0), false
+	p.probe = false
+	for range 1000 { // a hold ends when the breaker re-arms, a park at its probe; Proceed says when
 		switch d.Action {
 		case crashloop.ActionRestart:
+			p.probe = parked
 			return wait + d.Wait, true
+		case crashloop.ActionStop:
+			if d.Wait <= 0 || d.Err == nil { // parked with no probe to come
+				return 0, false
+			}
+			parked = true
+			fallthrough
 		case crashloop.ActionHold:
 			wait += d.Wait
 			d = p.s.ProceedAt(noWait, simKey, end.Add(wait))
-		default:
-			return 0, false
 		}
 	}
 	return 0, false
 }
+
+// probing reports whether the start Failed scheduled last is a probe.
+func (p *supervised) probing() bool { return p.probe }
 
 // ReferencePolicies returns the restart policies of other systems, as
 // their code behaves (where it is Go: client-go's flowcontrol.Backoff and
@@ -314,12 +337,17 @@ type Program struct {
 	// the first start for this long; a start after that runs healthy for
 	// good.
 	Outage time.Duration
+	// Keys is how many keys share the outage's dependency (0 is 1):
+	// WriteSimulations simulates them together (SimulateOutage); Simulate
+	// takes one.
+	Keys int
 }
 
-// String names the program: "10s crasher" or "5m outage".
+// String names the program: "10s crasher", "5m outage" or "5m outage
+// over 10 keys".
 func (p Program) String() string {
 	if p.Outage > 0 {
-		return Duration(p.Outage) + " outage"
+		return SharedOutage{Outage: p.Outage, Keys: p.Keys}.String()
 	}
 	return Duration(p.CrashAfter) + " crasher"
 }
@@ -335,6 +363,10 @@ type Simulation struct {
 	// (at its last start); ExtraDelay is how long after the outage's end.
 	Recovered  bool
 	ExtraDelay time.Duration
+	// Probes counts the starts that were probes of a park (a crashloop
+	// policy with probe_after): the policy parked the program, and
+	// GaveUp is false while a probe is to come.
+	Probes int
 }
 
 // Restarts returns how many starts after the first came within d of it.
@@ -356,10 +388,13 @@ func Simulate(pol Policy, prog Program, horizon time.Duration) (Simulation, erro
 	switch {
 	case (prog.CrashAfter > 0) == (prog.Outage > 0):
 		return Simulation{}, errors.New("replay: a program crashes after a time (CrashAfter > 0) or waits out an outage (Outage > 0)")
+	case prog.Keys > 1:
+		return Simulation{}, fmt.Errorf("replay: an outage of %d keys: simulate it with SimulateOutage", prog.Keys)
 	case horizon <= 0:
 		return Simulation{}, fmt.Errorf("replay: horizon %v: must be > 0", horizon)
 	}
 	r := pol.New()
+	pr, _ := r.(interface{ probing() bool })
 	var sim Simulation
 	base := time.Unix(1<<30, 0).UTC() // any fixed time: every policy reads durations
 	t := time.Duration(0)
@@ -374,6 +409,9 @@ func Simulate(pol Policy, prog Program, horizon time.Duration) (Simulation, erro
 		if !ok {
 			sim.GaveUp, sim.GaveUpAt = true, end
 			return sim, nil
+		}
+		if pr != nil && pr.probing() {
+			sim.Probes++
 		}
 		t = end + wait
 	}
@@ -391,6 +429,9 @@ type KEPRow struct {
 	// Outages are the extra delays before recovery after an outage of
 	// 30s, 5m and 1h; < 0: it gave up (an operator must start it).
 	Outages [3]time.Duration
+	// Probes are the probes of a park made during each outage (a
+	// crashloop policy with probe_after).
+	Probes [3]int
 }
 
 // KEPOutages are the outages of the table of SimulateKEP.
@@ -415,6 +456,7 @@ func SimulateKEP(policies []Policy) []KEPRow {
 			if sim.Recovered {
 				row.Outages[i] = sim.ExtraDelay
 			}
+			row.Probes[i] = sim.Probes
 		}
 		rows = append(rows, row)
 	}
@@ -428,8 +470,15 @@ func WriteKEPTable(w io.Writer, rows []KEPRow) error {
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %s | %d | %d | %s |", r.Policy, r.Restarts5m, r.Restarts30m, never(r.GivesUp, "never"))
-		for _, o := range r.Outages {
-			fmt.Fprintf(&b, " %s |", never(o, "gave up"))
+		for i, o := range r.Outages {
+			cell := never(o, "gave up")
+			switch {
+			case r.Probes[i] == 1:
+				cell += " (parked, 1 probe)"
+			case r.Probes[i] > 1:
+				cell += fmt.Sprintf(" (parked, %d probes)", r.Probes[i])
+			}
+			fmt.Fprintf(&b, " %s |", cell)
 		}
 		b.WriteString("\n")
 	}
@@ -448,14 +497,15 @@ func never(d time.Duration, word string) string {
 // WriteSimulations simulates each program under each policy for horizon
 // and writes a table: one row per policy; for a crasher, its restarts in
 // the first 5 and 30 minutes and when the policy gives up ("never" within
-// the horizon); for an outage, the extra delay before recovery, or when
-// the policy gave up.
+// the horizon); for an outage, shared by Program.Keys keys (1 if 0), the
+// keys parked, the restarts with the probes among them, and when the keys
+// ran again after its end (see SimulateOutage), within horizon of it.
 func WriteSimulations(w io.Writer, policies []Policy, programs []Program, horizon time.Duration) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "policy")
 	for _, p := range programs {
 		if p.Outage > 0 {
-			fmt.Fprintf(tw, "\t%s: extra delay", p)
+			fmt.Fprintf(tw, "\t%s: keys parked\trestarts (probes)\tback after", p)
 		} else {
 			fmt.Fprintf(tw, "\t%s: restarts in 5m\tin 30m\tgives up after", p)
 		}
@@ -464,20 +514,21 @@ func WriteSimulations(w io.Writer, policies []Policy, programs []Program, horizo
 	for _, pol := range policies {
 		fmt.Fprint(tw, pol.Name)
 		for _, p := range programs {
+			if p.Outage > 0 {
+				out, err := SimulateOutage(pol, SharedOutage{Outage: p.Outage, Keys: max(p.Keys, 1)}, horizon)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(tw, "\t%d\t%s\t%s", out.Parked(), restartsCell(out), backCell(out))
+				continue
+			}
 			sim, err := Simulate(pol, p, horizon)
 			if err != nil {
 				return err
 			}
-			switch {
-			case p.Outage > 0 && sim.Recovered:
-				fmt.Fprintf(tw, "\t%s", Duration(sim.ExtraDelay))
-			case p.Outage > 0 && sim.GaveUp:
-				fmt.Fprintf(tw, "\tgave up after %s", Duration(sim.GaveUpAt))
-			case p.Outage > 0:
-				fmt.Fprint(tw, "\tnot within the horizon")
-			case sim.GaveUp:
+			if sim.GaveUp {
 				fmt.Fprintf(tw, "\t%d\t%d\t%s", sim.Restarts(5*time.Minute), sim.Restarts(30*time.Minute), Duration(sim.GaveUpAt))
-			default:
+			} else {
 				fmt.Fprintf(tw, "\t%d\t%d\tnever", sim.Restarts(5*time.Minute), sim.Restarts(30*time.Minute))
 			}
 		}

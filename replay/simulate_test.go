@@ -142,6 +142,45 @@ func policiesTable(t *testing.T) string {
 	return b.String()
 }
 
+// outagesTable returns the second table of docs/policies.md: the outages
+// shared by 10 keys under the defaults as crashloop runs them (the fleet
+// breaker off) and what the probe and the hold change of them.
+func outagesTable(t *testing.T) string {
+	t.Helper()
+	cfg := crashloop.DefaultSupervisorConfig()
+	cfg.Fleet = nil
+	var policies []replay.Policy
+	for _, v := range replay.OutageVariants(replay.Candidate{Name: "crashloop defaults", Config: cfg}) {
+		p, err := replay.CandidatePolicy(v)
+		require.NoError(t, err)
+		policies = append(policies, p)
+	}
+	rows, err := replay.SimulateOutages(policies, replay.OutageTableOutages, replay.OutageTableKeys, 24*time.Hour)
+	require.NoError(t, err)
+	var b bytes.Buffer
+	require.NoError(t, replay.WriteOutageTable(&b, replay.OutageTableOutages, replay.OutageTableKeys, rows))
+	return b.String()
+}
+
+// TestOutagesDoc: docs/policies.md holds the outage table the command
+// makes after the KEP table (crashloop simulate), with these numbers (see
+// TestSimulateOutageProbe and TestSimulateOutageHold for how they come).
+func TestOutagesDoc(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/policies.md")
+	require.NoError(t, err)
+	table := outagesTable(t)
+	assert.Contains(t, string(doc), "\n"+table+"\n", "regenerate the table with: go run ./cmd/crashloop simulate")
+	assert.Equal(t, `| policy | 30s outage over 10 keys: keys parked | restarts (probes) | back after | 5m: keys parked | restarts (probes) | back after | 1h: keys parked | restarts (probes) | back after |
+|---|---:|---:|---|---:|---:|---|---:|---:|---|
+| crashloop defaults | 10 | 30 | gave up after 3s | 10 | 30 | gave up after 3s | 10 | 30 | gave up after 3s |
+| crashloop defaults + probe_after 30s | 10 | 40 (10 probes) | 3s | 10 | 70 (40 probes) | 2m33s | 10 | 140 (110 probes) | 3m33s |
+| crashloop defaults + fleet | 10 | 30 | gave up after 3s | 10 | 30 | gave up after 3s | 10 | 30 | gave up after 3s |
+| crashloop defaults + fleet.shared_cause | 0 | 12 (1 probe) | 0s to 36.667s | 0 | 21 (10 probes) | 0s to 36.667s | 0 | 131 (120 probes) | 0s to 36.667s |
+| crashloop defaults + both | 0 | 12 (1 probe) | 0s to 36.667s | 0 | 21 (10 probes) | 0s to 36.667s | 0 | 131 (120 probes) | 0s to 36.667s |
+`, table)
+}
+
 // TestPoliciesDoc: docs/policies.md holds the table the command makes
 // (crashloop simulate), and its numbers are the curves' (see
 // TestReferencePoliciesFollowTheirCurves for how each follows its curve).
@@ -162,4 +201,36 @@ func TestPoliciesDoc(t *testing.T) {
 | pm2 | 18 | 78 | never | 8.571s | 8.571s | 8.571s |
 | nomad | 2 | 2 | 1m | 0s | gave up | gave up |
 `, table)
+}
+
+// TestProbeOnTheKEPTable pins the numbers docs/policies.md argues with:
+// probe_after 30s over the defaults brings each outage back at its first
+// probe after the end (3s, 2m33s, 3m33s), and makes the 10s crasher, whose
+// runs pass HealthyAfter, a slow loop that never gives up: each probe
+// resumes it with a fresh chain (17 restarts in 5m, 101 in 30m, not 3).
+// With HealthyAfter 0 the crasher's probes fail and double: 6 and 9.
+func TestProbeOnTheKEPTable(t *testing.T) {
+	t.Parallel()
+	cfg := crashloop.DefaultSupervisorConfig()
+	cfg.Fleet, cfg.ProbeAfter = nil, 30*time.Second
+	p, err := replay.CandidatePolicy(replay.Candidate{Name: "probe", Config: cfg})
+	require.NoError(t, err)
+	assert.Equal(t, []replay.KEPRow{{Policy: "probe", Curve: "crashloop budget 3 in 1m, linear 500ms to 5s, chain 3 within 20m, probe after 30s up to every 8m",
+		Restarts5m: 17, Restarts30m: 101, GivesUp: -1, Outages: [3]time.Duration{3 * time.Second, 153 * time.Second, 213 * time.Second},
+		Probes: [3]int{1, 4, 11}}}, replay.SimulateKEP([]replay.Policy{p}))
+	var b bytes.Buffer
+	require.NoError(t, replay.WriteKEPTable(&b, replay.SimulateKEP([]replay.Policy{p})))
+	assert.Contains(t, b.String(), "| probe | 17 | 101 | never | 3s (parked, 1 probe) | 2m33s (parked, 4 probes) | 3m33s (parked, 11 probes) |\n")
+	doc, err := os.ReadFile("../docs/policies.md")
+	require.NoError(t, err)
+	assert.Contains(t, string(doc), "\n| flags | 17 | 101 | never | 3s (parked, 1 probe) | 2m33s (parked, 4 probes) | 3m33s (parked, 11 probes) |\n",
+		"docs/policies.md quotes crashloop simulate --reference=false --defaults --probe-after 30s")
+
+	cfg.HealthyAfter = 0
+	p, err = replay.CandidatePolicy(replay.Candidate{Config: cfg})
+	require.NoError(t, err)
+	sim, err := replay.Simulate(p, replay.Program{CrashAfter: 10 * time.Second}, time.Hour)
+	require.NoError(t, err)
+	assert.Equal(t, []int{6, 9}, []int{sim.Restarts(5 * time.Minute), sim.Restarts(30 * time.Minute)})
+	assert.False(t, sim.GaveUp)
 }

@@ -149,6 +149,16 @@ func writeMeasures(w io.Writer, res *Result, cols []Measures, horizon time.Durat
 		}
 		return Duration(m.ExtraDelay) + " over " + errtext.Plural(m.Delayed, "restart")
 	})
+	probes, holds := false, false
+	for _, m := range cols {
+		probes, holds = probes || m.Probes > 0, holds || m.CauseHolds > 0
+	}
+	if probes {
+		row("probes of a park (resumed it)", func(_ int, m Measures) string { return fmt.Sprintf("%d (%d)", m.Probes, m.ProbeResumes) })
+	}
+	if fleet && holds {
+		row("holds on a shared cause", num(func(m Measures) int { return m.CauseHolds }))
+	}
 	if fleet {
 		row("fleet trips", num(func(m Measures) int { return m.FleetTrips }))
 		row("fleet held restarts for", func(_ int, m Measures) string { return Duration(m.FleetHeld) })

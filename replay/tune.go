@@ -120,7 +120,9 @@ type Tuned struct {
 	// Feasible reports that the recommended policy parks falsely at most
 	// MaxFalseParks times.
 	Feasible bool
-	// Compared holds the defaults, then each TuneOptions.Compare.
+	// Compared holds the defaults, then each TuneOptions.Compare, then,
+	// unless it has one, the recommended policy with a probe after a park
+	// (probe_after TuneProbeAfter).
 	Compared []Verdict
 	// Effects says, for each setting in which the recommended policy
 	// differs from the defaults, what it buys.
@@ -142,7 +144,10 @@ type Tuned struct {
 // The search is in two steps. The first crosses healthy_after, the
 // budget's max_respawns and window, and the chain. The second crosses the
 // best four of the first with the per-key guard, the hourly cap and the
-// backoff curve. The policies are without the probe after a park.
+// backoff curve. The policies searched are without the probe after a
+// park: the recommended policy is judged once more with probe_after
+// TuneProbeAfter, and compared (the last of Tuned.Compared), so that the
+// probe's cost and worth on the history are shown beside it.
 func Tune(h *History, opts TuneOptions) (*Tuned, error) {
 	switch {
 	case opts.Horizon < 0:
@@ -229,8 +234,21 @@ func Tune(h *History, opts TuneOptions) (*Tuned, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg := res.Recommended.Config; cfg.ProbeAfter == 0 {
+		cfg.ProbeAfter = TuneProbeAfter
+		j.total.Add(1)
+		probed, err := j.judgeAll([]Candidate{{Name: "tuned + probe_after " + Duration(TuneProbeAfter), Config: cfg}})
+		if err != nil {
+			return nil, err
+		}
+		res.Compared = append(res.Compared, probed...)
+	}
 	return res, nil
 }
+
+// TuneProbeAfter is the probe_after of the recommended policy that Tune
+// compares with it.
+const TuneProbeAfter = 30 * time.Second
 
 // judge judges candidates over a history.
 type judge struct {
@@ -297,6 +315,9 @@ func (j *judge) judgeBatch(cands []Candidate, out []Verdict) error {
 		}
 		t := &tally[d.Candidate*loops+int(cur)]
 		t.decided = true
+		if d.Probe { // a probe's start is a restart spent on the loop
+			t.allowed++
+		}
 		switch d.Decision.Action {
 		case crashloop.ActionRestart, crashloop.ActionHold:
 			t.allowed++

@@ -104,6 +104,16 @@ func TestTuneDocsExample(t *testing.T) {
 	assert.Equal(t, 2, res.Compared[0].LoopsParked)
 	assert.Equal(t, 2, res.Compared[0].FalseParks)
 	assert.Equal(t, 1718, res.Compared[0].Spent)
+	// The recommended policy with a probe: its probes fail on the loops,
+	// each a restart spent; nothing else changes.
+	require.Len(t, res.Compared, 2)
+	p := res.Compared[1]
+	assert.Equal(t, "tuned + probe_after 30s", p.Name)
+	assert.Equal(t, 30*time.Second, p.Config.ProbeAfter)
+	assert.Equal(t, []any{5, 906, 0, res.Recommended.ToParkMean, res.Recommended.Totals.Allowed},
+		[]any{p.LoopsParked, p.Spent, p.FalseParks, p.ToParkMean, p.Totals.Allowed})
+	assert.Equal(t, 861, p.Totals.Probes)
+	assert.Equal(t, 0, p.Totals.ProbeResumes)
 }
 
 func effectSettings(es []SettingEffect) []string {

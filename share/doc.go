@@ -39,6 +39,14 @@
 //     EventStoreStateLost.
 //   - Resume and forget name the version they act on, and are refused with
 //     a *ChangedError if the key changed since; they are never done alone.
+//   - Probing. The step that grants a parked key's probe moves its next
+//     probe time forward, so one probe of a key runs at a time across
+//     replicas. The probe's healthy step names the park it probed and
+//     resumes only that park; the resume is announced once, by its claim.
+//   - Holding. The step that flips a shared cause to held, and the one
+//     that releases it, carry fleet.cause_held and fleet.cause_released:
+//     one hold per cause per deployment, each announced at most once (a
+//     lost reply loses it). Each probe time lets one held key through.
 //
 // Every wait reads the Supervisor's clock. The Layer's state is guarded by
 // the Supervisor's lock; the order is the Supervisor's lock, then any

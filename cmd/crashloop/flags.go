@@ -41,6 +41,8 @@ type settings struct {
 	chainGap           time.Duration
 	guard              string
 	hourlyCap          int
+	probeAfter         time.Duration // --probe-after (probeflags.go)
+	probeMax           time.Duration // --probe-max
 	restart            string
 	probeAfter         time.Duration
 	probeMax           time.Duration

@@ -33,9 +33,13 @@ it, as crashloop's own guards decide it on a simulated clock:
     dependency is back after D, then runs: parked or not, the restarts
     it spent, and when it runs again (--outage D, repeatable; default 10s,
     30s, 1m and 5m);
-  - warnings: a policy that parks on an outage shorter than a minute, and
-    a limit (guard, hourly cap, chain) that never trips in the fastest
-    loop it judges.
+  - with --probe-after: the probes of that park, each one's time and the
+    interval since the last, until the interval is --probe-max; and what
+    the probes change of each outage (when a probe finds it back);
+  - warnings: a policy that parks on an outage shorter than a minute, a
+    limit (guard, hourly cap, chain) that never trips in the fastest
+    loop it judges, and a probe that only READY=1 can pass
+    (--probe-after with --healthy-after 0).
 
 A jittered curve is shown without its jitter. Everything is simulated
 over at most 24h.
@@ -55,6 +59,7 @@ type planDoc struct {
 	Jitter   string        `json:"jitter,omitempty"` // the jitter left out of the schedule
 	Schedule []planStep    `json:"schedule"`         // the restarts of a program whose every start fails at once
 	Park     *planPark     `json:"park,omitempty"`   // how that program parks; absent if it does not within 24h
+	Probes   []planProbe   `json:"probes,omitempty"` // with probe_after: the probes of that park, until their interval is probe_max
 	Refill   planRefill    `json:"refill"`
 	Outages  []planOutage  `json:"outages"`
 	Warnings []planWarning `json:"warnings"`
@@ -66,6 +71,16 @@ type planStep struct {
 	Restart int          `json:"restart"`
 	Wait    jsonDuration `json:"wait"`
 	Total   jsonDuration `json:"total"`
+}
+
+// planProbe is one probe of the schedule's park: when, from the park and
+// from the first failure, and the interval since the park or the last
+// probe.
+type planProbe struct {
+	Probe     int          `json:"probe"`
+	AfterPark jsonDuration `json:"after_park"`
+	Total     jsonDuration `json:"total"`
+	Interval  jsonDuration `json:"interval"`
 }
 
 // planPark is the park that ends the schedule: when (from the first
@@ -93,11 +108,12 @@ type planOutage struct {
 	Restarts     int           `json:"restarts"`
 	ParkedAfter  *jsonDuration `json:"parked_after,omitempty"`
 	RunningAfter *jsonDuration `json:"running_after,omitempty"`
+	Probes       int           `json:"probes,omitempty"` // with probe_after: the probes of the park, the one that runs among them
 }
 
 // planWarning is a warning: a stable code and a sentence.
 type planWarning struct {
-	Code    string `json:"code"`            // parks_on_short_outage, never_trips or never_escalates
+	Code    string `json:"code"`            // parks_on_short_outage, never_trips, never_escalates or probe_needs_ready
 	Limit   string `json:"limit,omitempty"` // never_trips: guard or hourly_cap; never_escalates: chain
 	Message string `json:"message"`
 }
@@ -106,7 +122,7 @@ type planWarning struct {
 func planCmd(args []string, stdout io.Writer) error {
 	fs := newFlagSet("plan")
 	s := newSettings()
-	for _, name := range append(policyFlags(), "config") {
+	for _, name := range append(policyFlags(), append(probeFlags(s), "config")...) {
 		f := s.fs.Lookup(name)
 		fs.FlagSet.Var(f.Value, name, f.Usage) // s's own value: s knows it is set
 	}
@@ -167,6 +183,17 @@ func plan(cfg crashloop.SupervisorConfig, outages []time.Duration) (*planDoc, er
 	if sched.parked {
 		doc.Park = &planPark{After: jsonDuration(sched.end), Reason: sched.reason, FailedStarts: len(sched.starts)}
 	}
+	// Its probes, until their interval stops growing (it has reached
+	// probe_max, or HealthyAfter holds it).
+	last := sched.end
+	for i, at := range sched.probes {
+		every := at - last
+		if i > 0 && every == time.Duration(doc.Probes[i-1].Interval) {
+			break
+		}
+		doc.Probes = append(doc.Probes, planProbe{Probe: i + 1, AfterPark: jsonDuration(at - sched.end), Total: jsonDuration(at), Interval: jsonDuration(every)})
+		last = at
+	}
 
 	// The refill: the schedule's failures short of the park, a quiet gap,
 	// then the schedule again; the shortest gap after which it is whole.
@@ -183,12 +210,13 @@ func plan(cfg crashloop.SupervisorConfig, outages []time.Duration) (*planDoc, er
 
 	for _, o := range outages {
 		tr := simulateLoop(cfg, failingUntil(o))
-		row := planOutage{Outage: jsonDuration(o), Parked: tr.parked, Restarts: len(tr.waits)}
-		end := jsonDuration(tr.end)
+		row := planOutage{Outage: jsonDuration(o), Parked: tr.parked, Restarts: len(tr.waits), Probes: len(tr.probes)}
+		end, back := jsonDuration(tr.end), jsonDuration(tr.back)
 		if tr.parked {
 			row.ParkedAfter = &end
-		} else if tr.running {
-			row.RunningAfter = &end
+		}
+		if tr.running {
+			row.RunningAfter = &back
 		}
 		doc.Outages = append(doc.Outages, row)
 	}
@@ -228,6 +256,13 @@ func policyText(cfg crashloop.SupervisorConfig, raw []byte) string {
 	}
 	if cfg.HourlyCap > 0 {
 		parts = append(parts, fmt.Sprintf("hourly cap %d", cfg.HourlyCap))
+	}
+	if cfg.ProbeAfter > 0 {
+		most := cfg.ProbeMax
+		if most == 0 {
+			most = 16 * cfg.ProbeAfter // the library's default, SupervisorConfig.ProbeMax
+		}
+		parts = append(parts, fmt.Sprintf("probe after %s doubling to %s", replay.Duration(cfg.ProbeAfter), replay.Duration(most)))
 	}
 	if len(cfg.ExitRules) > 0 {
 		rules := make([]string, len(cfg.ExitRules))
@@ -296,8 +331,10 @@ func failingUntil(outage time.Duration) func(start time.Duration) planRun {
 
 // planTrace is what a Supervisor did with a simulated program: the times
 // of its starts (from the first), the wait before each restart, and how
-// it ended: parked (with its reason) or running for good, at end; neither
-// when the horizon came first.
+// it ended: parked (with its reason) at end, or running for good from
+// back; neither when the horizon came first. A park may be probed
+// (probe_after): probes are the probes' starts, and the one whose run
+// stays up is the running one.
 type planTrace struct {
 	starts  []time.Duration
 	waits   []time.Duration
@@ -305,7 +342,13 @@ type planTrace struct {
 	reason  string
 	running bool
 	end     time.Duration
+	back    time.Duration
+	probes  []time.Duration
 }
+
+// planProbes bounds the probes of a park a plan follows: enough for the
+// interval to double from probe_after to any probe_max of interest.
+const planProbes = 64
 
 // simulateLoop runs program under a fresh Supervisor of cfg on a mock
 // clock that stands still, at explicit times: each run's end is judged by
@@ -339,13 +382,38 @@ func simulateAfter(cfg crashloop.SupervisorConfig, before *planTrace, gap time.D
 		offset = before.starts[len(before.starts)-2] + gap
 	}
 	var tr planTrace
+	// nextProbe follows the park d made or kept at end to the probe that
+	// the library lets go: when, and false if there is none.
+	nextProbe := func(d crashloop.Decision, end time.Duration) (time.Duration, bool) {
+		for d.Action == crashloop.ActionStop && d.Wait > 0 && len(tr.probes) < planProbes && end <= planHorizon {
+			end += d.Wait
+			if d = sup.ProceedAt(ctx, key, base.Add(offset+end)); d.Action == crashloop.ActionRestart {
+				tr.probes = append(tr.probes, end)
+				return end, true
+			}
+		}
+		return 0, false
+	}
+	var ok bool
 	for t := time.Duration(0); t <= planHorizon; {
-		tr.starts = append(tr.starts, t)
+		if !tr.parked {
+			tr.starts = append(tr.starts, t)
+		}
 		run := program(t)
 		end := t + run.For
 		if run.Err == nil {
-			tr.running, tr.end = true, t
+			tr.running, tr.back = true, t
+			if !tr.parked {
+				tr.end = t
+			}
 			return tr
+		}
+		if tr.parked { // a probe that failed: parked until the next
+			d := decide(offset+end, crashloop.RunResult{Err: run.Err, Started: base.Add(offset + t), Ready: run.Ready})
+			if t, ok = nextProbe(d, end); !ok {
+				return tr
+			}
+			continue
 		}
 		d := decide(offset+end, crashloop.RunResult{Err: run.Err, Started: base.Add(offset + t), Ready: run.Ready})
 		wait := time.Duration(0)
@@ -359,7 +427,10 @@ func simulateAfter(cfg crashloop.SupervisorConfig, before *planTrace, gap time.D
 				tr.parked, tr.reason = true, pe.Reason
 			}
 			tr.end = end
-			return tr
+			if t, ok = nextProbe(d, end); !ok {
+				return tr
+			}
+			continue
 		}
 		wait += d.Wait
 		tr.waits = append(tr.waits, wait)
@@ -395,9 +466,17 @@ func refillGap(cfg crashloop.SupervisorConfig, sched planTrace) (time.Duration, 
 func planWarnings(cfg crashloop.SupervisorConfig, sched planTrace) []planWarning {
 	warnings := []planWarning{}
 	if sched.parked && sched.end < time.Minute {
+		until := "until an operator resumes each"
+		if len(sched.probes) > 0 {
+			until = fmt.Sprintf("until a probe finds it back (the first %s after the park)", replay.Duration(sched.probes[0]-sched.end))
+		}
 		warnings = append(warnings, planWarning{Code: "parks_on_short_outage", Message: fmt.Sprintf(
-			"every outage longer than %s parks the key: its failed start at %s parks it (%s); a dependency down for a minute parks every key that needs it, until an operator resumes each",
-			replay.Duration(sched.end), replay.Duration(sched.end), sched.reason)})
+			"every outage longer than %s parks the key: its failed start at %s parks it (%s); a dependency down for a minute parks every key that needs it, %s",
+			replay.Duration(sched.end), replay.Duration(sched.end), sched.reason, until)})
+	}
+	if cfg.ProbeAfter > 0 && cfg.HealthyAfter == 0 {
+		warnings = append(warnings, planWarning{Code: "probe_needs_ready", Message: "probe_after is set but healthy_after is 0: " +
+			"a probe's run becomes healthy, and resumes the key, only when the program sends READY=1; a program that never does is probed and never resumed"})
 	}
 	// The fastest loops each limit judges.
 	healthyCrash := func(time.Duration) planRun {
@@ -493,6 +572,17 @@ func writePlan(w io.Writer, doc *planDoc) error {
 	tw.Flush()
 	if p := doc.Park; p != nil {
 		fmt.Fprintf(&b, "  parked at %s (%s), on failed start %d\n", replay.Duration(time.Duration(p.After)), p.Reason, p.FailedStarts)
+		if len(doc.Probes) > 0 {
+			b.WriteString("\nIts probes (probe_after), while every probe fails:\n")
+			tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "  probe\tafter the park\ttotal\tinterval")
+			for _, pr := range doc.Probes {
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", pr.Probe, replay.Duration(time.Duration(pr.AfterPark)), replay.Duration(time.Duration(pr.Total)),
+					replay.Duration(time.Duration(pr.Interval)))
+			}
+			tw.Flush()
+			fmt.Fprintf(&b, "  then one every %s; a probe whose run is healthy resumes the key\n", replay.Duration(time.Duration(doc.Probes[len(doc.Probes)-1].Interval)))
+		}
 	} else {
 		fmt.Fprintf(&b, "  not parked within %s\n", replay.Duration(planHorizon))
 	}
@@ -514,6 +604,12 @@ func writePlan(w io.Writer, doc *planDoc) error {
 	for _, o := range doc.Outages {
 		then, parked := "", "no"
 		switch {
+		case o.ParkedAfter != nil && o.RunningAfter != nil:
+			parked, then = "yes", fmt.Sprintf("parked at %s, running at %s (probe %d)", replay.Duration(time.Duration(*o.ParkedAfter)),
+				replay.Duration(time.Duration(*o.RunningAfter)), o.Probes)
+		case o.ParkedAfter != nil && o.Probes > 0:
+			parked, then = "yes", fmt.Sprintf("parked at %s, %d probes failed within %s", replay.Duration(time.Duration(*o.ParkedAfter)), o.Probes,
+				replay.Duration(planHorizon))
 		case o.ParkedAfter != nil:
 			parked, then = "yes", "parked at "+replay.Duration(time.Duration(*o.ParkedAfter))
 		case o.RunningAfter != nil:

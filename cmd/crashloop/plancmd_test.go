@@ -201,3 +201,47 @@ func TestPlanErrors(t *testing.T) {
 	r := runCL(t, "plan", "--config="+file, "--window=2m", "--json")
 	assert.Equal(t, 0, r.code, r.stderr)
 }
+
+// TestPlanProbe: with --probe-after 30s the park at 3s is probed at 33s,
+// then 1m, 2m, 4m and 8m apart (16 x 30s), as the library schedules it;
+// each outage is back at the first probe after its end. With
+// --probe-max 2m the list ends at 2m. With --healthy-after 0 a probe
+// passes only on READY=1: a warning says so.
+func TestPlanProbe(t *testing.T) {
+	probe := func(n int, afterPark, total, every string) any {
+		return map[string]any{"probe": float64(n), "after_park": afterPark, "total": total, "interval": every}
+	}
+	doc := runPlan(t, "--probe-after=30s", "--outage=10s", "--outage=5m", "--outage=1h")
+	assert.Equal(t, "budget 3 in 1m; linear 500ms to 5s; healthy after 10s; chain 3 within 20m; probe after 30s doubling to 8m", doc["policy"])
+	assert.Equal(t, []any{probe(1, "30s", "33s", "30s"), probe(2, "1m30s", "1m33s", "1m0s"), probe(3, "3m30s", "3m33s", "2m0s"),
+		probe(4, "7m30s", "7m33s", "4m0s"), probe(5, "15m30s", "15m33s", "8m0s")}, doc["probes"])
+	assert.Equal(t, []any{
+		map[string]any{"outage": "10s", "parked": true, "restarts": 3.0, "parked_after": "3s", "running_after": "33s", "probes": 1.0},
+		map[string]any{"outage": "5m0s", "parked": true, "restarts": 3.0, "parked_after": "3s", "running_after": "7m33s", "probes": 4.0},
+		map[string]any{"outage": "1h0m0s", "parked": true, "restarts": 3.0, "parked_after": "3s", "running_after": "1h3m33s", "probes": 11.0},
+	}, doc["outages"])
+	assert.Equal(t, []any{map[string]any{"code": "parks_on_short_outage",
+		"message": "every outage longer than 3s parks the key: its failed start at 3s parks it (respawn_budget_exhausted); a dependency down for a minute parks every key that needs it, until a probe finds it back (the first 30s after the park)"}},
+		doc["warnings"])
+
+	doc = runPlan(t, "--probe-after=30s", "--probe-max=2m", "--healthy-after=0")
+	assert.Equal(t, []any{probe(1, "30s", "33s", "30s"), probe(2, "1m30s", "1m33s", "1m0s"), probe(3, "3m30s", "3m33s", "2m0s")}, doc["probes"])
+	assert.Contains(t, doc["warnings"], map[string]any{"code": "probe_needs_ready", "message": "probe_after is set but healthy_after is 0: " +
+		"a probe's run becomes healthy, and resumes the key, only when the program sends READY=1; a program that never does is probed and never resumed"})
+	_, ok := runPlan(t)["probes"]
+	assert.False(t, ok, "no probe without --probe-after")
+
+	var out bytes.Buffer
+	require.NoError(t, planCmd([]string{"--probe-after=30s", "--outage=1m"}, &out))
+	assert.Contains(t, out.String(), `
+Its probes (probe_after), while every probe fails:
+  probe  after the park  total   interval
+  1      30s             33s     30s
+  2      1m30s           1m33s   1m
+  3      3m30s           3m33s   2m
+  4      7m30s           7m33s   4m
+  5      15m30s          15m33s  8m
+  then one every 8m; a probe whose run is healthy resumes the key
+`)
+	assert.Contains(t, out.String(), "\n  1m      yes     3         parked at 3s, running at 1m33s (probe 2)\n")
+}

@@ -194,15 +194,29 @@ func TestSimulate(t *testing.T) {
 
 	r = runCL(t, "simulate", "--reference=false", "--max-respawns=5", "--crash-after", "10s", "--outage", "30s")
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Equal(t, "policy  10s crasher: restarts in 5m  in 30m  gives up after  30s outage: extra delay\n"+
-		"flags   3                            3       41.5s           gave up after 7.5s\n", r.stdout)
+	assert.Equal(t, "policy  10s crasher: restarts in 5m  in 30m  gives up after  30s outage: keys parked  restarts (probes)  back after\n"+
+		"flags   3                            3       41.5s           1                        5                  gave up after 7.5s\n", r.stdout)
+
+	// A probe after the park, and the outage shared by 10 keys held for
+	// their cause (docs/policies.md has the numbers' argument).
+	hold := filepath.Join(t.TempDir(), "hold.json")
+	require.NoError(t, os.WriteFile(hold, []byte(`{"fleet": {"shared_cause": {}}}`), 0o600))
+	r = runCL(t, "simulate", "--reference=false", "--defaults", "--config", hold, "--probe-after=30s", "--outage", "5m", "--keys", "10")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "policy              5m outage over 10 keys: keys parked  restarts (probes)  back after\n"+
+		"crashloop defaults  10                                   30                 gave up after 3s\n"+
+		"hold                0                                    21 (10 probes)     0s to 36.667s\n", r.stdout)
+	r = runCL(t, "simulate", "--reference=false", "--probe-after=30s", "--outage", "5m", "--keys", "10")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "policy  5m outage over 10 keys: keys parked  restarts (probes)  back after\n"+
+		"flags   10                                   70 (40 probes)     2m33s\n", r.stdout)
 
 	r = runCL(t, "simulate")
 	require.Equal(t, 0, r.code, r.stderr)
 	doc, err := os.ReadFile("../../docs/policies.md")
 	require.NoError(t, err)
 	assert.Contains(t, string(doc), "\n"+r.stdout+"\n")
-	assert.Equal(t, 10, strings.Count(r.stdout, "\n"), "a header, a rule, the defaults and seven reference policies")
+	assert.Equal(t, 18, strings.Count(r.stdout, "\n"), "a header, a rule, the defaults and seven reference policies; a blank line; a header, a rule and the defaults' five variants")
 
 	for _, c := range []struct {
 		args []string
@@ -211,6 +225,11 @@ func TestSimulate(t *testing.T) {
 		{[]string{"simulate", "--crash-after", "-1s"}, `crashloop: --crash-after: "-1s" must be a duration > 0, such as 10s` + "\n"},
 		{[]string{"simulate", "--horizon", "0s"}, "crashloop: --horizon: must be > 0\n"},
 		{[]string{"simulate", "now"}, "crashloop: simulate takes no arguments, got \"now\"\n"},
+		{[]string{"simulate", "--keys", "0"}, "crashloop: --keys: must be >= 1 and <= 10000\n"},
+		// 10000 keys probed every second for a day: bounded, refused.
+		{[]string{"simulate", "--reference=false", "--probe-after=1s", "--probe-max=1s", "--healthy-after=1s", "--outage=24h", "--keys=10000"},
+			"crashloop: 1d outage over 10000 keys takes more than 5000000 decisions within the horizon: simulate fewer keys, a shorter outage or a shorter horizon\n"},
+		{[]string{"simulate", "--probe-after", "1m", "--probe-max", "30s"}, "crashloop: --probe-max: must be >= probe_after (0: 16 x probe_after)\n"},
 		{[]string{"simulate", "--chain-max=-1"}, "crashloop: --chain-max: must be >= 0 (0: off)\n"},
 	} {
 		r := runCL(t, c.args...)
@@ -313,4 +332,67 @@ func TestReplayColumnsFromStdin(t *testing.T) {
 	assert.Equal(t, "defaults flags", row(r.stdout, ""), "the defaults beside the flags' column")
 	assert.Equal(t, "3 1", row(r.stdout, "restarts it would allow"))
 	assert.NotContains(t, r.stdout, "\nkey ")
+}
+
+// TestReplayProbeAndHold: replay takes --probe-after and a --config's
+// fleet.shared_cause; the table shows the probes and the holds, and the
+// JSON follows docs/schema/replay.json. The history: four keys fail at
+// once with one status at 1s and 2s (a hold under fleet.shared_cause);
+// a fails twice more (parked at 4s under the defaults' budget), is
+// started at 40s (the probe, which fails) and at 110s, ready, until 700s.
+func TestReplayProbeAndHold(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	history := filepath.Join(dir, "h.csv")
+	require.NoError(t, os.WriteFile(history, []byte(`time,key,event,code
+1714557600,a,start
+1714557600,b,start
+1714557600,c,start
+1714557600,d,start
+1714557601,a,exit,1
+1714557601,b,exit,1
+1714557601,c,exit,1
+1714557601,d,exit,1
+1714557601.5,a,start
+1714557602,a,exit,1
+1714557602.5,a,start
+1714557603,a,exit,1
+1714557603.5,a,start
+1714557604,a,exit,1
+1714557640,a,start
+1714557641,a,exit,1
+1714557710,a,start
+1714557711,a,ready
+1714558300,a,exit,1
+`), 0o644))
+	hold := filepath.Join(dir, "hold.json")
+	require.NoError(t, os.WriteFile(hold, []byte(`{"fleet": {"shared_cause": {"keys": 4}}}`), 0o644))
+	r := runCL(t, "replay", "--probe-after=30s", history)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "\nprobes of a park (resumed it)        2 (1)\n")
+	assert.NotContains(t, r.stdout, "holds on a shared cause")
+
+	r = runCL(t, "replay", "--defaults", "--config", hold, history)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "\nrestarts held                        0                     5\n")
+	assert.Contains(t, r.stdout, "\nholds on a shared cause              0                     1\n")
+	assert.NotContains(t, r.stdout, "probes of a park")
+
+	// Under both, a is held, not parked: nothing to probe.
+	s := schemas(t, "replay")
+	r = runCL(t, "replay", "--json", "--probe-after=30s", "--config", hold, history)
+	require.Equal(t, 0, r.code, r.stderr)
+	valid(t, s["replay"], r.stdout)
+	assert.Contains(t, r.stdout, `"cause": "exited with status N"`)
+	assert.Contains(t, r.stdout, `"cause_holds": 1`)
+	assert.NotContains(t, r.stdout, `"probes"`)
+	r = runCL(t, "replay", "--json", "--probe-after=30s", history)
+	require.Equal(t, 0, r.code, r.stderr)
+	valid(t, s["replay"], r.stdout)
+	assert.Contains(t, r.stdout, `"probes": 2,
+        "probe_resumes": 1`)
+
+	r = runCL(t, "replay", "--probe-after=1m", "--probe-max=30s", history)
+	assert.Equal(t, exitUsage, r.code)
+	assert.Equal(t, "crashloop: --probe-max: must be >= probe_after (0: 16 x probe_after)\n", r.stderr)
 }

@@ -25,8 +25,13 @@ candidate, one row per measure (restarts it would have allowed and spared,
 keys parked and the time from the first failure to the park, false parks,
 fleet trips, the delay its backoffs would have added). Each --config FILE
 is a candidate (the format of crashloop --config); the policy flags
-(--max-respawns, --window, ... as crashloop takes them) apply over every
+(--max-respawns, --window, ... as crashloop takes them, and
+--probe-after D and --probe-max D: a probe after a park) apply over every
 one, and with no --config they make the one candidate, over the defaults.
+With a probe, the history's first start once a parked key's probe is due
+is the probe, and its healthy run resumes the key; a --config's
+fleet.shared_cause holds the restarts of keys failing with one cause
+(from the history: the exit status, or the error text it records).
 --defaults adds a first column for the defaults beside the --config ones
 (or beside the policy flags' column).
 
@@ -77,7 +82,7 @@ func policyFlags() []string {
 // candidates: one per --config file, or one from the flags alone.
 func candidateFlags(fs *flagSet, configs *listFlag) (*settings, func() ([]replay.Candidate, []int, error)) {
 	s := newSettings()
-	for _, name := range policyFlags() {
+	for _, name := range append(policyFlags(), probeFlags(s)...) {
 		f := s.fs.Lookup(name)
 		fs.FlagSet.Var(f.Value, name, f.Usage) // s's own value: s knows it is set
 	}

@@ -227,11 +227,19 @@ func TestEveryJSONOutputHasItsSchema(t *testing.T) {
 	}
 
 	// simulate --json, the table's programs and programs of one's own.
-	for _, args := range [][]string{{"simulate", "--json"}, {"simulate", "--json", "--crash-after=30s", "--outage=2m", "--max-respawns=5"}} {
+	// An outage of 10 keys under the hold on a shared cause and a probe:
+	// every field of an outage (the fleet breaker trips beside the hold).
+	hold := filepath.Join(t.TempDir(), "hold.json")
+	require.NoError(t, os.WriteFile(hold, []byte(`{"fleet": {"restarts_per_hour": 3, "shared_cause": {"keys": 5}}}`), 0o600))
+	for _, args := range [][]string{{"simulate", "--json"}, {"simulate", "--json", "--crash-after=30s", "--outage=2m", "--max-respawns=5"},
+		{"simulate", "--json", "--reference=false", "--probe-after=30s", "--config", hold, "--outage=1m", "--keys=10"}} {
 		r = runCL(t, args...)
 		require.Equal(t, 0, r.code, r.stderr)
 		valid(t, s["simulate"], r.stdout)
+		assert.NotContains(t, r.stdout, "null", "absent values are left out")
 	}
+	assert.Contains(t, r.stdout, `"cause_released_after"`)
+	assert.Contains(t, r.stdout, `"fleet_tripped_after"`)
 
 	// plan --json: the defaults, and a policy with a jittered curve, every
 	// limit and warning, and an outage that does not park.

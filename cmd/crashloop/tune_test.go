@@ -60,7 +60,8 @@ func TestTuneWritesAConfigEveryCommandTakes(t *testing.T) {
 	written, err := os.ReadFile(file)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"budget": {"max_respawns": 8, "window": "1h", "initial_backoff": "500ms", "max_backoff": "5s"}, "healthy_after": "15m",
-		"backoff": null, "chain": {"max_chain": 3, "reset_gap": "20m"}, "guard": null, "hourly_cap": 0, "restart_on_clean_exit": false, "exit_rules": []}`, string(written),
+		"backoff": null, "chain": {"max_chain": 3, "reset_gap": "20m"}, "guard": null, "hourly_cap": 0, "restart_on_clean_exit": false, "exit_rules": [],
+		"probe_after": "0s", "probe_max": "0s"}`, string(written),
 		"no fleet: crashloop keeps its own default for it")
 	var judged map[string]any
 	require.NoError(t, json.Unmarshal(got.Recommended.Config, &judged))

@@ -24,8 +24,10 @@ restarts spent on real crash loops (keys that end parked anyway), the
 time from a loop's first failure to its park, and false parks (a key
 healthy again within the horizon, with no resume). It prints the front, the
 recommended policy, what each of its settings buys on this history, and
-how it compares with the defaults and with each --config. Each candidate
-is judged as crashloop replay judges it, without the fleet breaker.
+how it compares with the defaults, with each --config, and with itself
+plus a probe after a park (probe_after 30s: compared, not searched, as
+docs/tune.md says). Each candidate is judged as crashloop replay judges
+it, without the fleet breaker.
 
 A real crash loop is a key's failures (two or more) with no run of
 --sound-run without failing within --horizon of the first; failures
