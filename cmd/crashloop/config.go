@@ -363,7 +363,7 @@ func (s *settings) explain(err error) error {
 			return usagef("%s: %s", s.config, rule)
 		}
 		return usagef("%s: %s: %s%s", s.config, ce.Field, rule, shortValue(ce.Value))
-	case hasFlag && s.fs.Lookup(ff.flag) != nil: // --probe-after and --probe-max are not every command's (probeflags.go)
+	case hasFlag:
 		return usagef("--%s (default %s): %s%s", ff.flag, s.fs.Lookup(ff.flag).DefValue, ff.part, ruleFlags.Replace(rule))
 	}
 	return usagef("%s: %s", ce.Field, rule)

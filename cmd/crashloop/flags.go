@@ -41,11 +41,9 @@ type settings struct {
 	chainGap           time.Duration
 	guard              string
 	hourlyCap          int
-	probeAfter         time.Duration // --probe-after (probeflags.go)
+	probeAfter         time.Duration // --probe-after
 	probeMax           time.Duration // --probe-max
 	restart            string
-	probeAfter         time.Duration
-	probeMax           time.Duration
 	permanentExitCodes string               // every --permanent-exit-codes, comma-separated (for replay)
 	exitRules          []crashloop.ExitRule // --on-exit and --permanent-exit-codes, in the order given
 	config             string

@@ -122,7 +122,7 @@ type planWarning struct {
 func planCmd(args []string, stdout io.Writer) error {
 	fs := newFlagSet("plan")
 	s := newSettings()
-	for _, name := range append(policyFlags(), append(probeFlags(s), "config")...) {
+	for _, name := range append(policyFlags(), "config") {
 		f := s.fs.Lookup(name)
 		fs.FlagSet.Var(f.Value, name, f.Usage) // s's own value: s knows it is set
 	}

@@ -229,7 +229,7 @@ func TestSimulate(t *testing.T) {
 		// 10000 keys probed every second for a day: bounded, refused.
 		{[]string{"simulate", "--reference=false", "--probe-after=1s", "--probe-max=1s", "--healthy-after=1s", "--outage=24h", "--keys=10000"},
 			"crashloop: 1d outage over 10000 keys takes more than 5000000 decisions within the horizon: simulate fewer keys, a shorter outage or a shorter horizon\n"},
-		{[]string{"simulate", "--probe-after", "1m", "--probe-max", "30s"}, "crashloop: --probe-max: must be >= probe_after (0: 16 x probe_after)\n"},
+		{[]string{"simulate", "--probe-after", "1m", "--probe-max", "30s"}, "crashloop: --probe-max: must be >= --probe-after (0: 16 x --probe-after)\n"},
 		{[]string{"simulate", "--chain-max=-1"}, "crashloop: --chain-max: must be >= 0 (0: off)\n"},
 	} {
 		r := runCL(t, c.args...)
@@ -394,5 +394,5 @@ func TestReplayProbeAndHold(t *testing.T) {
 
 	r = runCL(t, "replay", "--probe-after=1m", "--probe-max=30s", history)
 	assert.Equal(t, exitUsage, r.code)
-	assert.Equal(t, "crashloop: --probe-max: must be >= probe_after (0: 16 x probe_after)\n", r.stderr)
+	assert.Equal(t, "crashloop: --probe-max: must be >= --probe-after (0: 16 x --probe-after)\n", r.stderr)
 }

@@ -82,7 +82,7 @@ func policyFlags() []string {
 // candidates: one per --config file, or one from the flags alone.
 func candidateFlags(fs *flagSet, configs *listFlag) (*settings, func() ([]replay.Candidate, []int, error)) {
 	s := newSettings()
-	for _, name := range append(policyFlags(), probeFlags(s)...) {
+	for _, name := range policyFlags() {
 		f := s.fs.Lookup(name)
 		fs.FlagSet.Var(f.Value, name, f.Usage) // s's own value: s knows it is set
 	}
