@@ -34,6 +34,10 @@ func TestBadInputIsOneLineAndExit2(t *testing.T) {
 	tailLines := file("tail-lines.json", `{"stderr_tail": {"lines": -1}}`)
 	tailBytes := file("tail-bytes.json", `{"stderr_tail": {"bytes": 1048577}}`)
 	tailKey := file("tail-key.json", `{"stderr_tail": {"line": 3}}`)
+	probeMax := file("probe-max.json", `{"probe_after": "1m", "probe_max": "30s"}`)
+	causeKeys := file("cause-keys.json", `{"fleet": {"shared_cause": {"keys": 1}}}`)
+	causeEvery := file("cause-every.json", `{"fleet": {"shared_cause": {"probe_every": "soon"}}}`)
+	causeKey := file("cause-key.json", `{"fleet": {"shared_cause": {"key": 3}}}`)
 	missing := filepath.Join(dir, "nope.json")
 
 	cases := []struct {
@@ -99,6 +103,16 @@ func TestBadInputIsOneLineAndExit2(t *testing.T) {
 		{"config long value", []string{"--config=" + long, "--", "true"}, long + `: budget.window: must be a duration string such as "60s" or "500ms"`},
 		{"config without a flag", []string{"--config=" + fleet, "--", "true"}, fleet + ": fleet.cooldown: must be >= 0 (got -1s)"},
 		{"missing config", []string{"--config=" + missing, "--", "true"}, "--config " + missing + ": no such file or directory"},
+		{"negative probe", []string{"--probe-after=-1s", "--", "true"}, "--probe-after: must be >= 0 (0: off)"},
+		{"bad probe, one dash", []string{"-probe-after=soon", "--", "true"}, `-probe-after: "soon" is not a duration such as 60s or 500ms`},
+		{"probe max below", []string{"--probe-after=1m", "--probe-max=30s", "--", "true"}, "--probe-max: must be >= --probe-after (0: 16 x --probe-after)"},
+		{"probe max alone", []string{"--probe-max=30s", "--", "true"}, "--probe-max: needs --probe-after (or probe_after in --config): probes are off"},
+		{"config probe max", []string{"--config=" + probeMax, "--", "true"}, probeMax + ": probe_max: must be >= probe_after (0: 16 x probe_after) (got 30s)"},
+		{"config probe max, the flag's", []string{"--config=" + probeMax, "--probe-max=10s", "--", "true"}, "--probe-max: must be >= --probe-after (0: 16 x --probe-after)"},
+		{"config cause keys", []string{"--config=" + causeKeys, "--", "true"}, causeKeys + ": fleet.shared_cause.keys: must be >= 2 and <= 1000 (got 1)"},
+		{"config cause probe_every", []string{"--config=" + causeEvery, "--", "true"},
+			causeEvery + `: fleet.shared_cause.probe_every: must be a duration string such as "60s" or "500ms" (got soon)`},
+		{"config cause unknown key", []string{"--config=" + causeKey, "--", "true"}, causeKey + ": fleet.shared_cause.key: must be a known setting (unknown key) (got 3)"},
 		{"malformed state", []string{"--state=" + badState, "--", "true"}, "state file " + badState + " is malformed: invalid character 'n' looking for beginning of object key string"},
 		{"resume without state", []string{"resume", "web"}, "resume needs --state FILE or --redis URL"},
 		{"resume malformed state", []string{"resume", "--state", badState, "web"}, "state file " + badState + " is malformed: invalid character 'n' looking for beginning of object key string"},

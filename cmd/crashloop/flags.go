@@ -179,6 +179,9 @@ Examples:
     crashloop resume --state /data/crashloop.json worker
   A container entrypoint that stays up, scraped and probed, when it parks:
     crashloop --on-park wait --state /data/crashloop.json --key worker --metrics-addr :9464 -- /app/worker
+  A park that tries again by itself: a probe start 30s after it, then 1m,
+  2m... up to 8m; a healthy probe resumes it:
+    crashloop --on-park wait --state /data/crashloop.json --probe-after 30s --probe-max 8m -- ./server
 `
 
 // printHelp writes --help: usage, the flags by section, signals, examples

@@ -49,7 +49,8 @@ const jsonHelp = `Every JSON document crashloop writes follows one schema:
     error, never parked) is left out, never null or a zero time;
   - a park is one object everywhere: key, reason, since, attempts (what
     the guard that parked it counted), last_error, and exit_code, signal,
-    stderr_tail and oom_killed when they are known;
+    stderr_tail, oom_killed and next_probe (--probe-after) when they are
+    known;
   - counts of keys are named keys (failing_keys, total_keys).
 
 The documents: crashloop status --json (of --state or --redis), GET

@@ -294,3 +294,27 @@ func testAProbeUnderOnParkExit(t *testing.T, where string) {
 	assert.Equal(t, 128+int(syscall.SIGTERM), c.wait(t), c.stderr.String())
 	assert.Len(t, lines(t, starts), 3)
 }
+
+// TestProbeAndSharedCauseFromConfig: probe_after and probe_max in --config
+// schedule the probe as the flags do (the flag wins over the file), and a
+// fleet.shared_cause without --redis is named at start: one crashloop is
+// one key, and a hold needs several.
+func TestProbeAndSharedCauseFromConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	config := writeFile(t, dir, "config.json", `{"probe_after": "1h", "probe_max": "4h", "fleet": {"shared_cause": {"keys": 2}}}`)
+	for _, tc := range []struct {
+		key   string
+		flags []string
+		after time.Duration
+	}{{"file", nil, time.Hour}, {"flag", []string{"--probe-after=2h"}, 2 * time.Hour}} {
+		state := filepath.Join(dir, tc.key+".json")
+		r := runCL(t, append(with(append([]string{"--state=" + state, "--config=" + config, "--key=" + tc.key, "--max-respawns=0"}, tc.flags...)...),
+			"--", helper, "exit=3")...)
+		require.Equal(t, exitParked, r.code, r.stderr)
+		assert.Equal(t, 1, strings.Count(r.stderr, `level=WARN msg="`+config+`: fleet.shared_cause needs --redis: one crashloop supervises one key, and a hold needs several keys failing with one cause" key=`+tc.key+"\n"), r.stderr)
+		m := readMarks(t, state)[tc.key]
+		require.NotNil(t, m.NextProbe, r.stderr)
+		assert.True(t, m.Since.Add(tc.after).Equal(*m.NextProbe), "%s: next probe %v, parked %v", tc.key, *m.NextProbe, m.Since)
+	}
+}
