@@ -51,8 +51,8 @@ func (ru *rules) claim(g *keyGuards, t int64) bool {
 	}
 	g.probes++
 	every := ru.probeMax()
-	if g.probes < 32 && ru.probe.after<<g.probes < every && ru.probe.after<<g.probes > 0 {
-		every = ru.probe.after << g.probes
+	if g.probes < 63 && ru.probe.after <= every>>g.probes {
+		every = ru.probe.after << g.probes // no overflow: at most the cap
 	}
 	g.probe = t + int64(max(every, ru.probe.healthy))
 	return true
