@@ -15,7 +15,12 @@ import (
 // a fleet breaker that trips on the failing fraction ("fraction"), one that
 // trips on the rate with a cooldown that is not a whole microsecond
 // ("rate"), a respawn budget and no other guard ("budget"), no guard at
-// all and no respawn ("bare"), and a cooldown of zero ("cooldown0").
+// all and no respawn ("bare"), a cooldown of zero ("cooldown0"), a probe
+// after a park ("probe": doubling from 2s, capped at 7s, a probe's run
+// HealthyAfter 3s) and a hold on a shared cause of 2 keys within 5s, a
+// probe every 3s, with the probe after a park and the rate breaker
+// ("cause"). Their durations are not whole microseconds where a ledger on
+// a server could round them.
 func Configs() map[string]crashloop.SupervisorConfig {
 	base := Config()
 	frac := base
@@ -29,7 +34,15 @@ func Configs() map[string]crashloop.SupervisorConfig {
 	bare.Budget.MaxRespawns = 0
 	zero := base
 	zero.Fleet = &crashloop.FleetConfig{RestartsPerHour: 2, FailingFraction: 0.5, MinFailing: 1, Cooldown: 0}
-	return map[string]crashloop.SupervisorConfig{"suite": base, "fraction": frac, "rate": rate, "budget": alone, "bare": bare, "cooldown0": zero}
+	probe := base
+	probe.ProbeAfter, probe.ProbeMax, probe.HealthyAfter = 2*time.Second+500*time.Nanosecond, 7*time.Second, 3*time.Second
+	cause := rate
+	cause.ProbeAfter, cause.HealthyAfter = 4*time.Second, 2*time.Second+time.Nanosecond
+	fc := *rate.Fleet
+	fc.SharedCause = &crashloop.SharedCauseConfig{Keys: 2, Window: 5 * time.Second, ProbeEvery: 3*time.Second + 250*time.Nanosecond}
+	cause.Fleet = &fc
+	return map[string]crashloop.SupervisorConfig{"suite": base, "fraction": frac, "rate": rate, "budget": alone, "bare": bare,
+		"cooldown0": zero, "probe": probe, "cause": cause}
 }
 
 // Differential drives n random sequences of 80 operations under each of
@@ -39,10 +52,14 @@ func Configs() map[string]crashloop.SupervisorConfig {
 // keeps one latest time), small steps (a clean run between guarded
 // restarts, planned restarts on a full chain), both trips of the fleet
 // breaker, held restarts held again after their release was scheduled,
-// and Forget and Restore. With n of 60 or more it also fails when the
+// Forget and Restore, probes of parks claimed at and before their time,
+// and failures with a few shared causes (and none) whose holds begin, let
+// probes go, fail them and end. With n of 60 or more it also fails when the
 // sequences reached an outcome (each kind of park, a hold, a refusal,
-// each trip, a re-arm, a released restart, a resume, a restore) fewer
-// than 10 times: a generator that stopped reaching one would pass quietly.
+// each trip, a re-arm, a released restart, a resume, a restore, a park's
+// probe, a cause held, its probe, its release, a restart held for it)
+// fewer than 10 times: a generator that stopped reaching one would pass
+// quietly.
 func Differential(t *testing.T, newLedger NewFunc, n int) {
 	keys := []string{"a", "b", "c:{x}"}
 	steps := []time.Duration{0, 0, time.Microsecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 3 * time.Second,
@@ -62,11 +79,12 @@ func Differential(t *testing.T, newLedger NewFunc, n int) {
 					now = now.Add(steps[rng.IntN(len(steps))])
 					key, i := keys[rng.IntN(len(keys))], rng.IntN(3)
 					switch op := rng.IntN(20); {
-					case op < 12:
+					case op < 11:
 						e := endings[rng.IntN(len(endings))]
 						p.judge(i, share.Judgment{Key: key, Ending: e, Healthy: e == share.EndingCrash || rng.IntN(4) == 0,
 							Incarnation: fmt.Sprintf("%s#%d", key, 1+rng.IntN(2)), Cause: []string{"", "boom", "dial: refused"}[rng.IntN(3)],
-							Now: now, Members: rng.IntN(4), Failing: rng.IntN(3)})
+							Shared: []string{"", "db: refused", "db: refused", "disk N full"}[rng.IntN(4)],
+							Now:    now, Members: rng.IntN(4), Failing: rng.IntN(3)})
 					case op < 14:
 						p.proceed(i, key, now)
 					case op < 16:
@@ -99,11 +117,13 @@ func Differential(t *testing.T, newLedger NewFunc, n int) {
 			}
 		})
 	}
+	t.Logf("the sequences reached: %v", total)
 	if t.Failed() || n < 60 {
 		return
 	}
 	for _, what := range []string{"park respawn_budget_exhausted", "park permanent_error", "park needs_human", "park restart_loop_guard",
-		"park hourly_restart_cap", "held", "refused", "trip fleet_restart_rate", "trip fleet_failing_fraction", "rearm", "proceed", "resume", "restore"} {
+		"park hourly_restart_cap", "held", "refused", "trip fleet_restart_rate", "trip fleet_failing_fraction", "rearm", "proceed", "resume", "restore",
+		"probe park", "cause held", "probe cause", "cause released", "held cause"} {
 		if total[what] < 10 {
 			t.Errorf("the sequences reached %q only %d times (reached: %v)", what, total[what], total)
 		}
