@@ -83,8 +83,7 @@ func Differential(t *testing.T, newLedger NewFunc, n int) {
 						e := endings[rng.IntN(len(endings))]
 						p.judge(i, share.Judgment{Key: key, Ending: e, Healthy: e == share.EndingCrash || rng.IntN(4) == 0,
 							Incarnation: fmt.Sprintf("%s#%d", key, 1+rng.IntN(2)), Cause: []string{"", "boom", "dial: refused"}[rng.IntN(3)],
-							Shared: []string{"", "db: refused", "db: refused", "disk N full"}[rng.IntN(4)],
-							Now:    now, Members: rng.IntN(4), Failing: rng.IntN(3)})
+							Now: now, Members: rng.IntN(4), Failing: rng.IntN(3), Shared: []string{"", "db: refused", "db: refused", "disk N full"}[rng.IntN(4)]})
 					case op < 14:
 						p.proceed(i, key, now)
 					case op < 16:
