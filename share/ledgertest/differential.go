@@ -174,6 +174,51 @@ func Scenarios(t *testing.T, newLedger NewFunc) {
 			})
 		}
 	}
+	t.Run("a park's probe goes at its time, once across replicas", func(t *testing.T) {
+		cfg := Configs()["probe"] // every 2s+500ns, doubling, capped at 7s; HealthyAfter 3s
+		p := newPair(t, newLedger, 2, cfg)
+		for i := range 3 { // the third failed start within 10s parks, at 2s
+			p.judge(i%2, share.Judgment{Key: "k", Ending: share.EndingFailedStart, Incarnation: "i", Cause: "boom", Now: sec(i)})
+		}
+		for _, c := range []struct {
+			at    time.Duration
+			probe bool
+		}{
+			{4 * time.Second, false}, {4*time.Second + time.Microsecond, true}, // due at 4s+500ns
+			{8*time.Second + time.Microsecond, false}, {8*time.Second + 2*time.Microsecond, true}, // then 4s+1µs
+			{15*time.Second + time.Microsecond, false}, {15*time.Second + 2*time.Microsecond, true}, // then 7s, the cap
+		} {
+			for i := range 2 { // the second replica asks at the same time: refused
+				if v := p.proceed(i, "k", T0.Add(c.at)); v.Probe != (c.probe && i == 0) {
+					p.fail("r%d at %v: probe=%v", i, c.at, v.Probe)
+				}
+			}
+		}
+	})
+	t.Run("a cause is held, probed and released", func(t *testing.T) {
+		cfg := Configs()["cause"] // 2 keys within 5s; a probe every 3s+250ns; HealthyAfter 2s+1ns
+		p := newPair(t, newLedger, 2, cfg)
+		fail := func(i int, key string, at time.Duration, healthy bool) share.Verdict {
+			return p.judge(i, share.Judgment{Key: key, Ending: share.EndingCrash, Healthy: healthy, Incarnation: "i", Cause: "refused",
+				Shared: "db refused", Now: T0.Add(at)})
+		}
+		fail(0, "a", 0, true)
+		if v := fail(1, "b", 5*time.Second, true); v.CauseHeld == nil || v.CauseHeld.Keys != 2 || v.Wait != cfg.Fleet.SharedCause.ProbeEvery {
+			p.fail("a failure exactly a window after the first: the hold begins")
+		}
+		if v := p.proceed(1, "b", sec(8)); !v.Held || v.Wait != 250*time.Nanosecond {
+			p.fail("the probe slot is 250ns away")
+		}
+		if v := p.proceed(0, "b", T0.Add(8*time.Second+time.Microsecond)); !v.Probe {
+			p.fail("b goes as the probe")
+		}
+		if v := fail(0, "c", 10*time.Second+time.Microsecond, true); !v.Held || v.CauseHeld != nil || v.Wait != time.Nanosecond {
+			p.fail("a held cause holds the next key, until the probe has run HealthyAfter (1ns)")
+		}
+		if v := p.proceed(1, "c", T0.Add(10*time.Second+2*time.Microsecond)); v.CauseReleased == nil || v.Held {
+			p.fail("the probe went HealthyAfter ago: the cause is released, and c goes")
+		}
+	})
 	t.Run("held restarts leave in order, one gap apart", func(t *testing.T) {
 		p := newPair(t, newLedger, 3, cfg)
 		for i := range cfg.Fleet.RestartsPerHour + 3 { // the 8th trips; it and 3 more are held
