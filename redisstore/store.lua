@@ -355,12 +355,9 @@ local function holdCause(f, t, key, r, v)
   if not c then
     if #CS >= 64 then -- the table is full: the oldest cause not held goes
       local drop
-      for i, o in ipairs(CS) do
-        if not o.held and (not drop or o.last < CS[drop].last) then drop = i end
-      end
+      for i, o in ipairs(CS) do drop = not o.held and (not drop or o.last < CS[drop].last) and i or drop end
       if not drop then return false end
-      redis.call('HDEL', tag .. 'causes', 'c:' .. CS[drop].cause)
-      table.remove(CS, drop)
+      redis.call('HDEL', tag .. 'causes', 'c:' .. table.remove(CS, drop).cause)
     end
     c = {cause = A.shared, held = false, slot = 0, probed = 0, prober = ''}
     CS[#CS + 1] = c
@@ -397,15 +394,8 @@ end
 -- r: its interval started at r.probe; the first is probe_after_ns, the next
 -- after p probes min(probe_after_ns << p, probe_max_ns), at least healthy_ns.
 local function probeWait(r, t)
-  local every, a = C.probe_max_ns, C.probe_after_ns * 2 ^ r.probes
-  if r.probes == 0 then
-    every = C.probe_after_ns
-  elseif r.probes < 32 and a < every then
-    every = math.max(a, C.healthy_ns)
-  else
-    every = math.max(every, C.healthy_ns)
-  end
-  return (r.probe - t) * 1000 + every
+  local every = r.probes < 32 and math.min(C.probe_after_ns * 2 ^ r.probes, C.probe_max_ns) or C.probe_max_ns
+  return (r.probe - t) * 1000 + (r.probes == 0 and C.probe_after_ns or math.max(every, C.healthy_ns))
 end
 
 -- begin starts a judge or proceed step: the fleet string, the step's time

@@ -219,6 +219,27 @@ func Scenarios(t *testing.T, newLedger NewFunc) {
 			p.fail("the probe went HealthyAfter ago: the cause is released, and c goes")
 		}
 	})
+	t.Run("the fleet tracks 64 causes", func(t *testing.T) {
+		p := newPair(t, newLedger, 2, Configs()["cause"]) // 2 keys within 5s
+		fail := func(key, cause string, i int) share.Verdict {
+			return p.judge(i%2, share.Judgment{Key: key, Ending: share.EndingFailedStart, Incarnation: "i", Shared: cause,
+				Now: T0.Add(time.Duration(i) * time.Microsecond)})
+		}
+		fail("x", "c0", 0) // noted, not held: the oldest not held when the table is full
+		fail("w", "c1", 1) // noted, not held
+		for i := 2; i <= 64; i++ {
+			fail(fmt.Sprintf("a%d", i), fmt.Sprintf("c%d", i), 2*i)
+			if v := fail(fmt.Sprintf("b%d", i), fmt.Sprintf("c%d", i), 2*i+1); v.CauseHeld == nil {
+				p.fail("c%d not held by its second key", i)
+			}
+		}
+		if v := fail("v", "c1", 200); v.CauseHeld == nil {
+			p.fail("c0 was dropped for c64, not c1: c1's second key holds it")
+		}
+		if v := fail("y", "c0", 201); v.Cause != "" || v.CauseHeld != nil {
+			p.fail("64 causes held: c0, dropped, is not tracked again")
+		}
+	})
 	t.Run("held restarts leave in order, one gap apart", func(t *testing.T) {
 		p := newPair(t, newLedger, 3, cfg)
 		for i := range cfg.Fleet.RestartsPerHour + 3 { // the 8th trips; it and 3 more are held
