@@ -597,7 +597,7 @@ local function main(ks, av)
           -- the park: no restart recorded; the fleet judges its fraction
           r.p = {since = nows, attempts = string.format('%d', n), reason = reason, cause = A.cause, version = bump(key)}
           r.held, r.rel, r.cause, r.probes, r.probe = 0, false, '', 0, C.probe_after_ns > 0 and
-            reason ~= 'permanent_error' and t
+            reason ~= 'permanent_error' and reason ~= 'needs_human' and t
           v.newPark = 1
           if C.fleet_per_hour > 0 then
             full(f)

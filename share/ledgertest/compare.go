@@ -342,9 +342,9 @@ func verdict(v share.Verdict) string {
 		probeAt = at(v.ProbeAt)
 	}
 	return fmt.Sprintf("now=%s park=%s new=%v attempt=%d restarts=%d held=%v wait=%v tripped=%s rearmed=%s "+
-		"cause=%q cause_held=%s cause_released=%s probe=%v probe_at=%s resumed=%s",
+		"cause=%q cause_held=%s cause_released=%s probe=%v probe_at=%s",
 		at(v.Now), park(v.Park), v.NewPark, v.Attempt, v.Restarts, v.Held, v.Wait, change(v.Tripped), change(v.Rearmed),
-		v.Cause, causeChange(v.CauseHeld), causeChange(v.CauseReleased), v.Probe, probeAt, park(v.Resumed))
+		v.Cause, causeChange(v.CauseHeld), causeChange(v.CauseReleased), v.Probe, probeAt)
 }
 
 func causeChange(c *seam.CauseChange) string {
