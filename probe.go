@@ -6,8 +6,8 @@ import (
 )
 
 // A probe after a park: with SupervisorConfig.ProbeAfter set, a key parked
-// for any reason but ReasonPermanent gets one probe start ProbeAfter after
-// the park, then after twice that, four times, and so on up to ProbeMax.
+// for any reason but ReasonPermanent and ReasonNeedsHuman gets one probe
+// start ProbeAfter after the park, then after twice that, four times, and so on up to ProbeMax.
 // A probe is claimed by a Proceed of the parked key once it is due; the
 // claim moves the next probe past the probe's run (at least HealthyAfter),
 // so that one probe at a time runs per key, across replicas too. A probe
@@ -31,10 +31,12 @@ type probeRules struct {
 }
 
 // schedule gives a key that g's new park parked at t its first probe, if
-// probes are on and the park may be probed.
+// probes are on and the park may be probed. A permanent error is not
+// retried, and the chain's park is not probed: it parks a slow loop that
+// passes every health check, which a probe judges by.
 func (ru *rules) schedule(g *keyGuards, t int64) {
 	g.probe, g.probes = 0, 0
-	if ru.probe.after > 0 && g.park.Reason != ReasonPermanent {
+	if ru.probe.after > 0 && probed(g.park.Reason) {
 		g.probe = t + int64(ru.probe.after)
 	}
 }
@@ -49,8 +51,8 @@ func (ru *rules) claim(g *keyGuards, t int64) bool {
 	}
 	g.probes++
 	every := ru.probeMax()
-	if g.probes < 32 && ru.probe.after<<g.probes < every && ru.probe.after<<g.probes > 0 {
-		every = ru.probe.after << g.probes
+	if g.probes < 63 && ru.probe.after <= every>>g.probes {
+		every = ru.probe.after << g.probes // no overflow: at most the cap
 	}
 	g.probe = t + int64(max(every, ru.probe.healthy))
 	return true
@@ -64,3 +66,6 @@ func probeAt(g *keyGuards, t int64, now time.Time) time.Time {
 	}
 	return now.Add(time.Duration(g.probe - t))
 }
+
+// probed reports whether a park for reason gets probes.
+func probed(reason string) bool { return reason != ReasonPermanent && reason != ReasonNeedsHuman }

@@ -80,11 +80,13 @@ func TestProbeAfterAPark(t *testing.T) {
 	assert.True(t, ks.NextProbe.IsZero())
 }
 
-// A park for a permanent error is never probed, and with ProbeAfter 0 no
-// park is.
+// A park for a permanent error is never probed, nor the chain's (a slow
+// loop passes the health mark a probe is judged by), and with ProbeAfter 0
+// no park is.
 func TestNoProbe(t *testing.T) {
 	ctx := context.Background()
-	for name, cfg := range map[string]crashloop.SupervisorConfig{"permanent": probeConfig(), "off": crashloop.DefaultSupervisorConfig()} {
+	for name, cfg := range map[string]crashloop.SupervisorConfig{"permanent": probeConfig(), "needs_human": probeConfig(),
+		"off": crashloop.DefaultSupervisorConfig()} {
 		t.Run(name, func(t *testing.T) {
 			s, _ := decideSupervisor(t, cfg)
 			err := errors.New("bad config")
@@ -93,9 +95,13 @@ func TestNoProbe(t *testing.T) {
 			}
 			var d crashloop.Decision
 			for i := range 4 {
-				d = s.DecideAt(ctx, "w", crashloop.RunResult{Err: err}, testT0.Add(time.Duration(i)*time.Second))
+				d = s.DecideAt(ctx, "w", crashloop.RunResult{Err: err, Ready: name == "needs_human"}, testT0.Add(time.Duration(i)*time.Second))
 			}
 			require.Equal(t, crashloop.ActionStop, d.Action)
+			var pe *crashloop.ParkedError
+			require.ErrorAs(t, d.Err, &pe)
+			assert.Equal(t, map[string]string{"permanent": crashloop.ReasonPermanent, "needs_human": crashloop.ReasonNeedsHuman,
+				"off": crashloop.ReasonBudgetExhausted}[name], pe.Reason)
 			assert.Zero(t, d.Wait, "no probe")
 			p := s.ProceedAt(ctx, "w", testT0.Add(24*time.Hour))
 			assert.Equal(t, crashloop.ActionStop, p.Action)

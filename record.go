@@ -439,7 +439,7 @@ func (s *Supervisor) readProbe(r *record, kd keyDoc, tb *timebase, kp string) er
 	if kd.Probes < 0 {
 		return badSnapshot("%s.probes: %d, below 0", kp, kd.Probes)
 	}
-	if r.park == nil || s.cfg.ProbeAfter <= 0 || r.park.Reason == ReasonPermanent {
+	if r.park == nil || s.cfg.ProbeAfter <= 0 || !probed(r.park.Reason) {
 		return nil
 	}
 	if next.IsZero() {

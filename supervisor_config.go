@@ -46,10 +46,10 @@ type SupervisorConfig struct {
 	// program ended does; Permanent and Restart keep their mark
 	// ("exit_rules"). Default nil.
 	ExitRules []ExitRule
-	// ProbeAfter > 0 gives a parked key (but for ReasonPermanent) a probe
-	// start ProbeAfter after the park, then 2x, 4x... up to ProbeMax
-	// ("probe_after"); a probe that is healthy (HealthyAfter, or Ready)
-	// resumes the key. Default 0: a park waits for an operator.
+	// ProbeAfter > 0 gives a park (not ReasonPermanent's or ReasonNeedsHuman's)
+	// a probe start ProbeAfter after it, then 2x, 4x... up to ProbeMax
+	// ("probe_after"); a healthy probe (HealthyAfter, Ready) resumes the
+	// key. Default 0: a park waits for an operator.
 	ProbeAfter time.Duration
 	ProbeMax   time.Duration // the longest interval ("probe_max"); default 0: 16 x ProbeAfter, else >= it
 }

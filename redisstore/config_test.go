@@ -69,7 +69,7 @@ func (r *steps) take() ([]string, []string) {
 }
 
 // A Store's configuration is stored once, under its digest: a step sends
-// what changes only (a judge step 8 arguments after its 5 keys). A step
+// what changes only (a judge step 9 arguments after its 6 keys). A step
 // that finds the configuration missing (its key deleted alone, or gone
 // with the server's state) changes nothing and fails, and the Store writes
 // the configuration and sends the step again, once; a loss of the state
@@ -92,15 +92,15 @@ func TestConfigurationStoredOnce(t *testing.T) {
 	}
 	p := st.plan.Load()
 	var want []byte
-	for _, v := range []uint64{1, 3, 60_000_000, 0, 0, 0, 0, 0, 0, 0, 0, math.Float64bits(1), 0, 120_000, 120_000} {
+	for _, v := range []uint64{2, 3, 60_000_000, 0, 0, 0, 0, 0, 0, 0, 0, math.Float64bits(1), 0, 120_000, 120_000, 0, 0, 0, 0, 0, 0} {
 		want = binary.BigEndian.AppendUint64(want, v)
 	}
-	require.Equal(t, string(want), p.config, "the format's version, the budget, no other guard, a fraction of 1, the TTLs")
+	require.Equal(t, string(want), p.config, "the format's version, the budget, no other guard, a fraction of 1, the TTLs, no probe, no shared cause")
 
 	require.Equal(t, 1, judge().Attempt)
 	ops, args := sent.take()
 	require.Equal(t, []string{"epoch", "judge", "config", "judge"}, ops, "the first judge step found no configuration")
-	require.Equal(t, []string{"judge", st.epoch, "", "failed_start", "0", "k#1", "eboom", st.origin}, args)
+	require.Equal(t, []string{"judge", st.epoch, "", "failed_start", "0", "k#1", "eboom", "", st.origin}, args)
 	require.Equal(t, p.config, rdb.Get(ctx, p.key).Val())
 	require.Equal(t, 2, judge().Attempt)
 	ops, _ = sent.take()
@@ -109,8 +109,8 @@ func TestConfigurationStoredOnce(t *testing.T) {
 	// The configuration deleted alone: the step refused changes nothing.
 	require.NoError(t, rdb.Del(ctx, p.key).Err())
 	before := dump(t, rdb, st.keys.tag)
-	_, err := st.eval(ctx, []string{st.keys.record("k"), st.keys.fleet(), st.keys.parked(), st.keys.held(), p.key},
-		[]any{"judge", st.epoch, "", "failed_start", 0, "k#1", "eboom", st.origin})
+	_, err := st.eval(ctx, []string{st.keys.record("k"), st.keys.fleet(), st.keys.parked(), st.keys.held(), st.keys.causes(), p.key},
+		[]any{"judge", st.epoch, "", "failed_start", 0, "k#1", "eboom", "", st.origin})
 	require.EqualError(t, err, "crashloop: no_config")
 	require.Equal(t, before, dump(t, rdb, st.keys.tag))
 	require.Equal(t, 3, judge().Attempt, "counted once")

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/suptest"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
 	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
@@ -232,4 +234,41 @@ func TestRecordOfAnotherFormat(t *testing.T) {
 	got, err := admin.Get(ctx, rk).Result()
 	require.NoError(t, err)
 	require.Equal(t, old, got, "the record is not rewritten")
+}
+
+// A record of the packed format before the probe and the cause (2), and a
+// cause table of another format, fail the step loudly (cause "format") and
+// are never misread or rewritten.
+func TestFormatsBeforeProbesRefused(t *testing.T) {
+	s := redistest.Start(t)
+	admin := testClient(t, s)
+	ctx := context.Background()
+	for name, bad := range map[string]func(*Store) (string, string){
+		"record of format 2":      func(st *Store) (string, string) { return st.keys.record("k"), "\x02" + strings.Repeat("\x00", 32) },
+		"cause table of format 0": func(st *Store) (string, string) { return st.keys.causes(), "0" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := replicasOn(t, s, 1, Options{ClientTime: true})[0]
+			require.NoError(t, st.Open(suptest.CauseConfig(), nil))
+			_, err := st.Lookup(ctx, "other") // learns the epoch
+			require.NoError(t, err)
+			key, old := bad(st)
+			if key == st.keys.causes() {
+				require.NoError(t, admin.HSet(ctx, key, ".", old).Err())
+			} else {
+				require.NoError(t, admin.Set(ctx, key, old, 0).Err())
+			}
+			before := dump(t, admin, st.keys.tag)
+			_, err = st.Judge(ctx, share.Judgment{Key: "k", Ending: share.EndingFailedStart, Incarnation: "k#1",
+				Shared: "db refused", Now: start})
+			var me *MisconfiguredError
+			require.ErrorAs(t, err, &me)
+			require.Equal(t, CauseFormat, me.Cause)
+			require.ErrorContains(t, err, "crashloop: record_format")
+			after := dump(t, admin, st.keys.tag)
+			delete(before, st.plan.Load().key) // the configuration, written by the step's first try
+			delete(after, st.plan.Load().key)
+			require.Equal(t, before, after, "nothing written")
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/seam"
 	"github.com/crashloopguard/crashloop/redisstore/redistest"
 	"github.com/crashloopguard/crashloop/share"
 	"github.com/crashloopguard/crashloop/share/ledgertest"
@@ -69,6 +70,17 @@ func TestReadVerdict(t *testing.T) {
 		"restarts", int64(1), "wait_ns", int64(30)}, "k", given)
 	require.NoError(t, err)
 	require.Equal(t, share.Verdict{Now: given, Restarts: 1, Held: true, Wait: 30}, v)
+
+	// A probe and a shared cause: probe_ns is the next probe's wait from
+	// the verdict's time, negative when it is overdue.
+	v, err = readVerdict(verdictReply("cause", "db refused", "cause_held", []any{"cause", "db refused", "keys", int64(3)},
+		"cause_released", []any{"cause", "disk N full", "keys", int64(2)}, "probe", int64(1), "probe_ns", int64(-2500)), "k", time.Time{})
+	require.NoError(t, err)
+	require.Equal(t, "db refused", v.Cause)
+	require.Equal(t, &seam.CauseChange{Cause: "db refused", Keys: 3}, v.CauseHeld)
+	require.Equal(t, &seam.CauseChange{Cause: "disk N full", Keys: 2}, v.CauseReleased)
+	require.True(t, v.Probe)
+	require.Equal(t, time.UnixMicro(1_000_000).Add(-2500), v.ProbeAt)
 }
 
 // A reply of another shape than the one read is an error matching
@@ -109,6 +121,11 @@ func TestWrongShapedReplies(t *testing.T) {
 		{"trip with an unknown field", with(good, "tripped", []any{"why", "x"}), `field "tripped": unknown field "why"`},
 		{"re-arm missing a field", with(good, "rearmed", []any{"reason", "x"}), `field "rearmed": no field "restarts"`},
 		{"a new park without its park", without(good, "park"), `a new park without its park`},
+		{"a cause that is no string", with(good, "cause", int64(1)), `field "cause": the integer 1, want a string`},
+		{"a cause held without its keys", with(good, "cause_held", []any{"cause", "db"}), `field "cause_held": no field "keys"`},
+		{"a cause released with an unknown field", with(good, "cause_released", []any{"why", "x"}), `field "cause_released": unknown field "why"`},
+		{"a probe flag out of range", with(good, "probe", int64(2)), `field "probe": the integer 2, want 0 or 1`},
+		{"a probe time that is no integer", with(good, "probe_ns", "5"), `field "probe_ns": the string "5", want an integer`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, err := readVerdict(tc.reply, "k", time.Time{})
@@ -140,14 +157,23 @@ func TestWrongShapedReplies(t *testing.T) {
 	_, err = readRestored([]any{[]any{"written", int64(1), "version", int64(4)}}, one)
 	require.EqualError(t, err, `park 0: written, but not parked`)
 	fleet := []any{"tripped", int64(0), "since", int64(0), "failing", int64(0), "total", int64(0), "hour", int64(0),
-		"per_hour", int64(8), "cooldown_ns", int64(1), "now", int64(1)}
+		"per_hour", int64(8), "cooldown_ns", int64(1), "now", int64(1), "held_causes", []any{}}
 	_, err = readFleet(without(fleet, "now"))
 	require.EqualError(t, err, `no field "now"`)
 	_, err = readFleet(with(fleet, "cooldown_ns", "1"))
 	require.EqualError(t, err, `field "cooldown_ns": the string "1", want an integer`)
+	_, err = readFleet(without(fleet, "held_causes"))
+	require.EqualError(t, err, `no field "held_causes"`)
+	_, err = readFleet(with(fleet, "held_causes", "db"))
+	require.EqualError(t, err, `field "held_causes": the string "db", want an array`)
+	_, err = readFleet(with(fleet, "held_causes", []any{"db", int64(1)}))
+	require.EqualError(t, err, `field "held_causes": the integer 1, want a string`)
 	f, err := readFleet(fleet)
 	require.NoError(t, err)
 	require.Equal(t, fleetReply{since: time.UnixMicro(0), perHour: 8, cooldown: 1}, f)
+	f, err = readFleet(with(fleet, "held_causes", []any{"disk N full", "db refused"}))
+	require.NoError(t, err)
+	require.Equal(t, []string{"db refused", "disk N full"}, f.heldCauses, "sorted")
 }
 
 // Every method of a Store fails loudly on a reply of the wrong shape: here
@@ -209,13 +235,14 @@ func TestScriptRefusesWrongArguments(t *testing.T) {
 		{[]any{"lookup", "e", ""}, "crashloop: lookup: 2 arguments, want 1"},
 		{[]any{"resume", "e", "origin"}, "crashloop: resume: 2 arguments, want 3"},
 		{[]any{"resume", "e", "a", "-1"}, "crashloop: resume: argument version: -1 is not a whole number"},
-		{[]any{"judge", "e", "", "crash", "yes", "i", "", "o"}, "crashloop: judge: argument healthy: yes is not a number"},
+		{[]any{"judge", "e", "", "crash", "yes", "i", "", "", "o"}, "crashloop: judge: argument healthy: yes is not a number"},
+		{[]any{"judge", "e", "", "crash", "1", "i", "", "o"}, "crashloop: judge: 7 arguments, want 8"},
 		{[]any{"fleet_read", "e", "123"}, "crashloop: fleet_read: argument now: 123 is not a time ('' or 16 digits)"},
 		{[]any{"members", "e", "r", "-1", "0", "0", "0"}, "crashloop: members: argument ttl_ms: -1 is not a whole number"},
 		{[]any{"members", "e", "r", "1", "0", "0"}, "crashloop: members: 5 arguments, want 6"},
 		{[]any{"config", "e"}, "crashloop: config: 1 arguments, want 2"},
-		{[]any{"config", epoch, cfg.config[:119]}, "crashloop: config: not a configuration of format 1"},
-		{[]any{"config", epoch, cfg.config[:7] + "\x02" + cfg.config[8:]}, "crashloop: config: not a configuration of format 1"},
+		{[]any{"config", epoch, cfg.config[:167]}, "crashloop: config: not a configuration of format 2"},
+		{[]any{"config", epoch, cfg.config[:7] + "\x01" + cfg.config[8:]}, "crashloop: config: not a configuration of format 2"},
 		{[]any{"members", epoch, "r", "1", "0", "0", "2", "a"}, "crashloop: members: 2 keys added of 1"},
 		{[]any{"lookup", "another"}, "crashloop: state_lost " + epoch},
 	} {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/crashloopguard/crashloop"
 	"github.com/crashloopguard/crashloop/internal/errtext"
+	"github.com/crashloopguard/crashloop/internal/seam"
 	"github.com/crashloopguard/crashloop/share"
 	"github.com/redis/go-redis/v9"
 )
@@ -123,8 +124,8 @@ func (p *program) loadOn(ctx context.Context, c redis.Cmdable) error {
 // sharing state. A key of the library (any string) only ever follows the
 // tag: the first {...} of a key name is its hash tag.
 type keyspace struct {
-	tag                    string // "{prefix}:"
-	fleetK, parkedK, heldK string // made once: every decision names them
+	tag                            string // "{prefix}:"
+	fleetK, parkedK, heldK, causeK string // made once: every decision names them
 }
 
 // newKeyspace checks prefix: it must be non-empty and hold no brace, or
@@ -135,7 +136,7 @@ func newKeyspace(prefix string) (keyspace, error) {
 		return keyspace{}, fmt.Errorf("redisstore: key prefix %q: must be non-empty, without { or }", prefix)
 	}
 	tag := "{" + prefix + "}:"
-	return keyspace{tag: tag, fleetK: tag + "fleet", parkedK: tag + "parked", heldK: tag + "held"}, nil
+	return keyspace{tag: tag, fleetK: tag + "fleet", parkedK: tag + "parked", heldK: tag + "held", causeK: tag + "causes"}, nil
 }
 
 // The keys of a deployment; store.lua's header says what each holds.
@@ -143,6 +144,7 @@ func (k keyspace) record(key string) string     { return k.tag + "k:" + key }
 func (k keyspace) fleet() string                { return k.fleetK }
 func (k keyspace) parked() string               { return k.parkedK }
 func (k keyspace) held() string                 { return k.heldK }
+func (k keyspace) causes() string               { return k.causeK }
 func (k keyspace) member(replica string) string { return k.tag + "m:" + replica }
 func (k keyspace) replicas() string             { return k.tag + "replicas" }
 func (k keyspace) events() string               { return k.tag + "events" }
@@ -517,6 +519,24 @@ func readChangeField(o object, name string) (*share.FleetChange, error) {
 	return c, nil
 }
 
+// readCauseField reads the CauseChange object (cause, keys) in field name
+// of o, if any.
+func readCauseField(o object, name string) (*seam.CauseChange, error) {
+	v, ok := o.get(name)
+	if !ok {
+		return nil, nil
+	}
+	c, err := readObject(v, "cause", "keys")
+	if err == nil {
+		f := fields{o: c}
+		ch := &seam.CauseChange{Cause: f.str("cause"), Keys: int(f.int("keys"))}
+		if err = f.err; err == nil {
+			return ch, nil
+		}
+	}
+	return nil, fmt.Errorf("field %q: %w", name, err)
+}
+
 // readStands reads a key as it stands in a reply on key: its version and,
 // if any, its park. flag, when not "", names a 0/1 field that comes first
 // (applied, written), which it returns.
@@ -553,7 +573,8 @@ func readStands(v any, key, flag string) (share.Change, bool, error) {
 // the time of the call in client-time mode (the Verdict keeps it as
 // given), or the zero time for the server's.
 func readVerdict(v any, key string, now time.Time) (share.Verdict, error) {
-	o, err := readObject(v, "now", "new_park", "held", "attempt", "restarts", "wait_ns", "park", "tripped", "rearmed")
+	o, err := readObject(v, "now", "new_park", "held", "attempt", "restarts", "wait_ns", "park", "tripped", "rearmed",
+		"cause", "cause_held", "cause_released", "probe", "probe_ns")
 	if err != nil {
 		return share.Verdict{}, err
 	}
@@ -567,6 +588,13 @@ func readVerdict(v any, key string, now time.Time) (share.Verdict, error) {
 	if f.optional("wait_ns") {
 		vd.Wait = time.Duration(f.int("wait_ns"))
 	}
+	if f.optional("cause") {
+		vd.Cause = f.str("cause")
+	}
+	vd.Probe = f.optional("probe") && f.flag("probe")
+	if f.optional("probe_ns") {
+		vd.ProbeAt = now.Add(time.Duration(f.int("probe_ns")))
+	}
 	if f.err != nil {
 		return share.Verdict{}, f.err
 	}
@@ -579,6 +607,12 @@ func readVerdict(v any, key string, now time.Time) (share.Verdict, error) {
 		return share.Verdict{}, err
 	}
 	if vd.Rearmed, err = readChangeField(o, "rearmed"); err != nil {
+		return share.Verdict{}, err
+	}
+	if vd.CauseHeld, err = readCauseField(o, "cause_held"); err != nil {
+		return share.Verdict{}, err
+	}
+	if vd.CauseReleased, err = readCauseField(o, "cause_released"); err != nil {
 		return share.Verdict{}, err
 	}
 	switch {
@@ -597,11 +631,12 @@ type fleetReply struct {
 	failing, total, hour int
 	perHour              int
 	cooldown             time.Duration
+	heldCauses           []string // sorted; nil for none
 }
 
 // readFleet reads the reply of a fleet step.
 func readFleet(v any) (fleetReply, error) {
-	o, err := readObject(v, "tripped", "since", "failing", "total", "hour", "per_hour", "cooldown_ns", "now")
+	o, err := readObject(v, "tripped", "since", "failing", "total", "hour", "per_hour", "cooldown_ns", "now", "held_causes")
 	if err != nil {
 		return fleetReply{}, err
 	}
@@ -610,6 +645,19 @@ func readFleet(v any) (fleetReply, error) {
 		total: int(f.int("total")), hour: int(f.int("hour")), perHour: int(f.int("per_hour")),
 		cooldown: time.Duration(f.int("cooldown_ns"))}
 	f.int("now")
+	held, _ := f.get("held_causes")
+	arr, ok := held.([]any)
+	if f.err == nil && !ok {
+		f.fail("held_causes", held, "an array")
+	}
+	for _, c := range arr {
+		s, ok := c.(string)
+		if !ok {
+			return fleetReply{}, fmt.Errorf("field \"held_causes\": %s, want a string", shape(c))
+		}
+		r.heldCauses = append(r.heldCauses, s)
+	}
+	slices.Sort(r.heldCauses)
 	return r, f.err
 }
 

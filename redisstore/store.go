@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha1"
@@ -170,7 +171,7 @@ func randomSuffix(n int) string {
 // once under its digest, which the steps that judge name as their last key.
 type plan struct {
 	cfg    crashloop.SupervisorConfig
-	config string // 15 big-endian numbers of 8 bytes: the format's version, then the values
+	config string // 21 big-endian numbers of 8 bytes: the format's version, then the values
 	key    string // {p}:cfg:DIGEST, where it is stored
 }
 
@@ -189,6 +190,29 @@ func newPlan(cfg crashloop.SupervisorConfig, ks keyspace) (*plan, error) {
 	if cfg.HourlyCap > 0 {
 		span = max(span, time.Hour)
 	}
+	// the probe after a park and the hold on a shared cause, in ns (0: off)
+	var probeAfter, probeMax, healthy, causeKeys, causeWindow, probeEvery int64
+	if cfg.ProbeAfter > 0 {
+		probeAfter, probeMax = int64(cfg.ProbeAfter), int64(cfg.ProbeMax)
+		if probeMax == 0 { // the library's default: 16 x ProbeAfter
+			probeMax = int64(min(cfg.ProbeAfter, math.MaxInt64/16) * 16)
+		}
+	}
+	if c := cfg.Fleet; c != nil && c.SharedCause != nil {
+		sc := *c.SharedCause
+		causeKeys, causeWindow, probeEvery = int64(cmp.Or(sc.Keys, 3)), int64(cmp.Or(sc.Window, time.Minute)),
+			int64(cmp.Or(sc.ProbeEvery, 30*time.Second))
+		span = max(span, time.Duration(probeEvery)) // a released restart leaves within one probe_every
+	}
+	if probeAfter > 0 || causeKeys > 0 {
+		healthy = int64(cfg.HealthyAfter)
+	}
+	for _, d := range []int64{probeAfter, probeMax, healthy, causeWindow, probeEvery} {
+		if d >= maxExact {
+			return nil, fmt.Errorf("redisstore: a probe or shared cause setting of %v: must be below %v",
+				time.Duration(d), time.Duration(maxExact))
+		}
+	}
 	fspan := span
 	if c := cfg.Fleet; c != nil {
 		if c.Cooldown >= maxExact {
@@ -199,7 +223,7 @@ func newPlan(cfg crashloop.SupervisorConfig, ks keyspace) (*plan, error) {
 		// a held restart waits out the cooldown, then its turn in the
 		// release (at most one more cooldown)
 		span = max(span, 2*c.Cooldown)
-		fspan = max(span, time.Hour+c.Cooldown)
+		fspan = max(span, time.Hour+c.Cooldown, time.Duration(causeWindow)) // the causes' notes last a window
 	}
 	for _, d := range []time.Duration{cfg.Budget.Window, span, fspan} {
 		if micros(d) >= maxExact || d < 0 || d > math.MaxInt64/2 {
@@ -212,7 +236,8 @@ func newPlan(cfg crashloop.SupervisorConfig, ks keyspace) (*plan, error) {
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
 	b = binary.BigEndian.AppendUint64(b, math.Float64bits(frac))
-	for _, v := range []int64{minf, ttlMillis(span + ttlGrace), ttlMillis(fspan + ttlGrace)} {
+	for _, v := range []int64{minf, ttlMillis(span + ttlGrace), ttlMillis(fspan + ttlGrace), probeAfter, probeMax, healthy,
+		causeKeys, causeWindow, probeEvery} {
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
 	sum := sha1.Sum(b)
@@ -221,7 +246,7 @@ func newPlan(cfg crashloop.SupervisorConfig, ks keyspace) (*plan, error) {
 
 // configFormat is the version of the configuration's format, its first
 // number: a script that reads another refuses it.
-const configFormat = 1
+const configFormat = 2
 
 // Open binds the Store to the configuration of the Supervisor that uses
 // it, once. When notify is not nil it subscribes to the deployment's
@@ -336,8 +361,9 @@ func (s *Store) Judge(ctx context.Context, j share.Judgment) (share.Verdict, err
 	if err := s.membersFirst(ctx); err != nil {
 		return share.Verdict{}, err
 	}
-	res, err := s.run(ctx, "judge", []string{s.keys.record(j.Key), s.keys.fleet(), s.keys.parked(), s.keys.held(), p.key},
-		at, j.Ending.String(), boolArg(j.Healthy), j.Incarnation, encodeCause(j.Cause, j.Cause != ""), s.origin)
+	res, err := s.run(ctx, "judge", []string{s.keys.record(j.Key), s.keys.fleet(), s.keys.parked(), s.keys.held(),
+		s.keys.causes(), p.key}, at, j.Ending.String(), boolArg(j.Healthy), j.Incarnation, encodeCause(j.Cause, j.Cause != ""),
+		j.Shared, s.origin)
 	if err != nil {
 		return share.Verdict{}, err
 	}
@@ -363,7 +389,7 @@ func (s *Store) Proceed(ctx context.Context, key string, now time.Time) (share.V
 	if err != nil {
 		return share.Verdict{}, fmt.Errorf("redisstore: proceed: %w", err)
 	}
-	res, err := s.run(ctx, "proceed", []string{s.keys.record(key), s.keys.fleet(), s.keys.held(), p.key}, at)
+	res, err := s.run(ctx, "proceed", []string{s.keys.record(key), s.keys.fleet(), s.keys.held(), s.keys.causes(), p.key}, at)
 	if err != nil {
 		return share.Verdict{}, err
 	}
@@ -547,7 +573,7 @@ func (s *Store) Fleet(ctx context.Context, now time.Time) (crashloop.FleetStatus
 		return crashloop.FleetStatus{}, err
 	}
 	p := s.plan.Load()
-	op, keys := "fleet_read", []string{s.keys.fleet()}
+	op, keys := "fleet_read", []string{s.keys.fleet(), s.keys.causes()}
 	if p != nil {
 		op, keys = "fleet", append(keys, p.key)
 	}
@@ -570,7 +596,7 @@ func (s *Store) Fleet(ctx context.Context, now time.Time) (crashloop.FleetStatus
 		return crashloop.FleetStatus{}, nil
 	}
 	st := crashloop.FleetStatus{BreakerTripped: r.tripped, FleetRestartsPerHour: rph,
-		FailingKeys: r.failing, Keys: r.total, RestartsInHour: r.hour}
+		FailingKeys: r.failing, Keys: r.total, RestartsInHour: r.hour, HeldCauses: r.heldCauses}
 	if st.BreakerTripped {
 		at := r.since.Add(cooldown)
 		st.RearmAt = &at

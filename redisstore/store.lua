@@ -19,13 +19,14 @@ local HOUR = 3600000000 -- the fleet's rolling hour, in microseconds
 local CLAIM_TTL = 86400 -- how long a claim is kept, in seconds: a day
 local ZERO = '0000000000000000' -- the time 0, 16 digits
 -- A call's own, set by main at each call (a library's locals outlive calls).
-local keys, argv, op, K1, tag, A, C, now, nows, moving, FLEET, RECORD
+local keys, argv, op, K1, tag, A, C, now, nows, moving, FLEET, RECORD, CS
 
 -- SPEC is the arguments of each op after the epoch, in order, each a name and
 -- a kind: 'n' a number, 'd' digits (kept as text), 's' a string, 't' a time
 -- ('' or 16 digits). restore takes a park (pdec) per record after them;
 -- members the nadd keys added, then the keys removed.
-local SPEC = {judge = {'now', 't', 'ending', 's', 'healthy', 'n', 'incarnation', 's', 'cause', 's', 'origin', 's'},
+local SPEC = {judge = {'now', 't', 'ending', 's', 'healthy', 'n', 'incarnation', 's', 'cause', 's', 'shared', 's',
+  'origin', 's'},
   proceed = {'now', 't'}, fleet = {'now', 't'}, fleet_read = {'now', 't'}, lookup = {}, parked = {},
   resume = {'origin', 's', 'version', 'd'}, forget = {'origin', 's', 'version', 'd'},
   claim = {'version', 'd', 'replica', 's'}, restore = {'origin', 's', 'replica', 's'},
@@ -35,22 +36,25 @@ local KINDS = {n = 'number', d = 'whole number', t = "time ('' or 16 digits)"}
 
 -- The configuration: what Open made of the Supervisor's, stored once under
 -- its digest in {p}:cfg:DIGEST (operation config), the last of keys of the
--- operations that judge: 15 big-endian 8-byte numbers: the format (1),
+-- operations that judge: 21 big-endian 8-byte numbers: the format (2),
 -- budget_max, budget_window_us, chain_max, chain_gap_us, guard_max,
 -- guard_window_us, hourly_cap, fleet_per_hour, cooldown_us, cooldown_ns,
--- fraction (a double), min_failing, record_ttl_ms, fleet_ttl_ms (0: a guard
--- off). readConfig returns v read, or false; a library keeps 64 it read.
-local CONFIG_FORMAT, CONFIGS, NCONFIGS = '>i8i8i8i8i8i8i8i8i8i8i8di8i8i8', {}, 0
+-- fraction (a double), min_failing, record_ttl_ms, fleet_ttl_ms, probe_after_ns,
+-- probe_max_ns (ProbeMax or its default), healthy_ns, cause_keys, cause_window_ns,
+-- probe_every_ns (0: a guard off). readConfig returns v read, or false; a
+-- library keeps 64 it read.
+local CONFIG_FORMAT, CONFIGS, NCONFIGS = '>i8i8i8i8i8i8i8i8i8i8i8di8i8i8i8i8i8i8i8i8', {}, 0
 local function readConfig(v)
   if CONFIGS[v] then return CONFIGS[v] end
-  if #v ~= 120 then return false end
+  if #v ~= 168 then return false end
   local c, format = {}
   format, c.budget_max, c.budget_window_us, c.chain_max, c.chain_gap_us, c.guard_max, c.guard_window_us,
     c.hourly_cap, c.fleet_per_hour, c.cooldown_us, c.cooldown_ns, c.fraction, c.min_failing, c.record_ttl_ms,
-    c.fleet_ttl_ms = struct.unpack(CONFIG_FORMAT, v)
+    c.fleet_ttl_ms, c.probe_after_ns, c.probe_max_ns, c.healthy_ns, c.cause_keys, c.cause_window_ns,
+    c.probe_every_ns = struct.unpack(CONFIG_FORMAT, v)
   c.rph, c.cooldown_ns = c.fleet_per_hour == 0 and '0' or string.format('%d', c.fleet_per_hour),
     c.cooldown_ns == 0 and '0' or string.format('%d', c.cooldown_ns) -- as the fleet string keeps them
-  if format ~= 1 then return false end
+  if format ~= 2 then return false end
   if NCONFIGS == 64 then CONFIGS, NCONFIGS = {}, 0 end
   CONFIGS[v], NCONFIGS = c, NCONFIGS + 1
   return c
@@ -108,21 +112,22 @@ local function version(key)
   return tonumber(redis.call('HGET', tag .. 'ver', key) or '0')
 end
 
--- A record (rdec, renc): its format (2: another fails the step, crashloop:
--- record_format) and 8 big-endian 4-byte numbers (REC): restarts, held, nb,
--- ng, nh, lc, lp, lr; then the budget's window (nb times), the guard's
+-- A record (rdec, renc): its format (3: another fails the step, crashloop:
+-- record_format) and 11 big-endian 4-byte numbers (REC): restarts, held, nb,
+-- ng, nh, lc, lp, lr, probes, lk, lq; then the budget's window (nb times), the guard's
 -- (ng), the hourly cap's (nh), the chain (lc bytes: its newest rescue's
--- time, its length, ':', the incarnation), the park (lp bytes) and the
+-- time, its length, ':', the incarnation), the park (lp bytes), the
 -- release of a held restart (lr bytes: the re-arm's time, then the offset
--- in ns). held: the order the key was held in by the breaker, 0 when it is
--- not held. (One unpack and one pack: no number parsed or printed.)
-local REC = '>BI4I4I4I4I4I4I4I4'
+-- in ns), the cause it is held for (lk bytes) and its park's probe (lq: 16, the time
+-- the probe's interval started, probes the probes let go; see probeWait). held: the order the key
+-- was held in, 0 when it is not held. (One unpack and one pack: no number parsed or printed.)
+local REC = '>BI4I4I4I4I4I4I4I4I4I4I4'
 local function rdec(v)
-  local r = {n = 0, held = 0, b = '', g = '', h = '', c = false, p = false, rel = false}
+  local r = {n = 0, held = 0, b = '', g = '', h = '', c = false, p = false, rel = false, probes = 0, cause = '', probe = false}
   if not v then return r end
-  if string.byte(v, 1) ~= 2 or #v < 33 then error(redis.error_reply('crashloop: record_format')) end
-  local _, n, held, nb, ng, nh, lc, lp, lr, i = struct.unpack(REC, v)
-  r.n, r.held, nb, ng, nh = n, held, nb * 16, ng * 16, nh * 16
+  if string.byte(v, 1) ~= 3 or #v < 45 then error(redis.error_reply('crashloop: record_format')) end
+  local _, n, held, nb, ng, nh, lc, lp, lr, probes, lk, lq, i = struct.unpack(REC, v)
+  r.n, r.held, r.probes, nb, ng, nh = n, held, probes, nb * 16, ng * 16, nh * 16
   r.b, r.g, r.h = string.sub(v, i, i + nb - 1), string.sub(v, i + nb, i + nb + ng - 1),
     string.sub(v, i + nb + ng, i + nb + ng + nh - 1)
   i = i + nb + ng + nh
@@ -135,20 +140,23 @@ local function rdec(v)
   if lp > 0 then r.p = pdec(string.sub(v, i, i + lp - 1)) end
   i = i + lp
   if lr > 0 then r.rel = {at = string.sub(v, i, i + 15), off = string.sub(v, i + 16, i + lr - 1)} end
+  r.cause = string.sub(v, i + lr, i + lr + lk - 1)
+  if lq > 0 then r.probe = tonumber(string.sub(v, i + lr + lk, i + lr + lk + 15)) end
   return r
 end
 local function renc(r)
-  local c, p, rel = '', '', ''
+  local c, p, rel, q = '', '', '', r.probe and string.format('%016d', r.probe) or ''
   if r.c then c = r.c.last .. r.c.count .. ':' .. r.c.inc end
   if r.p then p = penc(r.p) end
   if r.rel then rel = r.rel.at .. r.rel.off end
-  return struct.pack(REC, 2, r.n, r.held, #r.b / 16, #r.g / 16, #r.h / 16, #c, #p, #rel) .. r.b .. r.g .. r.h .. c .. p .. rel
+  return struct.pack(REC, 3, r.n, r.held, #r.b / 16, #r.g / 16, #r.h / 16, #c, #p, #rel, r.probes, #r.cause, #q) ..
+    r.b .. r.g .. r.h .. c .. p .. rel .. r.cause .. q
 end
 
--- rsave writes record r to key: a park never expires, else ttl ms from now
+-- rsave writes record r to key: a park or a hold on a cause never expires, else ttl ms from now
 -- (keep: the expiry it has).
 local function rsave(key, r, ttl)
-  if r.p then
+  if r.p or r.cause ~= '' then
     redis.call('SET', key, renc(r))
   elseif ttl == 'keep' then
     redis.call('SET', key, renc(r), 'KEEPTTL')
@@ -224,36 +232,170 @@ local function change(f)
   return {'reason', f.reason, 'restarts', #f.w / 16, 'failing', tonumber(f.failing), 'total', tonumber(f.total)}
 end
 
+-- release lets the restarts held for cause ('': the breaker's) leave in the
+-- order they were held, from f's time one gap of span ns apart, each its
+-- record written with ttl, and returns how many; held counts the others.
+local function release(f, cause, span, ttl)
+  local out, held = {}, 0
+  for _, key in ipairs(redis.call('ZRANGE', tag .. 'held', 0, -1)) do
+    local rk = tag .. 'k:' .. key
+    local v = redis.call('GET', rk)
+    local r = rdec(v)
+    if not v then
+      redis.call('ZREM', tag .. 'held', key)
+    elseif r.cause == cause then
+      out[#out + 1] = {rk, r}
+    else
+      held = held + 1
+    end
+  end
+  local gap = math.floor(span / math.max(#out, 1))
+  for i, h in ipairs(out) do
+    h[2].cause, h[2].rel = '', {at = f.ts, off = string.format('%d', (i - 1) * gap)}
+    rsave(h[1], h[2], ttl)
+  end
+  RECORD = nil -- the record read ahead may be one of them: read again
+  return #out, held
+end
+
 -- rearm re-arms the tripped breaker whose cooldown ended at t, clearing the
 -- hour, and releases the held restarts in order, spread evenly over one
 -- cooldown (rules.rearm). It returns the change, or false.
 local function rearm(f, t)
   if not f.tripped or t - f.since < C.cooldown_us then return false end
   f.tripped, f.w = false, ''
-  local held = redis.call('ZRANGE', tag .. 'held', 0, -1)
-  local n = #held
-  if n > 0 then
-    local gap = math.floor(tonumber(C.cooldown_ns) / n)
-    for i, key in ipairs(held) do
-      local rk = tag .. 'k:' .. key
-      local v = redis.call('GET', rk)
-      if v then
-        local r = rdec(v)
-        r.rel = {at = f.ts, off = string.format('%d', (i - 1) * gap)}
-        rsave(rk, r, 'keep')
-      else
-        redis.call('ZREM', tag .. 'held', key)
-      end
-    end
-    redis.call('PEXPIRE', tag .. 'held', C.fleet_ttl_ms)
-    RECORD = nil -- the record read ahead may be one of them: read again
-  end
+  local _, others = release(f, '', tonumber(C.cooldown_ns), 'keep')
+  if others == 0 then redis.call('PEXPIRE', tag .. 'held', C.fleet_ttl_ms) end
   return change(f)
 end
 
 -- untilRearm is the wait (ns, at least 1) from t until the breaker re-arms.
 local function untilRearm(f, t)
   return math.max(1, tonumber(C.cooldown_ns) - (t - f.since) * 1000)
+end
+
+-- The hold on a shared cause (cause.go) keeps {p}:causes, a hash: '.' the
+-- table, its format ('1': another fails the step, crashloop: record_format),
+-- then per cause in the order first noted: held ('1' or '0'), its last failure,
+-- its probe slot's time (a probe may go probe_every_ns after it) and its
+-- prober's start (16 digits each), the cause and the prober as fields; 'c:'
+-- and a cause: its keys' latest failures, oldest first (16 digits, the key
+-- as a field). It never expires while a cause is held. cload reads the table once a step.
+local function cread(v, i) -- the field of v at i, and where the next starts
+  local colon = string.find(v, ':', i, true)
+  local e = colon + tonumber(string.sub(v, i, colon - 1))
+  return string.sub(v, colon + 1, e), e + 1
+end
+local function cload()
+  if CS then return CS end
+  local v, i = redis.call('HGET', tag .. 'causes', '.'), 2
+  if v and string.byte(v) ~= 49 then error(redis.error_reply('crashloop: record_format')) end
+  CS = {}
+  while v and i <= #v do
+    local c = {held = string.byte(v, i) == 49, last = tonumber(string.sub(v, i + 1, i + 16)),
+      slot = tonumber(string.sub(v, i + 17, i + 32)), probed = tonumber(string.sub(v, i + 33, i + 48))}
+    c.cause, i = cread(v, i + 49)
+    c.prober, i = cread(v, i)
+    CS[#CS + 1] = c
+  end
+  return CS
+end
+local function csave()
+  local out, held = {'1'}, false
+  for _, c in ipairs(CS) do
+    held = held or c.held
+    out[#out + 1] = (c.held and '1' or '0') .. string.format('%016d%016d%016d', c.last, c.slot, c.probed) ..
+      field(c.cause) .. field(c.prober)
+  end
+  redis.call('HSET', tag .. 'causes', '.', table.concat(out))
+  if held then redis.call('PERSIST', tag .. 'causes') else redis.call('PEXPIRE', tag .. 'causes', C.fleet_ttl_ms) end
+end
+local function cfind(cause)
+  for i, c in ipairs(cload()) do
+    if c.cause == cause then return c, i end
+  end
+end
+
+-- untilProbe is the wait (ns, at least 1) of a restart held for c at t: until
+-- the next probe may go, or the probe under way has run healthy_ns.
+local function untilProbe(c, t)
+  local w = (c.slot - t) * 1000 + C.probe_every_ns
+  if c.prober ~= '' and C.healthy_ns > 0 then w = math.min(w, (c.probed - t) * 1000 + C.healthy_ns) end
+  return math.max(w, 1)
+end
+
+-- releaseCause is rules.release at t, for the run of key (false: none):
+-- a run not healthy ends its probe; the first cause whose prober's run was
+-- healthy, else whose prober went healthy_ns ago, is released (its held
+-- restarts leave over one probe_every_ns) and returned as a reply gives it.
+local function releaseCause(f, t, key, healthy)
+  local found, dirty
+  for pass = 1, 2 do
+    for _, c in ipairs(cload()) do
+      if pass == 1 and key and not healthy and c.prober == key then c.prober, dirty = '', true end
+      if not found and c.held and c.prober ~= '' and (pass == 1 and healthy and c.prober == key or
+        pass == 2 and C.healthy_ns > 0 and (t - c.probed) * 1000 >= C.healthy_ns) then found = c end
+    end
+  end
+  if found then
+    local n = release(f, found.cause, C.probe_every_ns, C.record_ttl_ms)
+    redis.call('HDEL', tag .. 'causes', 'c:' .. found.cause)
+    found.held, found.prober, found.slot, found.probed, dirty = false, '', 0, 0, true
+    found = {'cause', found.cause, 'keys', n}
+  end
+  if dirty then csave() end
+  return found or false
+end
+
+-- holdCause notes at t the failure of key (record r) with the shared cause
+-- A.shared (causeBook.note), and holds its restart if the cause is held or
+-- now has cause_keys keys (rules.holdCause); it reports whether it held it.
+local function holdCause(f, t, key, r, v)
+  local c = cfind(A.shared)
+  if not c then
+    if #CS >= 64 then -- the table is full: the oldest cause not held goes
+      local drop
+      for i, o in ipairs(CS) do drop = not o.held and (not drop or o.last < CS[drop].last) and i or drop end
+      if not drop then return false end
+      redis.call('HDEL', tag .. 'causes', 'c:' .. table.remove(CS, drop).cause)
+    end
+    c = {cause = A.shared, held = false, slot = 0, probed = 0, prober = ''}
+    CS[#CS + 1] = c
+  end
+  c.last = t
+  local w, notes, i = redis.call('HGET', tag .. 'causes', 'c:' .. c.cause) or '', {}, 1
+  while i <= #w do
+    local from, k = i
+    k, i = cread(w, i + 16)
+    if k ~= key and (t - tonumber(string.sub(w, from, from + 15))) * 1000 <= C.cause_window_ns then
+      notes[#notes + 1] = string.sub(w, from, i - 1)
+    end
+  end
+  while #notes >= C.cause_keys do table.remove(notes, 1) end
+  notes[#notes + 1] = f.ts .. field(key)
+  redis.call('HSET', tag .. 'causes', 'c:' .. c.cause, table.concat(notes))
+  local held = c.held or #notes >= C.cause_keys
+  if held and not c.held then
+    c.held, c.slot, c.prober = true, t, ''
+    v.causeHeld = {'cause', c.cause, 'keys', #notes}
+  end
+  csave()
+  if not held then return false end
+  full(f)
+  f.holds = f.holds + 1
+  r.held, r.rel, r.cause = f.holds, false, c.cause
+  v.held, v.cause, v.wait = 1, c.cause, untilProbe(c, t)
+  redis.call('ZADD', tag .. 'held', f.holds, key)
+  redis.call('PERSIST', tag .. 'held')
+  return true
+end
+
+-- probeWait is the wait (ns) at t until the next probe of the parked key of
+-- r: its interval started at r.probe; the first is probe_after_ns, the next
+-- after p probes min(probe_after_ns << p, probe_max_ns), at least healthy_ns.
+local function probeWait(r, t)
+  local every = r.probes < 32 and math.min(C.probe_after_ns * 2 ^ r.probes, C.probe_max_ns) or C.probe_max_ns
+  return (r.probe - t) * 1000 + (r.probes == 0 and C.probe_after_ns or math.max(every, C.healthy_ns))
 end
 
 -- begin starts a judge or proceed step: the fleet string, the step's time
@@ -276,15 +418,24 @@ local function begin()
   return f, t, re
 end
 
--- verdict is the reply of a judge or proceed step on key.
--- new_park, held and wait_ns only when not 0.
+-- verdict is the reply of a judge or proceed step on key at v.t; add adds
+-- a field if it has a value. new_park, held, wait_ns and probe only when not 0;
+-- probe_ns, the wait until the park's next probe, while one is scheduled.
+local function add(out, name, value)
+  if value then out[#out + 1], out[#out + 2] = name, value end
+end
 local function verdict(key, r, v)
   local out = {'now', now, 'attempt', v.attempt or 0, 'restarts', r.n}
-  if v.newPark then out[7], out[8] = 'new_park', 1 end
-  if v.held then out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = 'held', 1, 'wait_ns', v.wait end
-  if r.p then out[#out + 1], out[#out + 2] = 'park', parkObject(key, r.p) end
-  if v.trip then out[#out + 1], out[#out + 2] = 'tripped', v.trip end
-  if v.re then out[#out + 1], out[#out + 2] = 'rearmed', v.re end
+  add(out, 'new_park', v.newPark)
+  if v.held then add(out, 'held', 1) add(out, 'wait_ns', v.wait) end
+  add(out, 'park', r.p and parkObject(key, r.p))
+  add(out, 'tripped', v.trip)
+  add(out, 'rearmed', v.re)
+  add(out, 'cause', v.cause)
+  add(out, 'cause_held', v.causeHeld)
+  add(out, 'cause_released', v.rel)
+  add(out, 'probe', v.probe)
+  add(out, 'probe_ns', r.p and r.probe and probeWait(r, v.t))
   return out
 end
 
@@ -332,7 +483,7 @@ end
 local function main(ks, av)
   keys, argv, op, K1 = ks, av, av[1], ks[1]
   tag = string.match(K1 or '', '^{[^}]*}:')
-  moving, C, FLEET, RECORD, now, nows = false, nil, nil, nil, nil, nil
+  moving, C, FLEET, RECORD, CS, now, nows = false, nil, nil, nil, nil, nil, nil
   local spec = SPEC[op]
   if not spec then return redis.error_reply('crashloop: unknown operation ' .. tostring(op)) end
   local n = #spec / 2
@@ -380,9 +531,9 @@ local function main(ks, av)
     elseif judges then
       if not cfg then return redis.error_reply('crashloop: no_config') end
       C = readConfig(cfg)
-      if not C then return redis.error_reply('crashloop: ' .. op .. ': not a configuration of format 1') end
+      if not C then return redis.error_reply('crashloop: ' .. op .. ': not a configuration of format 2') end
     elseif op == 'config' then
-      if not readConfig(A.config) then return redis.error_reply('crashloop: config: not a configuration of format 1') end
+      if not readConfig(A.config) then return redis.error_reply('crashloop: config: not a configuration of format 2') end
       redis.call('SET', K1, A.config)
       return {'written', 1}
     end
@@ -397,17 +548,17 @@ local function main(ks, av)
   end
 
   if op == 'judge' then
-    -- keys: record, fleet, parked, held, configuration.
+    -- keys: record, fleet, parked, held, causes, configuration.
     local ending = A.ending
     if ending ~= 'clean' and ending ~= 'permanent' and ending ~= 'failed_start' and ending ~= 'crash' and
       ending ~= 'planned' then
       return redis.error_reply('crashloop: judge: argument ending: unknown ending ' .. ending)
     end
     local f, t, re = begin()
-    local healthy, inc = A.healthy == 1, A.incarnation
+    local healthy, inc, key = A.healthy == 1, A.incarnation, keyOf(K1)
+    local v = {re = re, t = t}
+    if C.cause_keys > 0 then v.rel = releaseCause(f, t, key, healthy) end
     local r = rdec(RECORD == nil and redis.call('GET', K1) or RECORD)
-    local key = keyOf(K1)
-    local v = {re = re}
     local wasHeld = r.held ~= 0
     if not r.p then
       if healthy or ending == 'clean' then
@@ -415,6 +566,9 @@ local function main(ks, av)
       end
       if ending == 'clean' then
         r.g = '' -- a clean run clears the fast guard
+      elseif C.cause_keys > 0 and A.shared ~= '' and (ending == 'failed_start' or ending == 'crash') and
+        holdCause(f, t, key, r, v) then
+        -- held for its cause: nothing counted
       else
         local reason, n
         if ending == 'permanent' then
@@ -442,7 +596,8 @@ local function main(ks, av)
         if reason then
           -- the park: no restart recorded; the fleet judges its fraction
           r.p = {since = nows, attempts = string.format('%d', n), reason = reason, cause = A.cause, version = bump(key)}
-          r.held, r.rel = 0, false
+          r.held, r.rel, r.cause, r.probes, r.probe = 0, false, '', 0, C.probe_after_ns > 0 and
+            reason ~= 'permanent_error' and reason ~= 'needs_human' and t
           v.newPark = 1
           if C.fleet_per_hour > 0 then
             full(f)
@@ -512,14 +667,34 @@ local function main(ks, av)
   end
 
   if op == 'proceed' then
-    -- keys: record, fleet, held, configuration (rules.proceed).
+    -- keys: record, fleet, held, causes, configuration (rules.proceed).
     local f, t, re = begin()
     fsave(f, C.fleet_ttl_ms)
     local key = keyOf(K1)
-    local v = {re = re}
+    local v = {re = re, t = t}
+    if C.cause_keys > 0 then v.rel = releaseCause(f, t, false, false) end
     local rv = RECORD == nil and redis.call('GET', K1) or RECORD
     local r = rdec(rv)
+    if r.p and r.probe and probeWait(r, t) <= 0 then -- the park's probe is due: claimed
+      r.probes, r.probe, v.probe = r.probes + 1, t, 1
+      rsave(K1, r, 'keep')
+    end
     if not rv or r.p or r.held == 0 then return verdict(key, r, v) end
+    local c = r.cause ~= '' and cfind(r.cause)
+    if c and c.held and (t - c.slot) * 1000 < C.probe_every_ns then
+      v.held, v.cause, v.wait = 1, c.cause, untilProbe(c, t)
+      return verdict(key, r, v)
+    elseif c and c.held then -- the cause's probe: it goes
+      c.slot, c.prober, c.probed, v.probe = t, key, t, 1
+      csave()
+      r.held, r.rel, r.cause = 0, false, ''
+      redis.call('ZREM', keys[3], key)
+      rsave(K1, r, C.record_ttl_ms)
+      return verdict(key, r, v)
+    elseif r.cause ~= '' then -- its cause is no longer held
+      r.cause = ''
+      rsave(K1, r, C.record_ttl_ms)
+    end
     if C.fleet_per_hour > 0 and f.tripped then
       v.held, v.wait = 1, untilRearm(f, t)
       return verdict(key, r, v)
@@ -539,9 +714,9 @@ local function main(ks, av)
   end
 
   if op == 'fleet' or op == 'fleet_read' then
-    -- keys: fleet (and the configuration for 'fleet', an opened Store's, which
+    -- keys: fleet, causes (and the configuration for 'fleet', an opened Store's, which
     -- raises the latest time and writes its limit; 'fleet_read' only reads).
-    -- The breaker at t as a re-arm (not made) would leave it.
+    -- The breaker at t as a re-arm (not made) would leave it; the causes held.
     local f = fload()
     local t = at(f)
     if op == 'fleet' then
@@ -551,9 +726,13 @@ local function main(ks, av)
     local tripped, w = f.tripped, f.w
     if tripped and (t - f.since) * 1000 >= tonumber(f.cdns) then tripped, w = false, '' end
     local flag = tripped and 1 or 0
-    local total, failing = fleetKeys('', false)
+    local total, failing, held = fleetKeys('', false)
+    held = {}
+    for _, c in ipairs(cload()) do
+      if c.held then held[#held + 1] = c.cause end
+    end
     return {'tripped', flag, 'since', f.since, 'failing', failing, 'total', total, 'hour', #prune(w, t, HOUR) / 16,
-      'per_hour', tonumber(f.rph), 'cooldown_ns', tonumber(f.cdns), 'now', now}
+      'per_hour', tonumber(f.rph), 'cooldown_ns', tonumber(f.cdns), 'now', now, 'held_causes', held}
   end
 
   if op == 'lookup' then -- keys: record

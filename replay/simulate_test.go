@@ -205,9 +205,9 @@ func TestPoliciesDoc(t *testing.T) {
 
 // TestProbeOnTheKEPTable pins the numbers docs/policies.md argues with:
 // probe_after 30s over the defaults brings each outage back at its first
-// probe after the end (3s, 2m33s, 3m33s), and makes the 10s crasher, whose
-// runs pass HealthyAfter, a slow loop that never gives up: each probe
-// resumes it with a fresh chain (17 restarts in 5m, 101 in 30m, not 3).
+// probe after the end (3s, 2m33s, 3m33s), and leaves the 10s crasher,
+// whose runs pass HealthyAfter, parked by the chain (needs_human parks are
+// not probed): 3 restarts, given up after 41.5s, as without probes.
 // With HealthyAfter 0 the crasher's probes fail and double: 6 and 9.
 func TestProbeOnTheKEPTable(t *testing.T) {
 	t.Parallel()
@@ -216,14 +216,14 @@ func TestProbeOnTheKEPTable(t *testing.T) {
 	p, err := replay.CandidatePolicy(replay.Candidate{Name: "probe", Config: cfg})
 	require.NoError(t, err)
 	assert.Equal(t, []replay.KEPRow{{Policy: "probe", Curve: "crashloop budget 3 in 1m, linear 500ms to 5s, chain 3 within 20m, probe after 30s up to every 8m",
-		Restarts5m: 17, Restarts30m: 101, GivesUp: -1, Outages: [3]time.Duration{3 * time.Second, 153 * time.Second, 213 * time.Second},
+		Restarts5m: 3, Restarts30m: 3, GivesUp: 41500 * time.Millisecond, Outages: [3]time.Duration{3 * time.Second, 153 * time.Second, 213 * time.Second},
 		Probes: [3]int{1, 4, 11}}}, replay.SimulateKEP([]replay.Policy{p}))
 	var b bytes.Buffer
 	require.NoError(t, replay.WriteKEPTable(&b, replay.SimulateKEP([]replay.Policy{p})))
-	assert.Contains(t, b.String(), "| probe | 17 | 101 | never | 3s (parked, 1 probe) | 2m33s (parked, 4 probes) | 3m33s (parked, 11 probes) |\n")
+	assert.Contains(t, b.String(), "| probe | 3 | 3 | 41.5s | 3s (parked, 1 probe) | 2m33s (parked, 4 probes) | 3m33s (parked, 11 probes) |\n")
 	doc, err := os.ReadFile("../docs/policies.md")
 	require.NoError(t, err)
-	assert.Contains(t, string(doc), "\n| flags | 17 | 101 | never | 3s (parked, 1 probe) | 2m33s (parked, 4 probes) | 3m33s (parked, 11 probes) |\n",
+	assert.Contains(t, string(doc), "\n| flags | 3 | 3 | 41.5s | 3s (parked, 1 probe) | 2m33s (parked, 4 probes) | 3m33s (parked, 11 probes) |\n",
 		"docs/policies.md quotes crashloop simulate --reference=false --defaults --probe-after 30s")
 
 	cfg.HealthyAfter = 0

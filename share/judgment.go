@@ -60,3 +60,8 @@ func newGuards(cfg crashloop.SupervisorConfig) (guards, error) {
 	}
 	return g.(guards), nil
 }
+
+// CauseChange is the start or the end of a hold on a shared cause that a
+// step made (Verdict.CauseHeld, CauseReleased): the normalized cause and
+// its keys.
+type CauseChange = seam.CauseChange

@@ -111,8 +111,6 @@ type Verdict[P, F any] struct {
 	// none).
 	Probe   bool
 	ProbeAt time.Time
-	// Resumed is the park a healthy probe cleared (Healthy); nil if none.
-	Resumed P
 }
 
 // CauseChange is the start or the end of a hold on a shared cause, with

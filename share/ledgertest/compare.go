@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop"
+	"github.com/crashloopguard/crashloop/internal/seam"
 	"github.com/crashloopguard/crashloop/share"
 )
 
@@ -105,6 +106,20 @@ func (p *pair) count(v share.Verdict) {
 	}
 	if v.Rearmed != nil {
 		p.seen["rearm"]++
+	}
+	switch {
+	case v.Probe && v.Park != nil:
+		p.seen["probe park"]++
+	case v.Probe:
+		p.seen["probe cause"]++
+	case v.Held && v.Cause != "":
+		p.seen["held cause"]++
+	}
+	if v.CauseHeld != nil {
+		p.seen["cause held"]++
+	}
+	if v.CauseReleased != nil {
+		p.seen["cause released"]++
 	}
 }
 
@@ -286,7 +301,8 @@ func (p *pair) state(i int, now time.Time, keys []string) {
 func at(t time.Time) string { return "T0+" + t.Sub(T0).String() }
 
 func describe(j share.Judgment) string {
-	return fmt.Sprintf("%q %s healthy=%v inc=%q cause=%q at %s members=%d failing=%d", j.Key, j.Ending, j.Healthy, j.Incarnation, j.Cause, at(j.Now), j.Members, j.Failing)
+	return fmt.Sprintf("%q %s healthy=%v inc=%q cause=%q shared=%q at %s members=%d failing=%d", j.Key, j.Ending, j.Healthy,
+		j.Incarnation, j.Cause, j.Shared, at(j.Now), j.Members, j.Failing)
 }
 
 // park writes a park with all a replica can tell of it: its LastError's
@@ -319,9 +335,23 @@ func change(c *share.FleetChange) string {
 	return fmt.Sprintf("{%s restarts=%d %d/%d}", c.Reason, c.Restarts, c.Failing, c.Total)
 }
 
+// verdict writes every field of v.
 func verdict(v share.Verdict) string {
-	return fmt.Sprintf("now=%s park=%s new=%v attempt=%d restarts=%d held=%v wait=%v tripped=%s rearmed=%s",
-		at(v.Now), park(v.Park), v.NewPark, v.Attempt, v.Restarts, v.Held, v.Wait, change(v.Tripped), change(v.Rearmed))
+	probeAt := "-"
+	if !v.ProbeAt.IsZero() {
+		probeAt = at(v.ProbeAt)
+	}
+	return fmt.Sprintf("now=%s park=%s new=%v attempt=%d restarts=%d held=%v wait=%v tripped=%s rearmed=%s "+
+		"cause=%q cause_held=%s cause_released=%s probe=%v probe_at=%s",
+		at(v.Now), park(v.Park), v.NewPark, v.Attempt, v.Restarts, v.Held, v.Wait, change(v.Tripped), change(v.Rearmed),
+		v.Cause, causeChange(v.CauseHeld), causeChange(v.CauseReleased), v.Probe, probeAt)
+}
+
+func causeChange(c *seam.CauseChange) string {
+	if c == nil {
+		return "-"
+	}
+	return fmt.Sprintf("{%q keys=%d}", c.Cause, c.Keys)
 }
 
 func fleet(st crashloop.FleetStatus) string {
@@ -329,6 +359,6 @@ func fleet(st crashloop.FleetStatus) string {
 	if st.RearmAt != nil {
 		rearm = at(*st.RearmAt)
 	}
-	return fmt.Sprintf("{tripped=%v limit=%d %d/%d hour=%d rearm=%s}", st.BreakerTripped, st.FleetRestartsPerHour,
-		st.FailingKeys, st.Keys, st.RestartsInHour, rearm)
+	return fmt.Sprintf("{tripped=%v limit=%d %d/%d hour=%d rearm=%s held_causes=%q}", st.BreakerTripped,
+		st.FleetRestartsPerHour, st.FailingKeys, st.Keys, st.RestartsInHour, rearm, st.HeldCauses)
 }
