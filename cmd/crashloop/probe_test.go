@@ -114,7 +114,9 @@ func shareArgs(t *testing.T, where, dir string) (flag, resume string) {
 // parked and its next probe is due twice as long after the probe started;
 // the second passes (READY=1), resumes the key (agent.resumed, reason
 // probe) and the program runs on, supervised, its mark gone from the
-// state file. The same with the park on Redis.
+// state file. The same with the park on Redis. --healthy-after 0: only
+// READY=1 makes a run healthy, so that no slow start of a failing program
+// passes for a healthy probe.
 func TestAProbeFailsThenPasses(t *testing.T) {
 	t.Parallel()
 	eachShare(t, testAProbeFailsThenPasses)
@@ -125,7 +127,7 @@ func testAProbeFailsThenPasses(t *testing.T, where string) {
 	share, resume := shareArgs(t, where, dir)
 	state, starts, running := filepath.Join(dir, "state.json"), filepath.Join(dir, "starts"), filepath.Join(dir, "running")
 	c := startCL(t, append(with("--log-format=json", "--on-park=wait", share, "--key=web", "--max-respawns=0",
-		"--probe-after=1s", "--healthy-after=1s", "--metrics-addr=127.0.0.1:0", "--"), failsUntil(3, starts, running)...)...)
+		"--probe-after=1s", "--healthy-after=0", "--metrics-addr=127.0.0.1:0", "--"), failsUntil(3, starts, running)...)...)
 	addr := metricsAddr(t, c)
 
 	require.Eventually(t, func() bool {
@@ -212,7 +214,7 @@ func testAProbeUnderOnParkExit(t *testing.T, where string) {
 	dir := t.TempDir()
 	share, _ := shareArgs(t, where, dir)
 	state, starts, running := filepath.Join(dir, "state.json"), filepath.Join(dir, "starts"), filepath.Join(dir, "running")
-	args := append(with("--log-format=json", share, "--key=web", "--max-respawns=0", "--probe-after=1s", "--healthy-after=1s", "--"),
+	args := append(with("--log-format=json", share, "--key=web", "--max-respawns=0", "--probe-after=1s", "--healthy-after=0", "--"),
 		failsUntil(3, starts, running)...)
 
 	r := runCL(t, args...)

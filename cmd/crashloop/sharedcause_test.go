@@ -35,11 +35,11 @@ func TestASharedCauseIsHeldAndReleased(t *testing.T) {
 	flag, gate, starts := filepath.Join(dir, "down"), filepath.Join(dir, "gate"), filepath.Join(dir, "starts")
 	touch(t, flag)
 	config := filepath.Join(dir, "config.json")
-	require.NoError(t, os.WriteFile(config, []byte(`{"fleet": {"shared_cause": {"keys": 3, "window": "1m", "probe_every": "1500ms"}}}`), 0o644))
+	require.NoError(t, os.WriteFile(config, []byte(`{"fleet": {"shared_cause": {"keys": 3, "window": "1m", "probe_every": "4s"}}}`), 0o644))
 	// Backoffs long enough that no key spends its budget before the
 	// others' first failures are judged.
 	common := []string{"--log-format=json", "--redis=" + srv.URL(), "--config=" + config, "--initial-backoff=200ms", "--max-backoff=500ms",
-		"--window=10s", "--healthy-after=1s", "--grace=2s", "--metrics-addr=127.0.0.1:0"}
+		"--window=10s", "--healthy-after=3s", "--grace=2s", "--metrics-addr=127.0.0.1:0"}
 	// The first start records itself and waits at the gate.
 	const first = `test -e "$2" || "$0" record="$1" wait="$2"; `
 	dbDown := first + `if [ -e "$3" ]; then echo "connect 10.0.0.$(($$ % 256)):5432 refused" >&2; exit 1; fi; exec "$0" record="$4" notify=READY=1 hang`
@@ -53,6 +53,13 @@ func TestASharedCauseIsHeldAndReleased(t *testing.T) {
 		cls[key] = startCL(t, append(common, "--key="+key, "--", "sh", "-c", dbDown, helper, starts, gate, flag, running[key])...)
 	}
 	cls["k5"] = startCL(t, append(common, "--key=k5", "--", "sh", "-c", badConfig, helper, starts, gate)...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, key := range append(keys, "k5") {
+				t.Logf("%s:\n%s", key, cls[key].stderr.String())
+			}
+		}
+	})
 	require.EventuallyWithT(t, func(ct *assert.CollectT) { assert.Len(ct, lines(ct, starts), 5) }, patience, tick, "the five first starts")
 	touch(t, gate)
 
@@ -90,7 +97,7 @@ func TestASharedCauseIsHeldAndReleased(t *testing.T) {
 	for _, c := range cls {
 		for _, ev := range logEvents(c.stderr.String()) {
 			if ev["event"] == "fleet.cause_held" {
-				assert.Equal(t, []any{"fleet", "shared_cause", cause, 3.0, 3.0, "1.5s"},
+				assert.Equal(t, []any{"fleet", "shared_cause", cause, 3.0, 3.0, "4s"},
 					[]any{ev["key"], ev["reason"], ev["cause"], ev["attempts"], ev["limit"], ev["window"]}, ev)
 			}
 		}
