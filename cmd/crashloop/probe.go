@@ -64,20 +64,6 @@ func probeOf(sup *crashloop.Supervisor, key string) probeState {
 	return ps
 }
 
-// probeDue returns when the next probe of the park m is due under cfg:
-// the mark's own time, or, for a mark written with probes off, ProbeAfter
-// after the park (as the Supervisor schedules it). It is zero when probes
-// are off or the park is never probed (permanent_error).
-func (m mark) probeDue(cfg crashloop.SupervisorConfig) time.Time {
-	switch {
-	case cfg.ProbeAfter <= 0 || m.Reason == crashloop.ReasonPermanent:
-		return time.Time{}
-	case m.NextProbe != nil:
-		return *m.NextProbe
-	}
-	return m.Since.Add(cfg.ProbeAfter)
-}
-
 // withProbe returns m with the probe schedule ps.
 func (m mark) withProbe(ps probeState) mark {
 	m.NextProbe, m.Probes = nil, ps.probes

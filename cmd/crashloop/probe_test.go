@@ -320,3 +320,49 @@ func TestProbeAndSharedCauseFromConfig(t *testing.T) {
 		assert.True(t, m.Since.Add(tc.after).Equal(*m.NextProbe), "%s: next probe %v, parked %v", tc.key, *m.NextProbe, m.Since)
 	}
 }
+
+// TestAProbeDueWhenCrashloopStarts: a crashloop with --on-park wait,
+// started on a key whose probe came due while no crashloop ran, runs the
+// probe at once; a healthy one resumes the key. Parks that are never
+// probed (permanent_error, needs_human) are refused as before, with no
+// probe named, and their program is not started.
+func TestAProbeDueWhenCrashloopStarts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	state, starts, running := filepath.Join(dir, "state.json"), filepath.Join(dir, "starts"), filepath.Join(dir, "running")
+	args := func(onPark string) []string {
+		return append(with("--log-format=json", "--state="+state, "--key=web", "--max-respawns=0", "--probe-after=1s", "--healthy-after=0",
+			"--on-park="+onPark, "--"), failsUntil(2, starts, running)...)
+	}
+	r := runCL(t, args("exit")...)
+	require.Equal(t, exitParked, r.code, r.stderr)
+	m := readMarks(t, state)["web"]
+	require.NotNil(t, m.NextProbe)
+	time.Sleep(time.Until(*m.NextProbe))
+
+	c := startCL(t, args("wait")...)
+	require.Eventually(t, func() bool { return written(running) == 1 }, patience, tick, "the probe's program")
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		steps, _ := probeSteps(t, c.stderr.String())
+		assert.Equal(ct, []string{"event:agent.resumed/probe"}, steps)
+		assert.Empty(ct, readMarks(t, state))
+	}, patience, tick, "the resume")
+	times := startTimes(t, starts)
+	require.Len(t, times, 2)
+	assert.False(t, times[1].Before(*m.NextProbe), "the probe started at %v, before it was due at %v", times[1], *m.NextProbe)
+	c.signal(t, syscall.SIGTERM)
+	assert.Equal(t, 128+int(syscall.SIGTERM), c.wait(t), c.stderr.String())
+
+	for _, reason := range []string{"permanent_error", "needs_human"} {
+		since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
+		writeFile(t, dir, "state.json", `{"version": 1, "marks": {"web": {"reason": "`+reason+`", "starts": 1, "since": "`+since+`"}}}`)
+		r := runCL(t, args("exit")...)
+		require.Equal(t, exitParked, r.code, r.stderr)
+		steps, got := probeSteps(t, r.stderr)
+		require.Equal(t, []string{"refused"}, steps, r.stderr)
+		assert.NotContains(t, got[0].Msg, "probe", reason)
+		assert.True(t, got[0].NextProbe.IsZero(), reason)
+		assert.Len(t, lines(t, starts), 2, "%s: not started", reason)
+		assert.Nil(t, readMarks(t, state)["web"].NextProbe, reason)
+	}
+}

@@ -115,16 +115,22 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 			return 0, err
 		}
 		if m, ok := st.Marks[key]; ok {
-			due := m.probeDue(cfg)
 			switch {
 			case !wait && store != nil && parkedBefore: // Redis decides the probe
-			case !wait && (due.IsZero() || time.Now().Before(due)):
-				return refuse(out, key, m.withProbe(probeState{next: due, probes: m.Probes}), resumeCommand(s.state, key))
+			case !wait && (store != nil || cfg.ProbeAfter <= 0):
+				return refuse(out, key, m, resumeCommand(s.state, key))
 			case store == nil:
+				// The Supervisor learns the park and its probe schedule
+				// (the mark's, or ProbeAfter after the park); under
+				// --on-park exit crashloop goes on only for a probe that
+				// is due.
 				if err := restorePark(sup, key, m); err != nil {
 					return 0, fmt.Errorf("state file %s: the park of %s: %w", s.state, key, err)
 				}
 				parkedBefore = true
+				if next := probeOf(sup, key).next; !wait && (next.IsZero() || time.Now().Before(next)) {
+					return refuse(out, key, m.withProbe(probeState{next: next, probes: m.Probes}), resumeCommand(s.state, key))
+				}
 			}
 		}
 	}
