@@ -82,7 +82,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	parkedBefore := false // the key was parked when crashloop started: its first run can only be a probe
 	if store != nil && !wait {
 		if pe := parkedInRedis(store, key, s.redis.timeout); pe != nil {
-			if cfg.ProbeAfter <= 0 || pe.Reason == crashloop.ReasonPermanent {
+			if cfg.ProbeAfter <= 0 {
 				return refuse(out, key, markOf(parkOf(pe), 0, nil, nil), resumeRedisCommand(s.redis, key))
 			}
 			parkedBefore = true
