@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/crashloopguard/crashloop"
@@ -21,17 +22,24 @@ import (
 // time kept in the state file's mark (--state) or on Redis (--redis).
 
 // probeWatch is the crashloop.EventHandler that sees a healthy probe
-// resume the key: it calls resumed, which crashloop sets before the first
-// Run. It is safe for concurrent use.
+// resume the key: it calls the func that onResume set (none before). It is
+// safe for concurrent use: a shared layer may deliver events on its own
+// goroutines.
 type probeWatch struct {
 	key     string
-	resumed func()
+	resumed atomic.Pointer[func()]
 }
 
-// HandleEvent calls w.resumed for the resume of w.key by a probe.
+// onResume makes f what a resume of the key by a probe calls.
+func (w *probeWatch) onResume(f func()) { w.resumed.Store(&f) }
+
+// HandleEvent calls the onResume func for the resume of w.key by a probe.
 func (w *probeWatch) HandleEvent(ev crashloop.Event) {
-	if ev.Kind == crashloop.EventResumed && ev.Reason == crashloop.ReasonProbe && ev.Key == w.key && w.resumed != nil {
-		w.resumed()
+	if ev.Kind != crashloop.EventResumed || ev.Reason != crashloop.ReasonProbe || ev.Key != w.key {
+		return
+	}
+	if f := w.resumed.Load(); f != nil {
+		(*f)()
 	}
 }
 

@@ -184,7 +184,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 	if wait {
 		ep.waiter.resumes = &resumes
 	}
-	watch.resumed = func() { // a healthy probe resumed the key: it runs on with a full budget
+	watch.onResume(func() { // a healthy probe resumed the key: it runs on with a full budget
 		resumes.Add(1)
 		r.resumed()
 		if ep.waiter != nil {
@@ -193,7 +193,7 @@ func superviseCmd(args []string, stdout io.Writer, out *output) (int, error) {
 		if state != nil {
 			unmark(state, key, log)
 		}
-	}
+	})
 	if metrics != nil {
 		defer serveMetrics(metrics, sup, &events, r, log, ep).close()
 		if !wait {
