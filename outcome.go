@@ -138,7 +138,7 @@ func (s *Supervisor) started(key string) time.Time {
 	now := s.o.clock.Now()
 	s.mu.Lock()
 	if r := s.keys[key]; r != nil && r.park == nil { // a probe's key stays parked until the probe is healthy
-		r.held, r.release = 0, 0
+		r.held, r.release, r.cause = 0, 0, ""
 		s.setState(r, StateRunning, now)
 	}
 	s.mu.Unlock()

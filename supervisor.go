@@ -267,7 +267,7 @@ func (s *Supervisor) end(key string, waiting bool) {
 	}
 	switch {
 	case r.state == StateRunning, !waiting && (r.state == StateBackoff || r.state == StateHeld):
-		r.held, r.release = 0, 0
+		r.held, r.release, r.cause = 0, 0, ""
 		s.setState(r, StateExited, s.o.clock.Now())
 	}
 }

@@ -26,9 +26,9 @@ const (
 	// CauseMoved: the client is a plain one on a cluster node that does not
 	// own the deployment's slot (MOVED).
 	CauseMoved = "moved"
-	// CauseFormat: the deployment holds a record written by a build of
-	// redisstore of another record format: replicas of two such builds
-	// must not share a deployment (prefix).
+	// CauseFormat: the deployment holds a record or a fleet string written
+	// by a build of redisstore of another format: replicas of two such
+	// builds must not share a deployment (prefix).
 	CauseFormat = "format"
 )
 
@@ -97,6 +97,9 @@ func (s *Store) classify(err error) error {
 	}
 	if strings.Contains(err.Error(), "crashloop: record_format") {
 		return mis(CauseFormat, "a record of the deployment was written by a build of redisstore of another record format: give this build its own prefix, or delete the deployment's keys {prefix}:k:*")
+	}
+	if strings.Contains(err.Error(), "crashloop: fleet_format") {
+		return mis(CauseFormat, "the deployment's fleet string was written by a build of redisstore of another format: give this build its own prefix, or delete the deployment's key {prefix}:fleet")
 	}
 	if _, ok := redis.IsMovedError(err); ok {
 		return mis(CauseMoved, "the server is a Redis Cluster node that does not own the deployment's slot: use a cluster client (NewClient makes one for a cluster)")

@@ -219,21 +219,36 @@ func TestClassify(t *testing.T) {
 // store.misconfigured with cause "format", and is never misread: the
 // replica decides alone, and the record stays as it was.
 func TestRecordOfAnotherFormat(t *testing.T) {
+	// restarts 3, two respawns: the text header
+	anotherFormat(t, keyspace.record, "3,0,2,0,0,0,0,0;17961829000000001796182900500000", "crashloop: record_format")
+}
+
+// So does a fleet string of the text format before the packed hour, as
+// that build wrote it after two granted restarts of the default guards.
+func TestFleetOfAnotherFormat(t *testing.T) {
+	anotherFormat(t, func(k keyspace, _ string) string { return k.fleet() },
+		"17961829050000000000000000000000040,120000000000,0,0,0,\n17961829000000001796182905000000", "crashloop: fleet_format")
+}
+
+// anotherFormat writes old under the key that key names for the key "k",
+// and requires a failed start of "k" to be decided alone, announced as
+// store.misconfigured with cause "format" and the server's text, and old
+// not to be rewritten.
+func anotherFormat(t *testing.T, key func(keyspace, string) string, old, text string) {
 	s := redistest.Start(t)
 	admin := testClient(t, s)
 	ctx := context.Background()
 	r, _ := misconfigured(t, s, nil)
-	old := "3,0,2,0,0,0,0,0;17961829000000001796182900500000" // restarts 3, two respawns: the text header
-	rk := r.store.keys.record("k")
+	rk := key(r.store.keys, "k")
 	require.NoError(t, admin.Set(ctx, rk, old, 0).Err())
 
 	d := r.sup.Decide(ctx, "k", crashloop.RunResult{Err: errors.New("exit 1")})
 	require.Equal(t, crashloop.ActionRestart, d.Action, "decided alone: one respawn of a fresh budget")
 	onlyMisconfigured(t, r, CauseFormat)
-	require.ErrorContains(t, r.evs.of(crashloop.EventStoreMisconfigured)[0].LastError, "crashloop: record_format")
+	require.ErrorContains(t, r.evs.of(crashloop.EventStoreMisconfigured)[0].LastError, text)
 	got, err := admin.Get(ctx, rk).Result()
 	require.NoError(t, err)
-	require.Equal(t, old, got, "the record is not rewritten")
+	require.Equal(t, old, got, "not rewritten")
 }
 
 // A record of the packed format before the probe and the cause (2), and a

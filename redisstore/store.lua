@@ -60,12 +60,13 @@ local function readConfig(v)
   return c
 end
 
--- prune returns window w (times of 16 digits, oldest first) without those
--- older than span at t: a time counts while its age is at most span.
-local function prune(w, t, span)
+-- prune returns window w (times oldest first: a record's of 16 digits, the
+-- fleet's hour's 8-byte big-endian integers, packed) without those older
+-- than span at t: a time counts while its age is at most span.
+local function prune(w, t, span, packed)
   local i, n = 1, #w
-  while i <= n and t - tonumber(string.sub(w, i, i + 15)) > span do
-    i = i + 16
+  while i <= n and t - (packed and struct.unpack('>i8', w, i) or tonumber(string.sub(w, i, i + 15))) > span do
+    i = i + (packed and 8 or 16)
   end
   return i > 1 and string.sub(w, i) or w
 end
@@ -73,7 +74,7 @@ end
 -- push returns window w with ts added, keeping the newest limit times.
 local function push(w, ts, limit)
   w = w .. ts
-  if #w > limit * 16 then w = string.sub(w, #w - limit * 16 + 1) end
+  if #w > limit * #ts then w = string.sub(w, #w - limit * #ts + 1) end
   return w
 end
 
@@ -185,9 +186,11 @@ local function notice(origin, key, p, v, kind)
   redis.call('SPUBLISH', tag .. 'events', p and 'P' .. head .. penc(p) or (kind or 'R') .. head .. v)
 end
 
--- The fleet string (fload, fsave): the latest time (16 digits), '1' if the
--- breaker is tripped (else '0'), the trip's or its last extension's time,
--- 'rph,cooldown_ns,holds,failing,total,', the reason, '\n', and the hour.
+-- The fleet string (fload, fsave): its format (2: another fails the step,
+-- crashloop: fleet_format), the latest time (16 digits), '1' if the breaker
+-- is tripped (else '0'), the trip's or its last extension's time,
+-- 'rph,cooldown_ns,holds,failing,total,', the reason, '\n', and the hour
+-- (packed, see prune: a step decodes its oldest time, not every one).
 local function fload(v)
   v = v or FLEET
   if v == nil then v = redis.call('GET', tag .. 'fleet') end
@@ -196,24 +199,24 @@ local function fload(v)
       rph = '0', cdns = '0', reason = '', w = ''}
   end
   local ts, flag, sinces, rph, cdns, holds, failing, total, reason, w = string.match(v,
-    '^(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d)(.)(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d)(%d+),(%d+),(%d+),(%d+),(%d+),([^\n]*)\n(.*)$')
+    '^\2(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d)(.)(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d)(%d+),(%d+),(%d+),(%d+),(%d+),([^\n]*)\n(.*)$')
+  if not ts then error(redis.error_reply('crashloop: fleet_format')) end
   return {t = tonumber(ts), ts = ts, tripped = flag == '1', since = tonumber(sinces), sinces = sinces,
-    holds = holds, failing = failing, total = total, rph = rph, cdns = cdns,
-    reason = reason, w = w}
+    holds = holds, failing = failing, total = total, rph = rph, cdns = cdns, reason = reason, w = w}
 end
 
 -- full reads the fields of f.mid, the middle of an untripped string.
 local function full(f)
   if not f.mid then return end
-  local g = fload(f.ts .. f.mid .. f.w)
-  for k, v in pairs(g) do f[k] = v end
+  for k, v in pairs(fload('\2' .. f.ts .. f.mid .. f.w)) do f[k] = v end
   f.mid = nil
 end
 
 -- fsave writes the fleet string: no expiry while tripped, else ttl ms.
 local function fsave(f, ttl)
-  local v = f.ts .. (f.mid and f.mid .. f.w or ((f.tripped and '1' or '0') .. f.sinces .. f.rph .. ',' .. f.cdns ..
-    ',' .. f.holds .. ',' .. f.failing .. ',' .. f.total .. ',' .. f.reason .. '\n' .. f.w))
+  local mid = f.mid or (f.tripped and '1' or '0') .. f.sinces .. f.rph .. ',' .. f.cdns .. ',' .. f.holds .. ',' ..
+    f.failing .. ',' .. f.total .. ',' .. f.reason .. '\n'
+  local v = '\2' .. f.ts .. mid .. f.w
   if f.tripped then
     redis.call('SET', tag .. 'fleet', v)
   else
@@ -229,7 +232,7 @@ end
 
 -- change is the breaker's FleetChange as a reply gives it.
 local function change(f)
-  return {'reason', f.reason, 'restarts', #f.w / 16, 'failing', tonumber(f.failing), 'total', tonumber(f.total)}
+  return {'reason', f.reason, 'restarts', #f.w / 8, 'failing', tonumber(f.failing), 'total', tonumber(f.total)}
 end
 
 -- release lets the restarts held for cause ('': the breaker's) leave in the
@@ -403,17 +406,16 @@ end
 -- a judge keeps f.mid unread until a park or a trip needs it (full).
 local function begin()
   local lim = C.rph .. ',' .. C.cooldown_ns .. ','
-  if FLEET and string.byte(FLEET, 17) == 48 and (op == 'judge' or C.fleet_per_hour == 0) and
-    string.sub(FLEET, 34, 33 + #lim) == lim then
-    local nl = string.find(FLEET, '\n', 34, true)
-    local f = {ts = string.sub(FLEET, 1, 16), mid = string.sub(FLEET, 17, nl), w = string.sub(FLEET, nl + 1)}
+  if FLEET and string.byte(FLEET, 1) == 2 and string.byte(FLEET, 18) == 48 and (op == 'judge' or C.fleet_per_hour == 0)
+    and string.sub(FLEET, 35, 34 + #lim) == lim then
+    local nl = string.find(FLEET, '\n', 35, true)
+    local f = {ts = string.sub(FLEET, 2, 17), mid = string.sub(FLEET, 18, nl), w = string.sub(FLEET, nl + 1)}
     f.t = tonumber(f.ts)
     return f, at(f), false
   end
   local f = fload()
   local t = at(f)
-  local re = false
-  if C.fleet_per_hour > 0 then re = rearm(f, t) end
+  local re = C.fleet_per_hour > 0 and rearm(f, t)
   f.rph, f.cdns = C.rph, C.cooldown_ns
   return f, t, re
 end
@@ -608,7 +610,7 @@ local function main(ks, av)
               if f.tripped then
                 f.since, f.sinces = t, f.ts -- extend the hold
               else
-                f.w = prune(f.w, t, HOUR)
+                f.w = prune(f.w, t, HOUR, true)
                 f.tripped, f.since, f.sinces = true, t, f.ts
                 f.reason = 'fleet_failing_fraction'
                 v.trip = change(f)
@@ -638,9 +640,8 @@ local function main(ks, av)
           local rph = C.fleet_per_hour
           if rph > 0 then
             if not f.tripped then
-              f.w = push(prune(f.w, t, HOUR), f.ts, rph)
-              local hn = #f.w / 16
-              if hn >= rph then
+              f.w = push(prune(f.w, t, HOUR, true), struct.pack('>i8', t), rph)
+              if #f.w / 8 >= rph then
                 full(f)
                 f.tripped, f.since, f.sinces = true, t, f.ts
                 f.reason = 'fleet_restart_rate'
@@ -725,14 +726,14 @@ local function main(ks, av)
     end
     local tripped, w = f.tripped, f.w
     if tripped and (t - f.since) * 1000 >= tonumber(f.cdns) then tripped, w = false, '' end
-    local flag = tripped and 1 or 0
-    local total, failing, held = fleetKeys('', false)
-    held = {}
+    local total, failing = fleetKeys('', false)
+    local held = {}
     for _, c in ipairs(cload()) do
       if c.held then held[#held + 1] = c.cause end
     end
-    return {'tripped', flag, 'since', f.since, 'failing', failing, 'total', total, 'hour', #prune(w, t, HOUR) / 16,
-      'per_hour', tonumber(f.rph), 'cooldown_ns', tonumber(f.cdns), 'now', now, 'held_causes', held}
+    return {'tripped', tripped and 1 or 0, 'since', f.since, 'failing', failing, 'total', total,
+      'hour', #prune(w, t, HOUR, true) / 8, 'per_hour', tonumber(f.rph), 'cooldown_ns', tonumber(f.cdns), 'now', now,
+      'held_causes', held}
   end
 
   if op == 'lookup' then -- keys: record
