@@ -18,7 +18,7 @@ import (
 type SharedCauseConfig struct {
 	Keys       int           // distinct keys failing with one cause that start a hold ("keys"); default 3, 2 to 1000
 	Window     time.Duration // how recent their failures are ("window"); default 1m, > 0
-	ProbeEvery time.Duration // how often a held key goes as a probe ("probe_every"); default 30s, > 0
+	ProbeEvery time.Duration // how often a held key goes as a probe ("probe_every"); default 30s, > HealthyAfter
 }
 
 // defaultSharedCause returns SharedCauseConfig's defaults.

@@ -195,6 +195,9 @@ func TestProbeConfigErrors(t *testing.T) {
 		{func(c *crashloop.SupervisorConfig) {
 			c.Fleet.SharedCause = &crashloop.SharedCauseConfig{ProbeEvery: -1}
 		}, "fleet.shared_cause.probe_every"},
+		{func(c *crashloop.SupervisorConfig) {
+			c.Fleet.SharedCause = &crashloop.SharedCauseConfig{ProbeEvery: 10 * time.Second} // HealthyAfter 10s: a probe never proves healthy
+		}, "fleet.shared_cause.probe_every"},
 	} {
 		cfg := crashloop.DefaultSupervisorConfig()
 		c.set(&cfg)

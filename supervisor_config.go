@@ -121,6 +121,9 @@ func (c SupervisorConfig) validate() error {
 		if err := checkSettings(sc.settings()); err != nil {
 			return prefixed("fleet.shared_cause", err)
 		}
+		if c.HealthyAfter > 0 && sc.ProbeEvery <= c.HealthyAfter { // else each probe is replaced before it can prove healthy
+			return &ConfigError{Field: "fleet.shared_cause.probe_every", Value: sc.ProbeEvery, Rule: "> healthy_after"}
+		}
 	}
 	if c.ProbeAfter < 0 {
 		return &ConfigError{Field: "probe_after", Value: c.ProbeAfter, Rule: ">= 0 (0: off)"}
