@@ -147,6 +147,8 @@ var kinds = []string{
 	"store.recovered",
 	"store.state_lost",
 	"store.misconfigured",
+	"fleet.cause_held",
+	"fleet.cause_released",
 }
 
 // keyState matches a crashloop_key_state series and captures its state.
