@@ -204,6 +204,7 @@ func faultRun(t *testing.T, bin string, seed uint64, d time.Duration) {
 				srv.Restart()
 				end()
 				faults[idx].After = parks()
+				faults[idx].AfterRead = time.Now().UnixNano()
 				redisUp = true
 			}})
 		case FaultLinkCut:
