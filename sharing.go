@@ -140,8 +140,10 @@ func (h host) Resumed(pe *ParkedError, now time.Time) Event {
 	return h.s.cfg.Budget.resumedEvent(pe, now)
 }
 
-// unpark lifts the park of r that another Supervisor resumed (the one that
-// resumed it announced it). s.mu must be held.
+// unpark lifts the park of r, and everything its guards counted: a key
+// whose probe runs is running, a parked one exited. It announces nothing
+// (a replica's resume is announced by whoever resumed it; ResumeAt
+// announces its own). s.mu must be held.
 func (s *Supervisor) unpark(r *record, now time.Time) {
 	r.resume()
 	switch {

@@ -333,11 +333,8 @@ func (s *Supervisor) resumeLocked(key string, cleared *ParkedError, now time.Tim
 		if r.park != nil {
 			pe = r.park // the park as this Supervisor knew it, with its own error values
 		}
-		r.resume()
-		switch {
-		case r.running && failing(r.state): // a probe's run
-			s.setState(r, StateRunning, now)
-		case r.state != StateRunning:
+		s.unpark(r, now)
+		if r.state != StateRunning {
 			s.setState(r, StateExited, now)
 		}
 	}
