@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/settings"
 )
 
 // Backoff is a restart delay curve: how long a Supervisor waits before the
@@ -370,35 +372,35 @@ type backoffSpec struct {
 	Jitter  string
 }
 
-func (sp *backoffSpec) settings() []setting {
-	return []setting{
-		{name: "kind", value: stringValue{&sp.Kind}},
-		{name: "initial", value: durationValue{&sp.Initial}},
-		{name: "factor", value: floatValue{&sp.Factor}},
-		{name: "max", value: durationValue{&sp.Max}},
-		{name: "jitter", value: stringValue{&sp.Jitter}},
+func (sp *backoffSpec) settings() []settings.Setting {
+	return []settings.Setting{
+		settings.String("kind", &sp.Kind, nil),
+		settings.Duration("initial", &sp.Initial, nil),
+		settings.Float("factor", &sp.Factor, nil),
+		settings.Duration("max", &sp.Max, nil),
+		settings.String("jitter", &sp.Jitter, nil),
 	}
 }
 
 // MarshalJSON writes the spec; factor only where it applies, jitter only
 // when there is one.
 func (sp backoffSpec) MarshalJSON() ([]byte, error) {
-	var ss []setting
+	var ss []settings.Setting
 	for _, s := range sp.settings() {
 		switch {
-		case s.name == "factor" && (sp.Kind != "exponential" || sp.Jitter == "decorrelated"):
-		case s.name == "jitter" && sp.Jitter == "":
+		case s.Name == "factor" && (sp.Kind != "exponential" || sp.Jitter == "decorrelated"):
+		case s.Name == "jitter" && sp.Jitter == "":
 		default:
 			ss = append(ss, s)
 		}
 	}
-	return marshalSettings(ss)
+	return settings.Marshal(ss)
 }
 
 // decodeBackoff reads a backoff object into a curve; budget's initial and
 // max backoffs fill the ones it omits. null means the default curve (nil).
 func decodeBackoff(raw json.RawMessage, path string, initial, max time.Duration) (Backoff, error) {
-	if isNull(raw) {
+	if settings.IsNull(raw) {
 		return nil, nil
 	}
 	sp := backoffSpec{Initial: -1, Max: -1}

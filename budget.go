@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/settings"
 )
 
 // BudgetConfig configures a RespawnBudget, and the budget of a Supervisor
@@ -30,14 +32,14 @@ func DefaultBudgetConfig() BudgetConfig {
 	return BudgetConfig{MaxRespawns: 3, Window: 60 * time.Second, InitialBackoff: 500 * time.Millisecond, MaxBackoff: 5 * time.Second}
 }
 
-func (c *BudgetConfig) settings() []setting {
-	return []setting{
-		{"max_respawns", intValue{&c.MaxRespawns}, func() string { return must(c.MaxRespawns >= 0, ">= 0") }},
-		{"window", durationValue{&c.Window}, func() string { return must(c.Window > 0, "> 0") }},
-		{"initial_backoff", durationValue{&c.InitialBackoff}, func() string { return must(c.InitialBackoff >= 0, ">= 0") }},
-		{"max_backoff", durationValue{&c.MaxBackoff}, func() string {
-			return must(c.MaxBackoff >= c.InitialBackoff, fmt.Sprintf(">= initial_backoff (%v)", c.InitialBackoff))
-		}},
+func (c *BudgetConfig) settings() []settings.Setting {
+	return []settings.Setting{
+		settings.Int("max_respawns", &c.MaxRespawns, func() string { return settings.Must(c.MaxRespawns >= 0, ">= 0") }),
+		settings.Duration("window", &c.Window, func() string { return settings.Must(c.Window > 0, "> 0") }),
+		settings.Duration("initial_backoff", &c.InitialBackoff, func() string { return settings.Must(c.InitialBackoff >= 0, ">= 0") }),
+		settings.Duration("max_backoff", &c.MaxBackoff, func() string {
+			return settings.Must(c.MaxBackoff >= c.InitialBackoff, fmt.Sprintf(">= initial_backoff (%v)", c.InitialBackoff))
+		}),
 	}
 }
 
@@ -51,7 +53,7 @@ func (c BudgetConfig) validate() error {
 }
 
 // MarshalJSON writes the budget with its config keys, durations as strings.
-func (c BudgetConfig) MarshalJSON() ([]byte, error) { return marshalSettings(c.settings()) }
+func (c BudgetConfig) MarshalJSON() ([]byte, error) { return settings.Marshal(c.settings()) }
 
 // UnmarshalJSON reads a budget; omitted keys keep their current values
 // (unmarshal into DefaultBudgetConfig() for defaults). Unknown keys and bad

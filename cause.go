@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop/internal/seam"
+	"github.com/crashloopguard/crashloop/internal/settings"
 )
 
 // SharedCauseConfig configures the hold on a shared cause: once Keys
@@ -26,11 +27,11 @@ func defaultSharedCause() SharedCauseConfig {
 	return SharedCauseConfig{Keys: 3, Window: time.Minute, ProbeEvery: 30 * time.Second}
 }
 
-func (c *SharedCauseConfig) settings() []setting {
-	return []setting{
-		{"keys", intValue{&c.Keys}, func() string { return must(c.Keys >= 2 && c.Keys <= maxCauseKeys, ">= 2 and <= 1000") }},
-		{"window", durationValue{&c.Window}, func() string { return must(c.Window > 0, "> 0") }},
-		{"probe_every", durationValue{&c.ProbeEvery}, func() string { return must(c.ProbeEvery > 0, "> 0") }},
+func (c *SharedCauseConfig) settings() []settings.Setting {
+	return []settings.Setting{
+		settings.Int("keys", &c.Keys, func() string { return settings.Must(c.Keys >= 2 && c.Keys <= maxCauseKeys, ">= 2 and <= 1000") }),
+		settings.Duration("window", &c.Window, func() string { return settings.Must(c.Window > 0, "> 0") }),
+		settings.Duration("probe_every", &c.ProbeEvery, func() string { return settings.Must(c.ProbeEvery > 0, "> 0") }),
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/settings"
 )
 
 // ChainConfig configures a ChainDetector, and the chain of a Supervisor
@@ -24,10 +26,10 @@ func DefaultChainConfig() ChainConfig {
 	return ChainConfig{MaxChain: 3, ResetGap: 20 * time.Minute}
 }
 
-func (c *ChainConfig) settings() []setting {
-	return []setting{
-		{"max_chain", intValue{&c.MaxChain}, func() string { return must(c.MaxChain >= 1, ">= 1") }},
-		{"reset_gap", durationValue{&c.ResetGap}, func() string { return must(c.ResetGap > 0, "> 0") }},
+func (c *ChainConfig) settings() []settings.Setting {
+	return []settings.Setting{
+		settings.Int("max_chain", &c.MaxChain, func() string { return settings.Must(c.MaxChain >= 1, ">= 1") }),
+		settings.Duration("reset_gap", &c.ResetGap, func() string { return settings.Must(c.ResetGap > 0, "> 0") }),
 	}
 }
 
@@ -35,7 +37,7 @@ func (c ChainConfig) validate() error { return checkSettings(c.settings()) }
 
 // MarshalJSON writes the chain settings with their config keys, durations
 // as strings.
-func (c ChainConfig) MarshalJSON() ([]byte, error) { return marshalSettings(c.settings()) }
+func (c ChainConfig) MarshalJSON() ([]byte, error) { return settings.Marshal(c.settings()) }
 
 // UnmarshalJSON reads chain settings; omitted keys keep their values.
 func (c *ChainConfig) UnmarshalJSON(data []byte) error { return decodeSettings(data, "", c.settings()) }

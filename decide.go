@@ -3,9 +3,10 @@ package crashloop
 import (
 	"context"
 	"errors"
-	"github.com/crashloopguard/crashloop/internal/seam"
 	"strconv"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/seam"
 
 	"github.com/crashloopguard/crashloop/internal/errtext"
 )

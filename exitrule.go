@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/crashloopguard/crashloop/internal/errtext"
+	"github.com/crashloopguard/crashloop/internal/settings"
 )
 
 // ExitRule is a rule of SupervisorConfig.ExitRules, "MATCH=ACTION" as the
@@ -227,24 +228,24 @@ func checkExitRules(rules []ExitRule) error {
 // strings, [] for none.
 type exitRulesValue struct{ p *[]ExitRule }
 
-func (v exitRulesValue) get() any { return *v.p }
-func (v exitRulesValue) encode() any {
+func (v exitRulesValue) Get() any { return *v.p }
+func (v exitRulesValue) Encode() any {
 	out := make([]string, len(*v.p))
 	for i, r := range *v.p {
 		out[i] = string(r)
 	}
 	return out
 }
-func (v exitRulesValue) decode(raw json.RawMessage, path string) error {
+func (v exitRulesValue) Decode(raw json.RawMessage, path string) error {
 	var list []json.RawMessage
-	if err := unmarshalScalar(raw, &list); err != nil {
-		return &ConfigError{Field: path, Value: abbreviate(raw), Rule: `a list of "MATCH=ACTION" strings such as ["78=park"]`}
+	if err := settings.Scalar(raw, &list); err != nil {
+		return &ConfigError{Field: path, Value: settings.Abbreviate(raw), Rule: `a list of "MATCH=ACTION" strings such as ["78=park"]`}
 	}
 	var rules []ExitRule // nil for [], as the default
 	for _, item := range list {
 		var s string
-		if err := unmarshalScalar(item, &s); err != nil {
-			return &ConfigError{Field: path, Value: abbreviate(item), Rule: `a "MATCH=ACTION" string such as "78=park"`}
+		if err := settings.Scalar(item, &s); err != nil {
+			return &ConfigError{Field: path, Value: settings.Abbreviate(item), Rule: `a "MATCH=ACTION" string such as "78=park"`}
 		}
 		r := ExitRule(s)
 		if err := r.Check(); err != nil {

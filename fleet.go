@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/settings"
 )
 
 // FleetConfig configures a FleetSupervisionPolicy, and the fleet breaker of
@@ -34,16 +36,16 @@ func DefaultFleetConfig() FleetConfig {
 	return FleetConfig{RestartsPerHour: 40, FailingFraction: 0.5, MinFailing: 2, Cooldown: 120 * time.Second}
 }
 
-func (c *FleetConfig) settings() []setting {
+func (c *FleetConfig) settings() []settings.Setting {
 	f := c.FailingFraction
-	return []setting{
-		{"restarts_per_hour", intValue{&c.RestartsPerHour}, func() string { return must(c.RestartsPerHour >= 1, ">= 1") }},
-		{"failing_fraction", floatValue{&c.FailingFraction}, func() string {
-			return must(!math.IsNaN(f) && f > 0 && f <= 1, "> 0 and <= 1")
-		}},
-		{"min_failing", intValue{&c.MinFailing}, func() string { return must(c.MinFailing >= 1, ">= 1") }},
-		{"cooldown", durationValue{&c.Cooldown}, func() string { return must(c.Cooldown >= 0, ">= 0") }},
-		{"shared_cause", optionalValue[SharedCauseConfig]{&c.SharedCause, defaultSharedCause, (*SharedCauseConfig).settings}, nil},
+	return []settings.Setting{
+		settings.Int("restarts_per_hour", &c.RestartsPerHour, func() string { return settings.Must(c.RestartsPerHour >= 1, ">= 1") }),
+		settings.Float("failing_fraction", &c.FailingFraction, func() string {
+			return settings.Must(!math.IsNaN(f) && f > 0 && f <= 1, "> 0 and <= 1")
+		}),
+		settings.Int("min_failing", &c.MinFailing, func() string { return settings.Must(c.MinFailing >= 1, ">= 1") }),
+		settings.Duration("cooldown", &c.Cooldown, func() string { return settings.Must(c.Cooldown >= 0, ">= 0") }),
+		settings.Optional("shared_cause", &c.SharedCause, defaultSharedCause, (*SharedCauseConfig).settings),
 	}
 }
 
@@ -51,7 +53,7 @@ func (c FleetConfig) validate() error { return checkSettings(c.settings()) }
 
 // MarshalJSON writes the fleet settings with their config keys, durations
 // as strings.
-func (c FleetConfig) MarshalJSON() ([]byte, error) { return marshalSettings(c.settings()) }
+func (c FleetConfig) MarshalJSON() ([]byte, error) { return settings.Marshal(c.settings()) }
 
 // UnmarshalJSON reads fleet settings; omitted keys keep their values.
 func (c *FleetConfig) UnmarshalJSON(data []byte) error { return decodeSettings(data, "", c.settings()) }

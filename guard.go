@@ -3,6 +3,8 @@ package crashloop
 import (
 	"sync"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/settings"
 )
 
 // GuardConfig holds the settings of a RestartLoopGuard, and of a
@@ -18,10 +20,10 @@ func DefaultGuardConfig() GuardConfig {
 	return GuardConfig{MaxRestarts: 3, Window: 60 * time.Second}
 }
 
-func (c *GuardConfig) settings() []setting {
-	return []setting{
-		{"max_restarts", intValue{&c.MaxRestarts}, func() string { return must(c.MaxRestarts >= 1, ">= 1") }},
-		{"window", durationValue{&c.Window}, func() string { return must(c.Window > 0, "> 0") }},
+func (c *GuardConfig) settings() []settings.Setting {
+	return []settings.Setting{
+		settings.Int("max_restarts", &c.MaxRestarts, func() string { return settings.Must(c.MaxRestarts >= 1, ">= 1") }),
+		settings.Duration("window", &c.Window, func() string { return settings.Must(c.Window > 0, "> 0") }),
 	}
 }
 
@@ -29,7 +31,7 @@ func (c GuardConfig) validate() error { return checkSettings(c.settings()) }
 
 // MarshalJSON writes the guard settings with their config keys, durations
 // as strings.
-func (c GuardConfig) MarshalJSON() ([]byte, error) { return marshalSettings(c.settings()) }
+func (c GuardConfig) MarshalJSON() ([]byte, error) { return settings.Marshal(c.settings()) }
 
 // UnmarshalJSON reads guard settings; omitted keys keep their values.
 func (c *GuardConfig) UnmarshalJSON(data []byte) error { return decodeSettings(data, "", c.settings()) }

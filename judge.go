@@ -2,9 +2,10 @@ package crashloop
 
 import (
 	"cmp"
-	"github.com/crashloopguard/crashloop/internal/seam"
 	"slices"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/seam"
 )
 
 // keyGuards is what the guards of a Supervisor keep for one key, the part

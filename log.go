@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/crashloopguard/crashloop/internal/errtext"
+	"github.com/crashloopguard/crashloop/internal/settings"
 )
 
 // LogEvents returns an EventHandler that writes each event to l as one
@@ -24,7 +25,7 @@ func LogEvents(l *slog.Logger) EventHandler {
 
 func logEvent(l *slog.Logger, ev Event) {
 	level, msg := slog.LevelInfo, ev.Kind.String()
-	w := formatDuration(ev.Window)
+	w := settings.FormatDuration(ev.Window)
 	switch ev.Kind {
 	case EventRespawnScheduled:
 		level = slog.LevelWarn
@@ -91,7 +92,7 @@ func logEvent(l *slog.Logger, ev Event) {
 	add(ev.Attempts != 0, slog.Int("attempts", ev.Attempts))
 	add(ev.Limit != 0, slog.Int("limit", ev.Limit))
 	add(ev.Window != 0, slog.String("window", w))
-	add(scheduled, slog.String("backoff", formatDuration(ev.Backoff)))
+	add(scheduled, slog.String("backoff", settings.FormatDuration(ev.Backoff)))
 	add(ev.Held, slog.Bool("held", true))
 	add(ev.Cause != "", slog.String("cause", ev.Cause))
 	add(ev.Total != 0, slog.Int("failing", ev.Failing))
@@ -115,13 +116,13 @@ func logEvent(l *slog.Logger, ev Event) {
 func when(ev Event) string {
 	switch {
 	case ev.Held && ev.Cause != "":
-		return "held for a shared cause; asks again in " + formatDuration(ev.Backoff)
+		return "held for a shared cause; asks again in " + settings.FormatDuration(ev.Backoff)
 	case ev.Held:
-		return "held by the fleet breaker for " + formatDuration(ev.Backoff)
+		return "held by the fleet breaker for " + settings.FormatDuration(ev.Backoff)
 	case ev.Backoff == 0:
 		return "now"
 	}
-	return "in " + formatDuration(ev.Backoff)
+	return "in " + settings.FormatDuration(ev.Backoff)
 }
 
 // restartWhy says what made a Supervisor restart a key no budget judged.
@@ -150,7 +151,7 @@ func guardWhy(ev Event) string {
 	default:
 		what = ev.Reason
 	}
-	return fmt.Sprintf("%s (>= %s in %s)", what, errtext.Plural(ev.Limit, "restart"), formatDuration(ev.Window))
+	return fmt.Sprintf("%s (>= %s in %s)", what, errtext.Plural(ev.Limit, "restart"), settings.FormatDuration(ev.Window))
 }
 
 // fleetWhy says why the fleet breaker tripped, with the numbers behind its
@@ -160,7 +161,7 @@ func fleetWhy(ev Event) string {
 	case ReasonFleetFailingFraction:
 		return fmt.Sprintf("%d/%d keys failing", ev.Failing, ev.Total)
 	case ReasonFleetRestartRate:
-		return errtext.Plural(ev.Attempts, "restart") + " in " + formatDuration(fleetHour)
+		return errtext.Plural(ev.Attempts, "restart") + " in " + settings.FormatDuration(fleetHour)
 	}
 	return ev.Reason
 }

@@ -2,8 +2,9 @@ package crashloop
 
 import (
 	"context"
-	"github.com/crashloopguard/crashloop/internal/seam"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/seam"
 )
 
 // Sharing is a layer that shares a Supervisor's guard state with the other

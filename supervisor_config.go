@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/settings"
 )
 
 // SupervisorConfig configures a Supervisor. Start from
@@ -71,19 +73,19 @@ func (c SupervisorConfig) curveOf() Backoff {
 	return Linear(c.Budget.InitialBackoff, c.Budget.MaxBackoff)
 }
 
-func (c *SupervisorConfig) settings() []setting {
-	return []setting{
-		{name: "budget", value: nestedValue{c.Budget.settings()}},
-		{name: "healthy_after", value: durationValue{&c.HealthyAfter}},
-		{name: "backoff", value: backoffValue{c}},
-		{name: "chain", value: optionalValue[ChainConfig]{&c.Chain, DefaultChainConfig, (*ChainConfig).settings}},
-		{name: "fleet", value: optionalValue[FleetConfig]{&c.Fleet, DefaultFleetConfig, (*FleetConfig).settings}},
-		{name: "guard", value: optionalValue[GuardConfig]{&c.Guard, DefaultGuardConfig, (*GuardConfig).settings}},
-		{name: "hourly_cap", value: intValue{&c.HourlyCap}},
-		{name: "restart_on_clean_exit", value: boolValue{&c.RestartOnCleanExit}},
-		{name: "exit_rules", value: exitRulesValue{&c.ExitRules}},
-		{name: "probe_after", value: durationValue{&c.ProbeAfter}},
-		{name: "probe_max", value: durationValue{&c.ProbeMax}},
+func (c *SupervisorConfig) settings() []settings.Setting {
+	return []settings.Setting{
+		settings.Nested("budget", c.Budget.settings()),
+		settings.Duration("healthy_after", &c.HealthyAfter, nil),
+		settings.Of("backoff", backoffValue{c}, nil),
+		settings.Optional("chain", &c.Chain, DefaultChainConfig, (*ChainConfig).settings),
+		settings.Optional("fleet", &c.Fleet, DefaultFleetConfig, (*FleetConfig).settings),
+		settings.Optional("guard", &c.Guard, DefaultGuardConfig, (*GuardConfig).settings),
+		settings.Int("hourly_cap", &c.HourlyCap, nil),
+		settings.Bool("restart_on_clean_exit", &c.RestartOnCleanExit, nil),
+		settings.Of("exit_rules", exitRulesValue{&c.ExitRules}, nil),
+		settings.Duration("probe_after", &c.ProbeAfter, nil),
+		settings.Duration("probe_max", &c.ProbeMax, nil),
 	}
 }
 
@@ -103,7 +105,7 @@ func (c SupervisorConfig) validate() error {
 	}
 	for _, part := range []struct {
 		name string
-		ss   []setting
+		ss   []settings.Setting
 	}{{"chain", settingsOrNil(c.Chain, (*ChainConfig).settings)}, {"fleet", settingsOrNil(c.Fleet, (*FleetConfig).settings)},
 		{"guard", settingsOrNil(c.Guard, (*GuardConfig).settings)}} {
 		if err := checkSettings(part.ss); err != nil {
@@ -138,7 +140,7 @@ func (c SupervisorConfig) validate() error {
 	return nil
 }
 
-func settingsOrNil[T any](p *T, table func(*T) []setting) []setting {
+func settingsOrNil[T any](p *T, table func(*T) []settings.Setting) []settings.Setting {
 	if p == nil {
 		return nil
 	}
@@ -149,8 +151,8 @@ func settingsOrNil[T any](p *T, table func(*T) []setting) []setting {
 // JSON form, null for the default curve.
 type backoffValue struct{ c *SupervisorConfig }
 
-func (v backoffValue) get() any { return v.c.Backoff }
-func (v backoffValue) encode() any {
+func (v backoffValue) Get() any { return v.c.Backoff }
+func (v backoffValue) Encode() any {
 	if v.c.Backoff == nil {
 		return nil
 	}
@@ -160,7 +162,7 @@ func (v backoffValue) encode() any {
 	}
 	return cv.spec()
 }
-func (v backoffValue) decode(raw json.RawMessage, path string) error {
+func (v backoffValue) Decode(raw json.RawMessage, path string) error {
 	b, err := decodeBackoff(raw, path, v.c.Budget.InitialBackoff, v.c.Budget.MaxBackoff)
 	if err != nil {
 		return err
@@ -180,7 +182,7 @@ func (u unmarshalable) MarshalJSON() ([]byte, error) { return nil, u.err }
 // Backoff that is not one of this package's curves has no JSON form:
 // MarshalJSON returns an error for it.
 func (c SupervisorConfig) MarshalJSON() ([]byte, error) {
-	b, err := marshalSettings(c.settings())
+	b, err := settings.Marshal(c.settings())
 	if err != nil {
 		var je *json.MarshalerError
 		if errors.As(err, &je) {
