@@ -3,11 +3,9 @@ package crashloop
 import (
 	"encoding/json"
 	"errors"
-	"os/exec"
-	"strconv"
 	"strings"
 
-	"github.com/crashloopguard/crashloop/internal/errtext"
+	"github.com/crashloopguard/crashloop/internal/exitmatch"
 	"github.com/crashloopguard/crashloop/internal/settings"
 )
 
@@ -46,7 +44,7 @@ var exitActionNames = [...]string{exitRestart: "restart", exitPark: "park", exit
 func (r ExitRule) parse() (match string, action exitAction, broken string) {
 	match, action, broken = r.split()
 	if broken == "" {
-		broken = checkExitMatch(match)
+		broken = exitmatch.Check(match)
 	}
 	return match, action, broken
 }
@@ -65,134 +63,6 @@ func (r ExitRule) split() (match string, action exitAction, broken string) {
 	return "", 0, "an ACTION of restart, park, stop or planned"
 }
 
-// exitMatchRule is the rule a Match must follow.
-const exitMatchRule = `a MATCH of exit statuses from 1 to 255 (3, 64-78, 1,2,5-9), a signal (SIGSEGV or SEGV) or oom`
-
-// checkExitMatch returns "" for a valid Match, else the rule it breaks.
-func checkExitMatch(m string) string {
-	switch {
-	case m == "":
-		return exitMatchRule
-	case strings.EqualFold(m, "oom"):
-		return ""
-	case isSignalMatch(m):
-		if !knownSignal(trimSig(m)) {
-			return "a MATCH naming a POSIX signal such as SIGKILL, SIGSEGV or SEGV"
-		}
-		return ""
-	}
-	for rest := m; rest != ""; {
-		var part string
-		part, rest, _ = strings.Cut(rest, ",")
-		lo, hi, ok := codeRange(part)
-		if !ok || lo < 1 || hi > 255 || lo > hi {
-			return exitMatchRule
-		}
-	}
-	if strings.HasSuffix(m, ",") {
-		return exitMatchRule
-	}
-	return ""
-}
-
-// isSignalMatch reports whether m names a signal (it starts with a letter
-// and is not "oom").
-func isSignalMatch(m string) bool {
-	c := m[0] | 0x20
-	return c >= 'a' && c <= 'z' && !strings.EqualFold(m, "oom")
-}
-
-// trimSig returns a signal's name without its SIG prefix, any case.
-func trimSig(m string) string {
-	if len(m) > 3 && strings.EqualFold(m[:3], "SIG") {
-		return m[3:]
-	}
-	return m
-}
-
-// codeRange reads "N" or "LO-HI" (digits only: no sign).
-func codeRange(part string) (lo, hi int, ok bool) {
-	a, b, isRange := strings.Cut(part, "-")
-	if !isRange {
-		b = a
-	}
-	l, err1 := strconv.ParseUint(a, 10, 8)
-	h, err2 := strconv.ParseUint(b, 10, 8)
-	return int(l), int(h), err1 == nil && err2 == nil
-}
-
-// posixSignals are the signal names a rule may match, without SIG.
-var posixSignals = []string{"HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "BUS", "FPE", "KILL", "USR1", "SEGV", "USR2",
-	"PIPE", "ALRM", "TERM", "CHLD", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "URG", "XCPU", "XFSZ", "VTALRM", "PROF",
-	"WINCH", "IO", "SYS"}
-
-func knownSignal(name string) bool {
-	for _, s := range posixSignals {
-		if strings.EqualFold(s, name) {
-			return true
-		}
-	}
-	return false
-}
-
-// programEnd is how a program ended, as an error tells it.
-type programEnd struct {
-	code   int    // the exit status; -1 if a signal killed it
-	signal string // the signal's name without SIG, such as "KILL"; "" if it exited
-	oom    bool   // the kernel's OOM killer killed it
-}
-
-// exitCoder is an error that tells a program's exit status, as
-// *exec.ExitError does (-1 for a program a signal killed).
-type exitCoder interface {
-	error
-	ExitCode() int
-}
-
-// endOf returns how the program ended whose failure err tells of.
-func endOf(err error) (programEnd, bool) {
-	if x, ok := errtext.ExitOf(err); ok {
-		if x.Stopped { // the supervisor's doing, not the program's
-			return programEnd{}, false
-		}
-		end := programEnd{code: -1, signal: x.Signal, oom: x.OOMKilled}
-		if x.ExitCode != nil {
-			end.code = *x.ExitCode
-		}
-		return end, true
-	}
-	if ee, ok := errors.AsType[*exec.ExitError](err); ok && ee.ProcessState != nil {
-		return programEnd{code: ee.ExitCode(), signal: signalOf(ee.ProcessState)}, true
-	}
-	if ec, ok := errors.AsType[exitCoder](err); ok {
-		return programEnd{code: ec.ExitCode()}, true
-	}
-	return programEnd{}, false
-}
-
-// exitMatches reports whether MATCH m matches end. A MATCH that
-// checkExitMatch rejects matches nothing.
-func exitMatches(m string, end programEnd) bool {
-	switch {
-	case m == "":
-		return false
-	case strings.EqualFold(m, "oom"):
-		return end.oom
-	case isSignalMatch(m):
-		return end.signal != "" && strings.EqualFold(trimSig(m), end.signal)
-	case end.code < 1:
-		return false
-	}
-	for rest := m; rest != ""; {
-		var part string
-		part, rest, _ = strings.Cut(rest, ",")
-		if lo, hi, ok := codeRange(part); ok && lo <= end.code && end.code <= hi {
-			return true
-		}
-	}
-	return false
-}
-
 // exitActionOf returns the action of the first of rules that matches how
 // the program ended whose failure err tells of; exitRestart when none does
 // or err tells of no program. It allocates nothing.
@@ -200,13 +70,13 @@ func exitActionOf(rules []ExitRule, err error) exitAction {
 	if len(rules) == 0 || err == nil {
 		return exitRestart
 	}
-	end, ok := endOf(err)
+	end, ok := exitmatch.EndOf(err)
 	if !ok {
 		return exitRestart
 	}
 	for _, r := range rules {
-		// checked by NewSupervisor: a MATCH exitMatches cannot read matches nothing
-		if m, action, broken := r.split(); broken == "" && exitMatches(m, end) {
+		// checked by NewSupervisor: a MATCH Check rejects matches nothing
+		if m, action, broken := r.split(); broken == "" && exitmatch.Matches(m, end) {
 			return action
 		}
 	}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package crashloop
+package exitmatch
 
 import (
 	"os"
