@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/crashloopguard/crashloop/internal/rolling"
 	"github.com/crashloopguard/crashloop/internal/settings"
 )
 
@@ -72,15 +73,15 @@ func (c BudgetConfig) respawn(w *window, t int64) (attempt int, ok bool) {
 	if n := c.count(w, t); n >= c.MaxRespawns {
 		return n, false
 	}
-	w.push(t, c.MaxRespawns)
-	return w.len(), true
+	w.Push(t, c.MaxRespawns)
+	return w.Len(), true
 }
 
 // count drops the respawns older than Window from w at t and returns the
 // respawns left.
 func (c BudgetConfig) count(w *window, t int64) int {
-	w.prune(t, c.Window)
-	return w.len()
+	w.Prune(t, c.Window)
+	return w.Len()
 }
 
 // scheduled is the EventRespawnScheduled of respawn attempt of key.
@@ -204,7 +205,7 @@ func (b *RespawnBudget) FailedAt(key string, cause error, now time.Time) (time.D
 // idle reports whether e holds nothing worth keeping at t: it is not
 // parked, and its newest respawn (so every respawn) is out of the window.
 func (b *RespawnBudget) idle(e *budgetEntry, t int64) bool {
-	return e.park == nil && (e.win.len() == 0 || !within(t, e.win.newest(), b.cfg.Window))
+	return e.park == nil && (e.win.Len() == 0 || !rolling.Within(t, e.win.Newest(), b.cfg.Window))
 }
 
 // Respawns is shorthand for RespawnsAt(key, clock.Now()).
@@ -249,7 +250,7 @@ func (b *RespawnBudget) ResumeAt(key string, now time.Time) error {
 	}
 	pe := e.park
 	e.park = nil
-	e.win.clear()
+	e.win.Clear()
 	b.keys.mu.Unlock()
 	emit(b.o.handler, b.cfg.resumedEvent(pe, now))
 	return nil
@@ -292,7 +293,7 @@ func (b *RespawnBudget) Snapshot() ([]byte, error) {
 	return takeSnapshot(&b.keys.mu, &b.keys.tb, func() []entry {
 		entries := make([]entry, 0, len(b.keys.order))
 		b.keys.each(func(key string, e *budgetEntry) {
-			entries = append(entries, entry{key, copyWindow(&e.win), e.park})
+			entries = append(entries, entry{key, rolling.Copy(&e.win), e.park})
 		})
 		return entries
 	}, func(w *writer, entries []entry) any {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/crashloopguard/crashloop/internal/rolling"
 	"github.com/crashloopguard/crashloop/internal/seam"
 	"github.com/crashloopguard/crashloop/internal/settings"
 )
@@ -100,7 +101,7 @@ func (b *causeBook) note(sc *SharedCauseConfig, cause, key string, t int64) *cau
 		b.list = append(b.list, c)
 	}
 	c.last = t
-	c.recent = slices.DeleteFunc(c.recent, func(n causeNote) bool { return n.key == key || age(t, n.t) > uint64(sc.Window) })
+	c.recent = slices.DeleteFunc(c.recent, func(n causeNote) bool { return n.key == key || rolling.Age(t, n.t) > uint64(sc.Window) })
 	if len(c.recent) >= sc.Keys {
 		c.recent = slices.Delete(c.recent, 0, len(c.recent)-sc.Keys+1)
 	}
@@ -176,7 +177,7 @@ func (ru *rules) releaseCause(fb *fleetBook, healthy string, t int64, each func(
 	}
 	var c *causeState
 	for _, o := range fb.causes.list {
-		if o.held && o.prober != "" && (o.prober == healthy || healthy == "" && ru.probe.healthy > 0 && age(t, o.probed) >= uint64(ru.probe.healthy)) {
+		if o.held && o.prober != "" && (o.prober == healthy || healthy == "" && ru.probe.healthy > 0 && rolling.Age(t, o.probed) >= uint64(ru.probe.healthy)) {
 			c = o
 			break
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/crashloopguard/crashloop/internal/rolling"
 	"github.com/crashloopguard/crashloop/internal/settings"
 )
 
@@ -55,7 +56,7 @@ type chainState struct {
 // reactive rescues of that incarnation, each within ResetGap of the next
 // (and the newest within ResetGap of t).
 func (c ChainConfig) length(s *chainState, incarnation string, t int64) int {
-	if s.count == 0 || s.inc != incarnation || !within(t, s.last, c.ResetGap) {
+	if s.count == 0 || s.inc != incarnation || !rolling.Within(t, s.last, c.ResetGap) {
 		return 0
 	}
 	return s.count

@@ -303,9 +303,9 @@ func stateOf(pe *ParkedError) KeyState {
 // timebase), after re-arming the fleet breaker if its cooldown has ended
 // then (adding the event to evs).
 func (s *Supervisor) lockAt(now time.Time, evs *events) int64 {
-	off := s.tb.off(now)
+	off := s.tb.Off(now)
 	s.mu.Lock()
-	t := s.tb.at(off)
+	t := s.tb.At(off)
 	s.rearm(t, now, evs)
 	return t
 }

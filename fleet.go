@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/crashloopguard/crashloop/internal/rolling"
 	"github.com/crashloopguard/crashloop/internal/settings"
 )
 
@@ -75,11 +76,11 @@ type fleetState struct {
 // the hour so that pre-trip restarts cannot trip it again at once, and
 // reports whether it did.
 func (c FleetConfig) rearm(f *fleetState, t int64) bool {
-	if !f.tripped || age(t, f.since) < uint64(c.Cooldown) {
+	if !f.tripped || rolling.Age(t, f.since) < uint64(c.Cooldown) {
 		return false
 	}
 	f.tripped = false
-	f.hour.clear()
+	f.hour.Clear()
 	return true
 }
 
@@ -91,9 +92,9 @@ func (c FleetConfig) noteRestart(f *fleetState, t int64) (tripped, now bool) {
 	if f.tripped {
 		return true, false
 	}
-	f.hour.prune(t, fleetHour)
-	f.hour.push(t, c.RestartsPerHour)
-	if f.hour.len() >= c.RestartsPerHour {
+	f.hour.Prune(t, fleetHour)
+	f.hour.Push(t, c.RestartsPerHour)
+	if f.hour.Len() >= c.RestartsPerHour {
 		f.trip(t, ReasonFleetRestartRate)
 		return true, true
 	}
@@ -116,7 +117,7 @@ func (c FleetConfig) noteState(f *fleetState, failing, total int, t int64) (trip
 		f.since = t // extend the hold
 		return true, false
 	}
-	f.hour.prune(t, fleetHour)
+	f.hour.Prune(t, fleetHour)
 	f.trip(t, ReasonFleetFailingFraction)
 	return true, true
 }
@@ -127,7 +128,7 @@ func (f *fleetState) trip(t int64, reason string) {
 
 // change is the fleetChange of the breaker as it stands.
 func (f *fleetState) change() *fleetChange {
-	return &fleetChange{Reason: f.reason, Restarts: f.hour.len(), Failing: f.failing, Total: f.total}
+	return &fleetChange{Reason: f.reason, Restarts: f.hour.Len(), Failing: f.failing, Total: f.total}
 }
 
 // event is the fleet event of kind announcing ch for the breaker called
@@ -152,11 +153,11 @@ type FleetStatus struct {
 // status returns the status of f at t (after rearm); tb turns the trip
 // into a clock reading.
 func (c FleetConfig) status(f *fleetState, t int64, tb *timebase) FleetStatus {
-	f.hour.prune(t, fleetHour)
+	f.hour.Prune(t, fleetHour)
 	st := FleetStatus{BreakerTripped: f.tripped, FleetRestartsPerHour: c.RestartsPerHour,
-		FailingKeys: f.failing, Keys: f.total, RestartsInHour: f.hour.len()}
+		FailingKeys: f.failing, Keys: f.total, RestartsInHour: f.hour.Len()}
 	if f.tripped {
-		at := tb.wall(f.since).Add(c.Cooldown)
+		at := tb.Wall(f.since).Add(c.Cooldown)
 		st.RearmAt = &at
 	}
 	return st
@@ -205,9 +206,9 @@ func (p *FleetSupervisionPolicy) Config() FleetConfig { return p.cfg }
 // now, and returns the time the call uses, with the re-arm (nil if it did
 // not re-arm; taken before the call changes anything else).
 func (p *FleetSupervisionPolicy) lockAt(now time.Time) (int64, *fleetChange) {
-	off := p.tb.off(now)
+	off := p.tb.Off(now)
 	p.mu.Lock()
-	t := p.tb.at(off)
+	t := p.tb.At(off)
 	if p.cfg.rearm(&p.f, t) {
 		return t, p.f.change()
 	}
@@ -296,7 +297,7 @@ func (p *FleetSupervisionPolicy) StatusAt(now time.Time) FleetStatus {
 func (p *FleetSupervisionPolicy) Reset() {
 	p.mu.Lock()
 	p.f = fleetState{hour: p.f.hour}
-	p.f.hour.clear()
+	p.f.hour.Clear()
 	p.mu.Unlock()
 }
 
@@ -328,7 +329,7 @@ func (w *writer) fleet(f *fleetState) *fleetDoc {
 // copyFleet returns a copy of f that shares no memory with it.
 func copyFleet(f *fleetState) fleetState {
 	c := *f
-	c.hour = copyWindow(&f.hour)
+	c.hour = rolling.Copy(&f.hour)
 	return c
 }
 

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/crashloopguard/crashloop/internal/rolling"
 	"github.com/crashloopguard/crashloop/internal/settings"
 )
 
@@ -39,8 +40,8 @@ func (c *GuardConfig) UnmarshalJSON(data []byte) error { return decodeSettings(d
 // count drops the restarts older than Window from w at t and returns the
 // restarts left.
 func (c GuardConfig) count(w *window, t int64) int {
-	w.prune(t, c.Window)
-	return w.len()
+	w.Prune(t, c.Window)
+	return w.Len()
 }
 
 // trippedEvent is the EventGuardTripped of name after n restarts, with the
@@ -93,9 +94,9 @@ func (g *RestartLoopGuard) Config() GuardConfig { return g.cfg }
 
 // lockAt locks the guard and returns the time the call uses for now.
 func (g *RestartLoopGuard) lockAt(now time.Time) int64 {
-	off := g.tb.off(now)
+	off := g.tb.Off(now)
 	g.mu.Lock()
-	return g.tb.at(off)
+	return g.tb.At(off)
 }
 
 // Record is shorthand for RecordAt(clock.Now()).
@@ -110,8 +111,8 @@ func (g *RestartLoopGuard) Record() bool { return g.RecordAt(g.o.clock.Now()) }
 func (g *RestartLoopGuard) RecordAt(now time.Time) bool {
 	t := g.lockAt(now)
 	was := g.cfg.count(&g.win, t) >= g.cfg.MaxRestarts
-	g.win.push(t, g.cfg.MaxRestarts)
-	n := g.win.len()
+	g.win.Push(t, g.cfg.MaxRestarts)
+	n := g.win.Len()
 	trip := n >= g.cfg.MaxRestarts
 	g.mu.Unlock()
 	if trip && !was && g.o.handler != nil { // build the event only for a listener
@@ -143,7 +144,7 @@ func (g *RestartLoopGuard) RestartsAt(now time.Time) int {
 // Reset clears the history, as after a clean run.
 func (g *RestartLoopGuard) Reset() {
 	g.mu.Lock()
-	g.win.clear()
+	g.win.Clear()
 	g.mu.Unlock()
 }
 
@@ -160,7 +161,7 @@ type guardDoc struct {
 
 // guardDocOf writes a guard window of limit as a document.
 func (w *writer) guard(win *window, limit int) *guardDoc {
-	doc := &guardDoc{Version: SnapshotVersion, Kind: kindGuard, Restarts: w.times(win), Tripped: win.len() >= limit}
+	doc := &guardDoc{Version: SnapshotVersion, Kind: kindGuard, Restarts: w.times(win), Tripped: win.Len() >= limit}
 	doc.Latest = w.latest()
 	return doc
 }
@@ -185,7 +186,7 @@ func readGuard(doc *guardDoc, tb *timebase, limit int, now time.Time, path strin
 // format). It changes nothing and fails only for a time that cannot be
 // written and read back. It is safe for concurrent use.
 func (g *RestartLoopGuard) Snapshot() ([]byte, error) {
-	return takeSnapshot(&g.mu, &g.tb, func() window { return copyWindow(&g.win) },
+	return takeSnapshot(&g.mu, &g.tb, func() window { return rolling.Copy(&g.win) },
 		func(w *writer, win window) any { return w.guard(&win, g.cfg.MaxRestarts) })
 }
 

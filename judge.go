@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/crashloopguard/crashloop/internal/rolling"
 	"github.com/crashloopguard/crashloop/internal/seam"
 )
 
@@ -30,7 +31,7 @@ type keyGuards struct {
 // became healthy was a good start, so the next failure starts afresh.
 func (g *keyGuards) settle() {
 	if g.park == nil {
-		g.respawns.clear()
+		g.respawns.Clear()
 	}
 }
 
@@ -38,9 +39,9 @@ func (g *keyGuards) settle() {
 // a fresh chain, empty per-key windows and no restarts.
 func (g *keyGuards) resume() {
 	*g = keyGuards{respawns: g.respawns, guard: g.guard, hourly: g.hourly}
-	g.respawns.clear()
-	g.guard.clear()
-	g.hourly.clear()
+	g.respawns.Clear()
+	g.guard.Clear()
+	g.hourly.Clear()
 }
 
 // fleetBook is the fleet breaker of a Supervisor or a ledger, with the
@@ -87,7 +88,7 @@ func (ru *rules) judge(g *keyGuards, fb *fleetBook, j *seam.Judgment, t int64, n
 		g.settle() // a healthy run, or one that finished its work, was a good start
 	}
 	if j.Ending == seam.EndingClean {
-		g.guard.clear() // a clean run clears the fast guard
+		g.guard.Clear() // a clean run clears the fast guard
 		return v
 	}
 	if ru.holdCause(g, fb, j, t, &v) {
@@ -127,10 +128,10 @@ func (ru *rules) judge(g *keyGuards, fb *fleetBook, j *seam.Judgment, t int64, n
 		}
 	}
 	if c := ru.guard; c != nil {
-		g.guard.push(t, c.MaxRestarts)
+		g.guard.Push(t, c.MaxRestarts)
 	}
 	if c := ru.hourly; c.MaxRestarts > 0 {
-		g.hourly.push(t, c.MaxRestarts)
+		g.hourly.Push(t, c.MaxRestarts)
 	}
 	g.restarts++
 	v.Restarts = g.restarts
@@ -191,7 +192,7 @@ func (ru *rules) release(fb *fleetBook, j *seam.Judgment, t int64, each func(fun
 // untilRearm returns how long after t the tripped fleet breaker re-arms (at
 // least 1ns, so that a hold always waits).
 func (ru *rules) untilRearm(f *fleetState, t int64) time.Duration {
-	left := ru.fleet.Cooldown - time.Duration(age(t, f.since))
+	left := ru.fleet.Cooldown - time.Duration(rolling.Age(t, f.since))
 	return max(left, time.Nanosecond)
 }
 

@@ -1,9 +1,9 @@
 package crashloop
 
 import (
-	"math"
 	"time"
 
+	"github.com/crashloopguard/crashloop/internal/rolling"
 	"github.com/crashloopguard/crashloop/internal/seam"
 )
 
@@ -41,12 +41,12 @@ func newGuards(cfg SupervisorConfig) (*guards, error) {
 		return nil, err
 	}
 	cfg = cfg.clone()
-	return &guards{rules: rulesOf(cfg), cfg: cfg, tb: timebase{base: time.Unix(0, 0), high: math.MinInt64},
+	return &guards{rules: rulesOf(cfg), cfg: cfg, tb: rolling.NewTimebase(time.Unix(0, 0)),
 		keys: map[string]*keyGuards{}}, nil
 }
 
 // at returns the time a step at now uses.
-func (g *guards) at(now time.Time) int64 { return g.tb.at(g.tb.off(now)) }
+func (g *guards) at(now time.Time) int64 { return g.tb.At(g.tb.Off(now)) }
 
 // each calls f with the guard state of every key.
 func (g *guards) each(f func(*keyGuards)) {

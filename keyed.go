@@ -42,11 +42,11 @@ func (k *keyed[E]) init(c Clock) {
 }
 
 // lockAt locks the object and returns the time the call uses for now (see
-// timebase.at). The conversion runs before the lock is taken.
+// rolling.Timebase.At). The conversion runs before the lock is taken.
 func (k *keyed[E]) lockAt(now time.Time) int64 {
-	off := k.tb.off(now)
+	off := k.tb.Off(now)
 	k.mu.Lock()
-	return k.tb.at(off)
+	return k.tb.At(off)
 }
 
 // get returns the entry of key, or nil. The lock must be held.

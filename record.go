@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/crashloopguard/crashloop/internal/rolling"
 )
 
 // record is everything a Supervisor knows of one key, changed under the
@@ -144,7 +146,7 @@ func (s *Supervisor) Snapshot() ([]byte, error) {
 		st := state{entries: make([]entry, 0, len(s.keys))}
 		for key, r := range s.keys {
 			c := *r
-			c.respawns, c.guard, c.hourly = copyWindow(&r.respawns), copyWindow(&r.guard), copyWindow(&r.hourly)
+			c.respawns, c.guard, c.hourly = rolling.Copy(&r.respawns), rolling.Copy(&r.guard), rolling.Copy(&r.hourly)
 			st.entries = append(st.entries, entry{key, c})
 		}
 		if s.cfg.Fleet != nil {
@@ -169,10 +171,10 @@ func (s *Supervisor) Snapshot() ([]byte, error) {
 				kd.Hourly = w.guard(&r.hourly, s.cfg.HourlyCap)
 			}
 			if r.park != nil && r.probe != 0 {
-				kd.NextProbe, kd.Probes = w.wall(w.tb.wall(r.probe)), r.probes
+				kd.NextProbe, kd.Probes = w.wall(w.tb.Wall(r.probe)), r.probes
 			}
 			doc.Keys[e.key] = kd
-			if r.respawns.len() > 0 || r.prev != 0 || r.park != nil {
+			if r.respawns.Len() > 0 || r.prev != 0 || r.park != nil {
 				bk := budgetKeyDoc{Respawns: w.times(&r.respawns), Parked: w.park(r.park)}
 				if r.prev != 0 {
 					bk.PrevBackoff = r.prev.String()
@@ -257,7 +259,7 @@ func (s *Supervisor) install(st *supervisorState) error {
 // latest time, read on tb.
 func (s *Supervisor) read(doc *supervisorDoc, tb *timebase, now time.Time) (*supervisorState, int64, error) {
 	const path = kindSupervisor
-	st, latest := &supervisorState{keys: make(map[string]*record)}, tb.high
+	st, latest := &supervisorState{keys: make(map[string]*record)}, tb.High
 	if doc.Budget == nil {
 		return nil, 0, badSnapshot("%s.budget: missing", path)
 	}
@@ -445,6 +447,6 @@ func (s *Supervisor) readProbe(r *record, kd keyDoc, tb *timebase, kp string) er
 	if next.IsZero() {
 		next = r.park.Since.Add(s.cfg.ProbeAfter)
 	}
-	r.probe, r.probes, r.nextProbe = cmp.Or(tb.off(next), 1), kd.Probes, next // 0 is "no probe"
+	r.probe, r.probes, r.nextProbe = cmp.Or(tb.Off(next), 1), kd.Probes, next // 0 is "no probe"
 	return nil
 }

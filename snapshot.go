@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop/internal/errtext"
+	"github.com/crashloopguard/crashloop/internal/rolling"
 )
 
 // SnapshotVersion is the version of the snapshot documents this package
@@ -88,7 +89,7 @@ func restoreSnapshot[D, S any](data []byte, kind string, now time.Time, mu *sync
 	if err := install(st); err != nil {
 		return err
 	}
-	tb.raise(latest)
+	tb.Raise(latest)
 	return nil
 }
 
@@ -163,16 +164,16 @@ func (w *writer) wall(t time.Time) string {
 // wall-clock time.
 func (w *writer) at(off int64) string {
 	w.events = true
-	return w.wall(w.tb.wall(off))
+	return w.wall(w.tb.Wall(off))
 }
 
 // times writes the events of a window (nil when empty).
 func (w *writer) times(win *window) []string {
-	if win.len() == 0 {
+	if win.Len() == 0 {
 		return nil
 	}
-	out := make([]string, 0, win.len())
-	for _, off := range win.appendTo(nil) {
+	out := make([]string, 0, win.Len())
+	for _, off := range win.AppendTo(nil) {
 		out = append(out, w.at(off))
 	}
 	return out
@@ -183,8 +184,8 @@ func (w *writer) times(win *window) []string {
 // leaves high at its initial math.MinInt64, and the events then need it
 // written all the same.
 func (w *writer) latest() string {
-	if w.tb.high != math.MinInt64 || w.events {
-		return w.wall(w.tb.wall(w.tb.high))
+	if w.tb.High != math.MinInt64 || w.events {
+		return w.wall(w.tb.Wall(w.tb.High))
 	}
 	return ""
 }
@@ -264,10 +265,11 @@ type reader struct {
 // reads a part that is only checked, on a base of now.
 func newReader(tb *timebase, now time.Time, latest, path string) (*reader, error) {
 	if tb == nil {
-		tb = &timebase{base: now, high: math.MinInt64}
+		fresh := rolling.NewTimebase(now)
+		tb = &fresh
 	}
-	if tb.high != math.MinInt64 {
-		if seen := tb.wall(tb.high); seen.After(now) {
+	if tb.High != math.MinInt64 {
+		if seen := tb.Wall(tb.High); seen.After(now) {
 			now = seen // time never runs backwards
 		}
 	}
@@ -295,7 +297,7 @@ func (r *reader) time(s, field string) (time.Time, error) {
 		return time.Time{}, badSnapshot("%s: %s lies in the future (more than %v after now, %s)",
 			field, s, maxSnapshotSkew, r.horizon.Add(-maxSnapshotSkew).UTC().Format(time.RFC3339Nano))
 	}
-	return t.In(r.tb.base.Location()), nil
+	return t.In(r.tb.Base.Location()), nil
 }
 
 // event reads the time of an event the object recorded: it cannot lie after
@@ -315,12 +317,12 @@ func (r *reader) event(s, field string) (time.Time, error) {
 }
 
 // off returns the offset of t on the timebase.
-func (r *reader) off(t time.Time) int64 { return r.tb.off(t) }
+func (r *reader) off(t time.Time) int64 { return r.tb.Off(t) }
 
 // window reads the events of a window of limit.
 func (r *reader) window(times []string, limit int, field string) (window, error) {
-	if len(times) > limit || len(times) > maxWindowSlots {
-		return window{}, badSnapshot("%s: %d events, more than the limit of %d", field, len(times), min(limit, maxWindowSlots))
+	if len(times) > limit || len(times) > rolling.MaxSlots {
+		return window{}, badSnapshot("%s: %d events, more than the limit of %d", field, len(times), min(limit, rolling.MaxSlots))
 	}
 	if len(times) == 0 {
 		return window{}, nil
@@ -337,7 +339,7 @@ func (r *reader) window(times []string, limit int, field string) (window, error)
 		}
 		buf[i], prev = r.off(t), t
 	}
-	return window{buf: buf, n: int32(len(buf))}, nil
+	return rolling.Of(buf), nil
 }
 
 // park reads the park of key (nil for none).

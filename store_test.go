@@ -451,7 +451,7 @@ func TestSupervisorConcurrentParksAllSaved(t *testing.T) {
 
 // Calls that race for a guard's lock read the clock in one order and may
 // take the lock in the other; each reads its time through the guard's timebase
-// under the lock, so the window stays in order (window.push relies on it)
+// under the lock, so the window stays in order (window.Push relies on it)
 // and a snapshot of it restores.
 func TestRacedReadingsKeepTheWindowInOrder(t *testing.T) {
 	g, err := NewRestartLoopGuard(10000, time.Hour, WithClock(coreMock()))
@@ -470,7 +470,7 @@ func TestRacedReadingsKeepTheWindowInOrder(t *testing.T) {
 	}
 	wg.Wait()
 	g.mu.Lock()
-	events := g.win.appendTo(nil)
+	events := g.win.AppendTo(nil)
 	g.mu.Unlock()
 	require.Len(t, events, 4000)
 	assert.True(t, slices.IsSorted(events), "the window is out of order")

@@ -306,9 +306,9 @@ func (s *Supervisor) ResumeAt(ctx context.Context, key string, now time.Time) er
 	if s.share != nil {
 		return s.share.Resume(ctx, key, now)
 	}
-	off := s.tb.off(now)
+	off := s.tb.Off(now)
 	s.mu.Lock()
-	s.tb.at(off)
+	s.tb.At(off)
 	pe, err := s.resumeLocked(key, nil, now)
 	s.mu.Unlock()
 	if err != nil {
