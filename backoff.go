@@ -4,12 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"math/bits"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"time"
 
+	"github.com/crashloopguard/crashloop/internal/satsum"
 	"github.com/crashloopguard/crashloop/internal/settings"
 )
 
@@ -279,55 +278,9 @@ func (c decorrelatedCurve) spec() backoffSpec {
 func checkCanPark(field string, window time.Duration, n int, sum uint64) error {
 	if window < 0 || sum > uint64(window) {
 		return &ConfigError{Field: field, Value: window,
-			Rule: fmt.Sprintf(">= the sum of the first %d backoffs (%s), or a crash loop never parks", n, sumText(sum))}
+			Rule: fmt.Sprintf(">= the sum of the first %d backoffs (%s), or a crash loop never parks", n, satsum.Text(sum))}
 	}
 	return nil
-}
-
-// sumText writes a sum of checkCanPark: as a duration when it is one, else
-// in nanoseconds, "at least" the saturated math.MaxUint64.
-func sumText(sum uint64) string {
-	switch {
-	case sum <= math.MaxInt64:
-		return time.Duration(sum).String()
-	case sum == math.MaxUint64:
-		return "at least " + strconv.FormatUint(sum, 10) + "ns"
-	}
-	return strconv.FormatUint(sum, 10) + "ns"
-}
-
-// addSat returns a+b, or math.MaxUint64 when that overflows.
-func addSat(a, b uint64) uint64 {
-	if s, carry := bits.Add64(a, b, 0); carry == 0 {
-		return s
-	}
-	return math.MaxUint64
-}
-
-// mulSat returns a*b, or math.MaxUint64 when that overflows.
-func mulSat(a, b uint64) uint64 {
-	if hi, lo := bits.Mul64(a, b); hi == 0 {
-		return lo
-	}
-	return math.MaxUint64
-}
-
-// linearSum returns the sum of min(initial*i, ceiling) for i = 1..n, in
-// nanoseconds, saturated at math.MaxUint64: exact below it, for any n.
-// initial must not exceed ceiling.
-func linearSum(initial, ceiling time.Duration, n int) uint64 {
-	if initial <= 0 || n <= 0 {
-		return 0
-	}
-	k := uint64(min(ceiling/initial, time.Duration(n))) // steps below the cap
-	// initial*k(k+1)/2 + ceiling*(n-k), halving whichever of k and k+1 is even
-	a, b := k, k+1
-	if a%2 == 0 {
-		a /= 2
-	} else {
-		b /= 2
-	}
-	return addSat(mulSat(mulSat(a, b), uint64(initial)), mulSat(uint64(n)-k, uint64(ceiling)))
 }
 
 // worstSum returns the sum of the longest waits of attempts 1..n, saturated
@@ -341,7 +294,7 @@ func worstSum(b Backoff, n int) (sum uint64, ok bool) {
 		return 0, false
 	}
 	if l, ok := c.(linearCurve); ok {
-		return linearSum(l.initial, l.max, n), true
+		return satsum.Linear(l.initial, l.max, n), true
 	}
 	capAt := c.spec().Max
 	for i := 1; i <= n; i++ {
@@ -350,9 +303,9 @@ func worstSum(b Backoff, n int) (sum uint64, ok bool) {
 			return 0, false
 		}
 		if d >= capAt || i >= 1<<16 {
-			return addSat(sum, mulSat(uint64(d), uint64(n-i+1))), true
+			return satsum.Add(sum, satsum.Mul(uint64(d), uint64(n-i+1))), true
 		}
-		sum = addSat(sum, uint64(d))
+		sum = satsum.Add(sum, uint64(d))
 	}
 	return sum, true
 }

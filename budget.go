@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop/internal/rolling"
+	"github.com/crashloopguard/crashloop/internal/satsum"
 	"github.com/crashloopguard/crashloop/internal/settings"
 )
 
@@ -50,7 +51,7 @@ func (c BudgetConfig) validate() error {
 	if err := checkSettings(c.settings()); err != nil {
 		return err
 	}
-	return checkCanPark("window", c.Window, c.MaxRespawns, linearSum(c.InitialBackoff, c.MaxBackoff, c.MaxRespawns))
+	return checkCanPark("window", c.Window, c.MaxRespawns, satsum.Linear(c.InitialBackoff, c.MaxBackoff, c.MaxRespawns))
 }
 
 // MarshalJSON writes the budget with its config keys, durations as strings.

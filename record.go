@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crashloopguard/crashloop/internal/rolling"
+	"github.com/crashloopguard/crashloop/internal/stamp"
 )
 
 // record is everything a Supervisor knows of one key, changed under the
@@ -432,7 +433,7 @@ func guardLimit(g *GuardConfig) int {
 func (s *Supervisor) readProbe(r *record, kd keyDoc, tb *timebase, kp string) error {
 	var next time.Time
 	if kd.NextProbe != "" {
-		t, err := parseStamp(kd.NextProbe)
+		t, err := stamp.Parse(kd.NextProbe)
 		if err != nil {
 			return badSnapshot("%s.next_probe: %v", kp, err)
 		}

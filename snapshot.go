@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/crashloopguard/crashloop/internal/errtext"
 	"github.com/crashloopguard/crashloop/internal/rolling"
+	"github.com/crashloopguard/crashloop/internal/stamp"
 )
 
 // SnapshotVersion is the version of the snapshot documents this package
@@ -95,54 +94,6 @@ func restoreSnapshot[D, S any](data []byte, kind string, now time.Time, mu *sync
 
 // Writing.
 
-// stamp writes t as RFC 3339 with nanoseconds, in UTC; a year outside 0 to
-// 9999 is written expanded (ISO 8601), as time.Format writes it. It fails
-// only for a time that does not read back as the same instant.
-func stamp(t time.Time) (string, error) {
-	t = t.UTC()
-	s := t.Format(time.RFC3339Nano)
-	if y := t.Year(); y >= 0 && y <= 9999 {
-		return s, nil // RFC 3339 proper: time.Parse reads it back
-	}
-	if back, err := parseStamp(s); err != nil || !back.Equal(t) {
-		return "", fmt.Errorf("crashloop: snapshot: time %s cannot be written and read back", s)
-	}
-	return s, nil
-}
-
-// parseStamp reads a time written by stamp: RFC 3339, or RFC 3339 with an
-// expanded year (a sign, or more than four digits).
-func parseStamp(s string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err == nil {
-		return t, nil
-	}
-	i := 0
-	if strings.HasPrefix(s, "-") {
-		i = 1
-	}
-	j := i
-	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-		j++
-	}
-	if j-i < 4 || (i == 0 && j == 4) || j == len(s) || s[j] != '-' {
-		return time.Time{}, err
-	}
-	year, yerr := strconv.Atoi(s[:j])
-	if yerr != nil {
-		return time.Time{}, err
-	}
-	rest, err := time.Parse(time.RFC3339Nano, "2000"+s[j:]) // a leap year: any day reads
-	if err != nil {
-		return time.Time{}, err
-	}
-	t = time.Date(year, rest.Month(), rest.Day(), rest.Hour(), rest.Minute(), rest.Second(), rest.Nanosecond(), rest.Location())
-	if t.Day() != rest.Day() {
-		return time.Time{}, fmt.Errorf("parsing time %q: day out of range", s)
-	}
-	return t, nil
-}
-
 // writer turns the times of one object into text and keeps the first error.
 // It runs with no lock held (see takeSnapshot).
 type writer struct {
@@ -153,7 +104,7 @@ type writer struct {
 
 // wall writes a clock reading.
 func (w *writer) wall(t time.Time) string {
-	s, err := stamp(t)
+	s, err := stamp.Format(t)
 	if err != nil && w.err == nil {
 		w.err = err
 	}
@@ -289,7 +240,7 @@ func (r *reader) time(s, field string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, badSnapshot("%s: missing time", field)
 	}
-	t, err := parseStamp(s)
+	t, err := stamp.Parse(s)
 	if err != nil {
 		return time.Time{}, badSnapshot("%s: %v", field, err)
 	}
