@@ -113,7 +113,6 @@ func TestSentinelErrorText(t *testing.T) {
 	assert.EqualError(t, ErrInvalidConfig, "crashloop: invalid configuration")
 }
 
-
 // WithEventHandler(nil), a nil EventHandlerFunc and a nil Option mean no
 // handler; a later option overrides an earlier one. The guard and the fleet
 // policy also get a name, which changes nothing without a handler.
