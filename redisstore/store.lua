@@ -1,30 +1,26 @@
 -- crashloop's share.Ledger on Redis: each Store method is one call of main,
--- one atomic step. Its specification is rules.judge (judge.go, fleet.go) as
--- share.MemoryLedger runs it: share/ledgertest's differential runs hold the
--- two equal in both time modes (the server's clock and ClientTime). Judging
--- steps FCALL main (the file loaded once as a library); the others, and all
--- steps on a server without functions, run the file (EVALSHA).
--- Call: argv[1] the operation, argv[2] the epoch the Store knows, then the
--- op's arguments (SPEC); keys share the hash tag {p}. Reply: name/value
--- pairs, which store.go reads by name. docs/redis.md lists keys, operations
--- and replies. Numbers are doubles, exact below 2^53; times are integer
+-- one atomic step. Its specification is the Go judgment: rules.judge,
+-- rules.proceed, rules.release and rules.rearm (judge.go, with fleet.go,
+-- budget.go, chain.go, guard.go, probe.go and cause.go) as
+-- share.MemoryLedger runs them; share/ledgertest's differential runs hold
+-- the two equal in both time modes (the server's clock and ClientTime).
+-- docs/redis.md tells the keys, the calls (argv[1] the operation, argv[2]
+-- the epoch the Store knows, then SPEC's), the replies (name/value pairs)
+-- and the formats. Numbers are doubles, exact below 2^53; times are integer
 -- microseconds since 1970 in 16 digits, now '' the server's TIME. The
--- deployment keeps one latest time, in {p}:fleet: an earlier time reads as
--- it. Windows and gaps round down to whole microseconds, the cooldown up.
--- Keys expire their TTL after their last write, but a parked record, the
--- epoch, {p}:seq, {p}:ver, the configurations, and, while the breaker is
--- tripped, {p}:fleet and {p}:held.
+-- deployment keeps one latest time, in {p}:fleet: an earlier time reads as it.
 
 local HOUR = 3600000000 -- the fleet's rolling hour, in microseconds
 local CLAIM_TTL = 86400 -- how long a claim is kept, in seconds: a day
 local ZERO = '0000000000000000' -- the time 0, 16 digits
+local D16 = '%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d' -- a time's pattern: 16 digits
+local T16 = '^' .. D16 .. '$'
 -- A call's own, set by main at each call (a library's locals outlive calls).
-local keys, argv, op, K1, tag, A, C, now, nows, moving, FLEET, RECORD, CS
+local keys, argv, op, K1, tag, A, C, now, nows, FLEET, RECORD, CS
 
 -- SPEC is the arguments of each op after the epoch, in order, each a name and
 -- a kind: 'n' a number, 'd' digits (kept as text), 's' a string, 't' a time
--- ('' or 16 digits). restore takes a park (pdec) per record after them;
--- members the nadd keys added, then the keys removed.
+-- ('' or 16 digits). restore and members take more after them.
 local SPEC = {judge = {'now', 't', 'ending', 's', 'healthy', 'n', 'incarnation', 's', 'cause', 's', 'shared', 's',
   'origin', 's'},
   proceed = {'now', 't'}, fleet = {'now', 't'}, fleet_read = {'now', 't'}, lookup = {}, parked = {},
@@ -33,16 +29,11 @@ local SPEC = {judge = {'now', 't', 'ending', 's', 'healthy', 'n', 'incarnation',
   members = {'replica', 's', 'ttl_ms', 'd', 'full', 'n', 'expect', 'n', 'nadd', 'd'},
   epoch = {'fresh', 's', 'seen', 'd', 'floor', 'd'}, config = {'config', 's'}}
 local KINDS = {n = 'number', d = 'whole number', t = "time ('' or 16 digits)"}
+local ENDINGS = {clean = true, permanent = true, failed_start = true, crash = true, planned = true}
 
--- The configuration: what Open made of the Supervisor's, stored once under
--- its digest in {p}:cfg:DIGEST (operation config), the last of keys of the
--- operations that judge: 21 big-endian 8-byte numbers: the format (2),
--- budget_max, budget_window_us, chain_max, chain_gap_us, guard_max,
--- guard_window_us, hourly_cap, fleet_per_hour, cooldown_us, cooldown_ns,
--- fraction (a double), min_failing, record_ttl_ms, fleet_ttl_ms, probe_after_ns,
--- probe_max_ns (ProbeMax or its default), healthy_ns, cause_keys, cause_window_ns,
--- probe_every_ns (0: a guard off). readConfig returns v read, or false; a
--- library keeps 64 it read.
+-- readConfig returns the configuration v (what Open made of the
+-- Supervisor's: 21 big-endian 8-byte numbers of format 2; a guard of 0 is
+-- off) read, or false. A library keeps what it read of up to 64.
 local CONFIG_FORMAT, CONFIGS, NCONFIGS = '>i8i8i8i8i8i8i8i8i8i8i8di8i8i8i8i8i8i8i8i8', {}, 0
 local function readConfig(v)
   if CONFIGS[v] then return CONFIGS[v] end
@@ -52,9 +43,10 @@ local function readConfig(v)
     c.hourly_cap, c.fleet_per_hour, c.cooldown_us, c.cooldown_ns, c.fraction, c.min_failing, c.record_ttl_ms,
     c.fleet_ttl_ms, c.probe_after_ns, c.probe_max_ns, c.healthy_ns, c.cause_keys, c.cause_window_ns,
     c.probe_every_ns = struct.unpack(CONFIG_FORMAT, v)
-  c.rph, c.cooldown_ns = c.fleet_per_hour == 0 and '0' or string.format('%d', c.fleet_per_hour),
-    c.cooldown_ns == 0 and '0' or string.format('%d', c.cooldown_ns) -- as the fleet string keeps them
   if format ~= 2 then return false end
+  -- the limit as the fleet string keeps it: per hour and cooldown in ns
+  c.rph, c.cdns = string.format('%d', c.fleet_per_hour), string.format('%d', c.cooldown_ns)
+  c.limit = c.rph .. ',' .. c.cdns .. ','
   if NCONFIGS == 64 then CONFIGS, NCONFIGS = {}, 0 end
   CONFIGS[v], NCONFIGS = c, NCONFIGS + 1
   return c
@@ -83,6 +75,11 @@ local function field(s)
   return #s .. ':' .. s
 end
 
+-- add adds the pair name, value to a reply if value is not false or nil.
+local function add(out, name, value)
+  if value then out[#out + 1], out[#out + 2] = name, value end
+end
+
 -- A park (pdec, penc): since (16 digits), attempts, ',', its version (in
 -- restore's arguments, the one the parking replica knew), ',', the reason as
 -- a field, and the cause ('' none, else 'e' and its text).
@@ -99,32 +96,31 @@ local function penc(p)
   return p.since .. p.attempts .. ',' .. p.version .. ',' .. field(p.reason) .. p.cause
 end
 
--- Versions: {p}:seq counts the transitions (park, resume, forget,
--- write-back), {p}:ver holds each key's last (absent: 0). Neither expires.
--- bump gives key the next version and returns it, as a string.
+-- bump gives key the next version and returns it, as a string: {p}:seq
+-- counts the transitions (park, resume, forget, write-back), {p}:ver keeps
+-- each key's last. version returns the version of key, a number (0: none).
 local function bump(key)
   local v = redis.call('INCR', tag .. 'seq')
   redis.call('HSET', tag .. 'ver', key, v)
   return string.format('%d', v)
 end
-
--- version returns the version of key, a number (0: none).
 local function version(key)
   return tonumber(redis.call('HGET', tag .. 'ver', key) or '0')
 end
 
--- A record (rdec, renc): its format (3: another fails the step, crashloop:
--- record_format) and 11 big-endian 4-byte numbers (REC): restarts, held, nb,
--- ng, nh, lc, lp, lr, probes, lk, lq; then the budget's window (nb times), the guard's
--- (ng), the hourly cap's (nh), the chain (lc bytes: its newest rescue's
--- time, its length, ':', the incarnation), the park (lp bytes), the
--- release of a held restart (lr bytes: the re-arm's time, then the offset
--- in ns), the cause it is held for (lk bytes) and its park's probe (lq: 16, the time
--- the probe's interval started, probes the probes let go; see probeWait). held: the order the key
--- was held in, 0 when it is not held. (One unpack and one pack: no number parsed or printed.)
+-- A record (rdec, renc): the header REC, its format (3: another fails the
+-- step, crashloop: record_format) and 11 numbers: restarts, held (the order
+-- the key was held in, 0: not held), nb, ng, nh, lc, lp, lr, probes (the
+-- probes its park let go), lk, lq; then the budget's window (nb times), the
+-- guard's (ng), the hourly cap's (nh), the chain (lc bytes: its newest
+-- rescue's time, its length, ':', the incarnation), the park (lp), the
+-- release of a held restart (lr: the re-arm's time, then the offset in ns),
+-- the cause it is held for (lk) and the start of its park's probe interval
+-- (lq: 16, see probeWait). One unpack and one pack: no number parsed.
 local REC = '>BI4I4I4I4I4I4I4I4I4I4I4'
 local function rdec(v)
-  local r = {n = 0, held = 0, b = '', g = '', h = '', c = false, p = false, rel = false, probes = 0, cause = '', probe = false}
+  local r = {n = 0, held = 0, b = '', g = '', h = '', c = false, p = false, rel = false, probes = 0, cause = '',
+    probe = false}
   if not v then return r end
   if string.byte(v, 1) ~= 3 or #v < 45 then error(redis.error_reply('crashloop: record_format')) end
   local _, n, held, nb, ng, nh, lc, lp, lr, probes, lk, lq, i = struct.unpack(REC, v)
@@ -154,8 +150,8 @@ local function renc(r)
     r.b .. r.g .. r.h .. c .. p .. rel .. r.cause .. q
 end
 
--- rsave writes record r to key: a park or a hold on a cause never expires, else ttl ms from now
--- (keep: the expiry it has).
+-- rsave writes record r to key: a park or a hold on a cause never expires,
+-- else ttl ms from now (keep: the expiry it has).
 local function rsave(key, r, ttl)
   if r.p or r.cause ~= '' then
     redis.call('SET', key, renc(r))
@@ -177,6 +173,15 @@ local function parkObject(key, p)
     'cause', p.cause, 'version', tonumber(p.version)}
 end
 
+-- stands is key (record r) as it stands, after flag and its value if any:
+-- its version and park.
+local function stands(key, r, flag, value)
+  local out = flag and {flag, value} or {}
+  add(out, 'version', version(key))
+  add(out, 'park', r.p and parkObject(key, r.p))
+  return out
+end
+
 -- notice publishes (SPUBLISH: on the node of the slot) a park (p) or a
 -- resume or forget (kind 'F') at version v of key, once, by the step that
 -- makes it: 'P', 'R' or 'F', the epoch, the origin and the key as fields,
@@ -186,30 +191,54 @@ local function notice(origin, key, p, v, kind)
   redis.call('SPUBLISH', tag .. 'events', p and 'P' .. head .. penc(p) or (kind or 'R') .. head .. v)
 end
 
--- The fleet string (fload, fsave): its format (2: another fails the step,
--- crashloop: fleet_format), the latest time (16 digits), '1' if the breaker
--- is tripped (else '0'), the trip's or its last extension's time,
--- 'rph,cooldown_ns,holds,failing,total,', the reason, '\n', and the hour
--- (packed, see prune: a step decodes its oldest time, not every one).
-local function fload(v)
-  v = v or FLEET
-  if v == nil then v = redis.call('GET', tag .. 'fleet') end
-  if not v then
-    return {t = 0, ts = ZERO, tripped = false, since = 0, sinces = ZERO, holds = '0', failing = '0', total = '0',
-      rph = '0', cdns = '0', reason = '', w = ''}
-  end
-  local ts, flag, sinces, rph, cdns, holds, failing, total, reason, w = string.match(v,
-    '^\2(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d)(.)(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d)(%d+),(%d+),(%d+),(%d+),(%d+),([^\n]*)\n(.*)$')
-  if not ts then error(redis.error_reply('crashloop: fleet_format')) end
-  return {t = tonumber(ts), ts = ts, tripped = flag == '1', since = tonumber(sinces), sinces = sinces,
-    holds = holds, failing = failing, total = total, rph = rph, cdns = cdns, reason = reason, w = w}
+-- rewrite gives park p of key (record r at rk) the next version and writes
+-- it: announced by its writer (a write-back) or by nobody (the move), so
+-- claimed by '', which no claimer sends; origin publishes it.
+local function rewrite(rk, key, r, p, origin)
+  p.version = bump(key)
+  redis.call('SET', tag .. 'claim:' .. p.version, '', 'EX', CLAIM_TTL)
+  r.p = p
+  rsave(rk, r, 'keep')
+  notice(origin, key, p)
 end
 
--- full reads the fields of f.mid, the middle of an untripped string.
+-- parks calls each(key, rk, r) for each parked key (record r at rk), and
+-- drops the others from {p}:parked.
+local function parks(each)
+  for _, key in ipairs(redis.call('SMEMBERS', tag .. 'parked')) do
+    local rk = tag .. 'k:' .. key
+    local r = rdec(redis.call('GET', rk))
+    if r.p then each(key, rk, r) else redis.call('SREM', tag .. 'parked', key) end
+  end
+end
+
+-- The fleet string (fload, full, fsave): its format (2: another fails the
+-- step, crashloop: fleet_format), the latest time (16 digits), its middle
+-- (mid: '1' if the breaker is tripped, else '0', the trip's or its last
+-- extension's time, 'rph,cooldown_ns,holds,failing,total,', the reason and
+-- '\n') and the hour (packed, see prune: a step decodes its oldest time,
+-- not every one). fload reads it (read ahead, or else now) but for mid,
+-- which full reads when a step needs the breaker.
+local NOFLEET = '\2' .. ZERO .. '0' .. ZERO .. '0,0,0,0,0,\n'
+local FLEET_HEAD = '^\2' .. D16
+local MID = '^(.)(' .. D16 .. ')(%d+),(%d+),(%d+),(%d+),(%d+),([^\n]*)\n$'
+local function fload()
+  local v = FLEET
+  if v == nil then v = redis.call('GET', tag .. 'fleet') end
+  v = v or NOFLEET
+  local nl = string.find(v, '\n', 35, true)
+  if not nl or not string.find(v, FLEET_HEAD) then
+    error(redis.error_reply('crashloop: fleet_format'))
+  end
+  local ts = string.sub(v, 2, 17)
+  return {ts = ts, t = tonumber(ts), mid = string.sub(v, 18, nl), w = string.sub(v, nl + 1)}
+end
 local function full(f)
   if not f.mid then return end
-  for k, v in pairs(fload('\2' .. f.ts .. f.mid .. f.w)) do f[k] = v end
-  f.mid = nil
+  local flag, sinces, rph, cdns, holds, failing, total, reason = string.match(f.mid, MID)
+  if not flag then error(redis.error_reply('crashloop: fleet_format')) end
+  f.tripped, f.since, f.sinces, f.rph, f.cdns, f.holds, f.failing, f.total, f.reason, f.mid =
+    flag == '1', tonumber(sinces), sinces, rph, cdns, holds, failing, total, reason, nil
 end
 
 -- fsave writes the fleet string: no expiry while tripped, else ttl ms.
@@ -233,6 +262,28 @@ end
 -- change is the breaker's FleetChange as a reply gives it.
 local function change(f)
   return {'reason', f.reason, 'restarts', #f.w / 8, 'failing', tonumber(f.failing), 'total', tonumber(f.total)}
+end
+
+-- trip trips the breaker at t for reason (its hour pruned, the change the
+-- verdict v's), or extends the hold of a tripped one.
+local function trip(f, t, reason, v)
+  full(f)
+  if not f.tripped then
+    f.w, f.tripped, f.reason = prune(f.w, t, HOUR, true), true, reason
+    v.trip = change(f)
+  end
+  f.since, f.sinces = t, f.ts
+end
+
+-- hold holds the restart of key (record r) for cause (nil: the breaker's),
+-- waiting wait ns in v: the next in {p}:held's order.
+local function hold(f, key, r, v, cause, wait)
+  full(f)
+  f.holds = f.holds + 1
+  r.held, r.rel, v.held, v.wait = f.holds, false, 1, wait
+  if cause then r.cause, v.cause = cause, cause end
+  redis.call('ZADD', tag .. 'held', f.holds, key)
+  redis.call('PERSIST', tag .. 'held')
 end
 
 -- release lets the restarts held for cause ('': the breaker's) leave in the
@@ -267,23 +318,24 @@ end
 local function rearm(f, t)
   if not f.tripped or t - f.since < C.cooldown_us then return false end
   f.tripped, f.w = false, ''
-  local _, others = release(f, '', tonumber(C.cooldown_ns), 'keep')
+  local _, others = release(f, '', C.cooldown_ns, 'keep')
   if others == 0 then redis.call('PEXPIRE', tag .. 'held', C.fleet_ttl_ms) end
   return change(f)
 end
 
 -- untilRearm is the wait (ns, at least 1) from t until the breaker re-arms.
 local function untilRearm(f, t)
-  return math.max(1, tonumber(C.cooldown_ns) - (t - f.since) * 1000)
+  return math.max(1, C.cooldown_ns - (t - f.since) * 1000)
 end
 
 -- The hold on a shared cause (cause.go) keeps {p}:causes, a hash: '.' the
 -- table, its format ('1': another fails the step, crashloop: record_format),
--- then per cause in the order first noted: held ('1' or '0'), its last failure,
--- its probe slot's time (a probe may go probe_every_ns after it) and its
--- prober's start (16 digits each), the cause and the prober as fields; 'c:'
--- and a cause: its keys' latest failures, oldest first (16 digits, the key
--- as a field). It never expires while a cause is held. cload reads the table once a step.
+-- then per cause in the order first noted: held ('1' or '0'), its last
+-- failure, its probe slot's time (a probe may go probe_every_ns after it)
+-- and its prober's start (16 digits each), the cause and the prober as
+-- fields; 'c:' and a cause: its keys' latest failures, oldest first (16
+-- digits, the key as a field). It never expires while a cause is held.
+-- cload reads the table once a step.
 local function cread(v, i) -- the field of v at i, and where the next starts
   local colon = string.find(v, ':', i, true)
   local e = colon + tonumber(string.sub(v, i, colon - 1))
@@ -383,14 +435,8 @@ local function holdCause(f, t, key, r, v)
     v.causeHeld = {'cause', c.cause, 'keys', #notes}
   end
   csave()
-  if not held then return false end
-  full(f)
-  f.holds = f.holds + 1
-  r.held, r.rel, r.cause = f.holds, false, c.cause
-  v.held, v.cause, v.wait = 1, c.cause, untilProbe(c, t)
-  redis.call('ZADD', tag .. 'held', f.holds, key)
-  redis.call('PERSIST', tag .. 'held')
-  return true
+  if held then hold(f, key, r, v, c.cause, untilProbe(c, t)) end
+  return held
 end
 
 -- probeWait is the wait (ns) at t until the next probe of the parked key of
@@ -401,31 +447,29 @@ local function probeWait(r, t)
   return (r.probe - t) * 1000 + (r.probes == 0 and C.probe_after_ns or math.max(every, C.healthy_ns))
 end
 
--- begin starts a judge or proceed step: the fleet string, the step's time
--- and the re-arm it made (or false). On an untripped string of this limit,
--- a judge keeps f.mid unread until a park or a trip needs it (full).
-local function begin()
-  local lim = C.rph .. ',' .. C.cooldown_ns .. ','
-  if FLEET and string.byte(FLEET, 1) == 2 and string.byte(FLEET, 18) == 48 and (op == 'judge' or C.fleet_per_hour == 0)
-    and string.sub(FLEET, 35, 34 + #lim) == lim then
-    local nl = string.find(FLEET, '\n', 35, true)
-    local f = {ts = string.sub(FLEET, 2, 17), mid = string.sub(FLEET, 18, nl), w = string.sub(FLEET, nl + 1)}
-    f.t = tonumber(f.ts)
-    return f, at(f), false
+-- begin starts a judge or proceed step (rules.rearm, rules.release) for the
+-- run of the record's key (false: none) that was healthy or not: the fleet
+-- string, the step's time, the key, the verdict so far and the record (its
+-- value and r). On an untripped string of this limit, a judge keeps f.mid
+-- unread until a park or a trip needs it (full).
+local function begin(run, healthy)
+  local f, re = fload(), false
+  if string.byte(f.mid, 1) ~= 48 or (op ~= 'judge' and C.fleet_per_hour > 0) or
+    string.sub(f.mid, 18, 17 + #C.limit) ~= C.limit then
+    full(f)
+    re = C.fleet_per_hour > 0 and rearm(f, at(f))
+    f.rph, f.cdns = C.rph, C.cdns
   end
-  local f = fload()
-  local t = at(f)
-  local re = C.fleet_per_hour > 0 and rearm(f, t)
-  f.rph, f.cdns = C.rph, C.cooldown_ns
-  return f, t, re
+  local t, key = at(f), keyOf(K1)
+  local v = {re = re, t = t}
+  if C.cause_keys > 0 then v.rel = releaseCause(f, t, run and key, healthy) end
+  local rv = RECORD == nil and redis.call('GET', K1) or RECORD
+  return f, t, key, v, rv, rdec(rv)
 end
 
--- verdict is the reply of a judge or proceed step on key at v.t; add adds
--- a field if it has a value. new_park, held, wait_ns and probe only when not 0;
--- probe_ns, the wait until the park's next probe, while one is scheduled.
-local function add(out, name, value)
-  if value then out[#out + 1], out[#out + 2] = name, value end
-end
+-- verdict is the reply of a judge or proceed step on key at v.t: new_park,
+-- held, wait_ns and probe only when not 0; probe_ns, the wait until the
+-- park's next probe, while one is scheduled.
 local function verdict(key, r, v)
   local out = {'now', now, 'attempt', v.attempt or 0, 'restarts', r.n}
   add(out, 'new_park', v.newPark)
@@ -462,30 +506,30 @@ local function fleetKeys(skip, prune)
   return total, failing
 end
 
--- stands is key (record r) as it stands, after flag and its value if any:
--- its version and park.
-local function stands(key, r, flag, value)
-  local out = {flag, value, 'version', version(key)}
-  if not flag then out = {'version', out[4]} end
-  if r.p then
-    out[#out + 1], out[#out + 2] = 'park', parkObject(key, r.p)
-  end
-  return out
+-- move moves the deployment to a new epoch (the server lost versions the
+-- caller saw), so that every replica writes back its parks: {p}:seq above
+-- every version seen; the keys' versions dropped (a write-back names 0);
+-- each park standing takes a new version, published in the new epoch.
+local function move()
+  A.epoch = 'failover-' .. A.fresh
+  redis.call('SET', tag .. 'epoch', A.epoch)
+  redis.call('SET', tag .. 'seq', string.format('%d', math.max(tonumber(A.seen), tonumber(A.floor))))
+  redis.call('DEL', tag .. 'ver')
+  parks(function(key, rk, r) rewrite(rk, key, r, r.p, 'failover') end)
+  return {'epoch', A.epoch}
 end
 
--- The state check. {p}:epoch names the deployment's state. A step of another
--- epoch (the server lost its state) fails, changing nothing, with
--- 'crashloop: state_lost EPOCH': its Store adopts the epoch and its
--- Supervisor writes back the parks it knows. A judging step that finds no
--- configuration fails with 'crashloop: no_config': its Store writes it and
--- sends the step again. The op epoch returns the epoch (making it if there
--- is none), and moves the deployment to a new one when {p}:seq is below
--- seen (the server lost acknowledged writes); seen and floor raise {p}:seq:
--- no version seen is given again.
+-- main runs one step. The state check first: {p}:epoch names the
+-- deployment's state, and a step of another epoch (the server lost its
+-- state) fails, changing nothing, with 'crashloop: state_lost EPOCH'; a
+-- judging step that finds no configuration fails with 'crashloop:
+-- no_config' (its Store writes it and sends the step again). The op epoch
+-- returns the epoch (making it if there is none), and moves the deployment
+-- when {p}:seq is below seen; seen and floor raise {p}:seq.
 local function main(ks, av)
   keys, argv, op, K1 = ks, av, av[1], ks[1]
   tag = string.match(K1 or '', '^{[^}]*}:')
-  moving, C, FLEET, RECORD, CS, now, nows = false, nil, nil, nil, nil, nil, nil
+  C, FLEET, RECORD, CS, now, nows = nil, nil, nil, nil, nil, nil
   local spec = SPEC[op]
   if not spec then return redis.error_reply('crashloop: unknown operation ' .. tostring(op)) end
   local n = #spec / 2
@@ -497,8 +541,7 @@ local function main(ks, av)
     local name, kind, v = spec[2 * i - 1], spec[2 * i], argv[i + 2]
     if kind == 'n' then
       v = tonumber(v)
-    elseif (kind == 'd' and not string.match(v, '^%d+$')) or
-      (kind == 't' and v ~= '' and not string.match(v, '^%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d$')) then
+    elseif (kind == 'd' and not string.match(v, '^%d+$')) or (kind == 't' and v ~= '' and not string.match(v, T16)) then
       v = nil
     end
     if v == nil then
@@ -507,61 +550,50 @@ local function main(ks, av)
     end
     A[name] = v
   end
-  do
-    local judges, cur, cfg = op == 'judge' or op == 'proceed' or op == 'fleet'
-    if judges then -- with the fleet string and the record, read ahead (fload, judge, proceed)
-      local got = redis.call('MGET', tag .. 'epoch', keys[#keys], tag .. 'fleet', K1)
-      cur, cfg, FLEET, RECORD = got[1], got[2], got[3], got[4]
-    else
-      cur = redis.call('GET', tag .. 'epoch')
+  local judges, cur, cfg = op == 'judge' or op == 'proceed' or op == 'fleet'
+  if judges then -- with the fleet string and the record, read ahead (fload, judge, proceed)
+    local got = redis.call('MGET', tag .. 'epoch', keys[#keys], tag .. 'fleet', K1)
+    cur, cfg, FLEET, RECORD = got[1], got[2], got[3], got[4]
+  else
+    cur = redis.call('GET', tag .. 'epoch')
+  end
+  if op == 'epoch' then
+    if not cur then
+      cur = A.fresh
+      redis.call('SET', tag .. 'epoch', cur)
     end
-    if op == 'epoch' then
-      if not cur then
-        cur = A.fresh
-        redis.call('SET', tag .. 'epoch', cur)
-      end
-      if cur ~= A.epoch then return {'epoch', cur} end
-      local seq = tonumber(redis.call('GET', tag .. 'seq') or '0')
-      if seq < tonumber(A.floor) then
-        seq = tonumber(A.floor)
-        redis.call('SET', tag .. 'seq', A.floor)
-      end
-      if seq >= tonumber(A.seen) then return {'epoch', cur} end
-      moving = true
-    elseif cur ~= A.epoch then
-      return redis.error_reply('crashloop: state_lost ' .. (cur or ''))
-    elseif judges then
-      if not cfg then return redis.error_reply('crashloop: no_config') end
-      C = readConfig(cfg)
-      if not C then return redis.error_reply('crashloop: ' .. op .. ': not a configuration of format 2') end
-    elseif op == 'config' then
-      if not readConfig(A.config) then return redis.error_reply('crashloop: config: not a configuration of format 2') end
-      redis.call('SET', K1, A.config)
-      return {'written', 1}
+    if cur ~= A.epoch then return {'epoch', cur} end
+    local seq = tonumber(redis.call('GET', tag .. 'seq') or '0')
+    if seq < tonumber(A.floor) then
+      seq = tonumber(A.floor)
+      redis.call('SET', tag .. 'seq', A.floor)
     end
+    if seq >= tonumber(A.seen) then return {'epoch', cur} end
+    return move()
+  elseif cur ~= A.epoch then
+    return redis.error_reply('crashloop: state_lost ' .. (cur or ''))
+  elseif judges then
+    if not cfg then return redis.error_reply('crashloop: no_config') end
+    C = readConfig(cfg)
+    if not C then return redis.error_reply('crashloop: ' .. op .. ': not a configuration of format 2') end
+  elseif op == 'config' then
+    if not readConfig(A.config) then return redis.error_reply('crashloop: config: not a configuration of format 2') end
+    redis.call('SET', K1, A.config)
+    return {'written', 1}
   end
 
-  if A.now == '' then
+  nows = A.now
+  if nows == '' then
     local tm = redis.call('TIME') -- seconds (10 digits until 2286) and microseconds
     nows = tm[1] .. string.sub('00000' .. tm[2], -6)
-    now = tonumber(nows)
-  elseif A.now then
-    now, nows = tonumber(A.now), A.now
   end
+  now = nows and tonumber(nows)
 
-  if op == 'judge' then
-    -- keys: record, fleet, parked, held, causes, configuration.
+  if op == 'judge' then -- keys: record, fleet, parked, held, causes, configuration (rules.judge)
     local ending = A.ending
-    if ending ~= 'clean' and ending ~= 'permanent' and ending ~= 'failed_start' and ending ~= 'crash' and
-      ending ~= 'planned' then
-      return redis.error_reply('crashloop: judge: argument ending: unknown ending ' .. ending)
-    end
-    local f, t, re = begin()
-    local healthy, inc, key = A.healthy == 1, A.incarnation, keyOf(K1)
-    local v = {re = re, t = t}
-    if C.cause_keys > 0 then v.rel = releaseCause(f, t, key, healthy) end
-    local r = rdec(RECORD == nil and redis.call('GET', K1) or RECORD)
-    local wasHeld = r.held ~= 0
+    if not ENDINGS[ending] then return redis.error_reply('crashloop: judge: argument ending: unknown ending ' .. ending) end
+    local healthy, inc = A.healthy == 1, A.incarnation
+    local f, t, key, v, _, r = begin(true, healthy)
     if not r.p then
       if healthy or ending == 'clean' then
         r.b = '' -- a healthy run, or one that finished its work, was a good start
@@ -572,18 +604,16 @@ local function main(ks, av)
         holdCause(f, t, key, r, v) then
         -- held for its cause: nothing counted
       else
-        local reason, n
-        if ending == 'permanent' then
-          r.b = prune(r.b, t, C.budget_window_us)
-          reason, n = 'permanent_error', #r.b / 16
-        elseif ending == 'failed_start' then
+        local reason, n, chain = nil, nil, 0 -- the reason to park, after n counted
+        if C.chain_max > 0 and r.c and r.c.inc == inc and t - tonumber(r.c.last) <= C.chain_gap_us then
+          chain = r.c.count
+        end
+        if ending == 'permanent' or ending == 'failed_start' then
           r.b = prune(r.b, t, C.budget_window_us)
           n = #r.b / 16
-          if n >= C.budget_max then reason = 'respawn_budget_exhausted' end
-        elseif ending == 'crash' and C.chain_max > 0 then
-          n = 0
-          if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= C.chain_gap_us then n = r.c.count end
-          if n >= C.chain_max then reason = 'needs_human' end
+          reason = ending == 'permanent' and 'permanent_error' or n >= C.budget_max and 'respawn_budget_exhausted'
+        elseif ending == 'crash' and C.chain_max > 0 and chain >= C.chain_max then
+          reason, n = 'needs_human', chain
         end
         if not reason and C.guard_max > 0 then
           r.g = prune(r.g, t, C.guard_window_us)
@@ -598,6 +628,7 @@ local function main(ks, av)
         if reason then
           -- the park: no restart recorded; the fleet judges its fraction
           r.p = {since = nows, attempts = string.format('%d', n), reason = reason, cause = A.cause, version = bump(key)}
+          if r.held ~= 0 then redis.call('ZREM', keys[4], key) end
           r.held, r.rel, r.cause, r.probes, r.probe = 0, false, '', 0, C.probe_after_ns > 0 and
             reason ~= 'permanent_error' and reason ~= 'needs_human' and t
           v.newPark = 1
@@ -606,16 +637,7 @@ local function main(ks, av)
             local tm, tf = fleetKeys(key, true)
             local total, fl = tm + 1, tf + 1
             f.failing, f.total = fl, total
-            if fl >= C.min_failing and fl / total >= C.fraction then
-              if f.tripped then
-                f.since, f.sinces = t, f.ts -- extend the hold
-              else
-                f.w = prune(f.w, t, HOUR, true)
-                f.tripped, f.since, f.sinces = true, t, f.ts
-                f.reason = 'fleet_failing_fraction'
-                v.trip = change(f)
-              end
-            end
+            if fl >= C.min_failing and fl / total >= C.fraction then trip(f, t, 'fleet_failing_fraction', v) end
           end
           redis.call('SADD', keys[3], key)
           notice(A.origin, key, r.p)
@@ -623,43 +645,22 @@ local function main(ks, av)
           if ending == 'failed_start' then
             r.b = r.b .. f.ts
             v.attempt = #r.b / 16
-          elseif (ending == 'crash' or ending == 'planned') and C.chain_max > 0 then
-            local cn = 0
-            if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= C.chain_gap_us then cn = r.c.count end
-            if cn < C.chain_max then -- a full chain records nothing
-              if ending == 'crash' then
-                r.c = {last = f.ts, count = cn + 1, inc = inc}
-              else
-                r.c = false -- a planned restart ends the chain
-              end
-            end
+          elseif (ending == 'crash' or ending == 'planned') and C.chain_max > 0 and chain < C.chain_max then
+            r.c = false -- a planned restart ends the chain
+            if ending == 'crash' then r.c = {last = f.ts, count = chain + 1, inc = inc} end
           end
           if C.guard_max > 0 then r.g = push(r.g, f.ts, C.guard_max) end
           if C.hourly_cap > 0 then r.h = push(r.h, f.ts, C.hourly_cap) end
           r.n = r.n + 1
           local rph = C.fleet_per_hour
-          if rph > 0 then
-            if not f.tripped then
-              f.w = push(prune(f.w, t, HOUR, true), struct.pack('>i8', t), rph)
-              if #f.w / 8 >= rph then
-                full(f)
-                f.tripped, f.since, f.sinces = true, t, f.ts
-                f.reason = 'fleet_restart_rate'
-                v.trip = change(f)
-              end
-            end
-            if f.tripped then -- held: not counted, released in order at the re-arm
-              f.holds = f.holds + 1
-              r.held, r.rel = f.holds, false
-              v.held, v.wait = 1, untilRearm(f, t)
-              redis.call('ZADD', keys[4], f.holds, key)
-              redis.call('PERSIST', keys[4])
-            end
+          if rph > 0 and not f.tripped then
+            f.w = push(prune(f.w, t, HOUR, true), struct.pack('>i8', t), rph)
+            if #f.w / 8 >= rph then trip(f, t, 'fleet_restart_rate', v) end
+          end
+          if rph > 0 and f.tripped then -- held: not counted, released in order at the re-arm
+            hold(f, key, r, v, nil, untilRearm(f, t))
           end
         end
-      end
-      if wasHeld and r.held == 0 then
-        redis.call('ZREM', keys[4], key)
       end
       rsave(K1, r, C.record_ttl_ms)
     end
@@ -667,49 +668,41 @@ local function main(ks, av)
     return verdict(key, r, v)
   end
 
-  if op == 'proceed' then
-    -- keys: record, fleet, held, causes, configuration (rules.proceed).
-    local f, t, re = begin()
+  if op == 'proceed' then -- keys: record, fleet, held, causes, configuration (rules.proceed)
+    local f, t, key, v, rv, r = begin(false, false)
     fsave(f, C.fleet_ttl_ms)
-    local key = keyOf(K1)
-    local v = {re = re, t = t}
-    if C.cause_keys > 0 then v.rel = releaseCause(f, t, false, false) end
-    local rv = RECORD == nil and redis.call('GET', K1) or RECORD
-    local r = rdec(rv)
     if r.p and r.probe and probeWait(r, t) <= 0 then -- the park's probe is due: claimed
       r.probes, r.probe, v.probe = r.probes + 1, t, 1
       rsave(K1, r, 'keep')
     end
     if not rv or r.p or r.held == 0 then return verdict(key, r, v) end
     local c = r.cause ~= '' and cfind(r.cause)
+    local go, ttl = false, 'keep' -- whether the held restart goes, and its record's TTL then
     if c and c.held and (t - c.slot) * 1000 < C.probe_every_ns then
       v.held, v.cause, v.wait = 1, c.cause, untilProbe(c, t)
-      return verdict(key, r, v)
     elseif c and c.held then -- the cause's probe: it goes
       c.slot, c.prober, c.probed, v.probe = t, key, t, 1
       csave()
+      go, ttl = true, C.record_ttl_ms
+    else
+      if r.cause ~= '' then -- its cause is no longer held
+        r.cause = ''
+        rsave(K1, r, C.record_ttl_ms)
+      end
+      -- the release: the re-arm's time plus the restart's offset
+      local left = r.rel and (tonumber(r.rel.at) - t) * 1000 + tonumber(r.rel.off) or 0
+      if C.fleet_per_hour > 0 and f.tripped then
+        v.held, v.wait = 1, untilRearm(f, t)
+      elseif left > 0 then
+        v.held, v.wait = 1, left
+      else
+        go = true
+      end
+    end
+    if go then
       r.held, r.rel, r.cause = 0, false, ''
       redis.call('ZREM', keys[3], key)
-      rsave(K1, r, C.record_ttl_ms)
-      return verdict(key, r, v)
-    elseif r.cause ~= '' then -- its cause is no longer held
-      r.cause = ''
-      rsave(K1, r, C.record_ttl_ms)
-    end
-    if C.fleet_per_hour > 0 and f.tripped then
-      v.held, v.wait = 1, untilRearm(f, t)
-      return verdict(key, r, v)
-    end
-    local left = 0
-    if r.rel then -- the release: the re-arm's time plus the restart's offset
-      left = (tonumber(r.rel.at) - t) * 1000 + tonumber(r.rel.off)
-    end
-    if left > 0 then
-      v.held, v.wait = 1, left
-    else
-      r.held, r.rel = 0, false
-      redis.call('ZREM', keys[3], key)
-      rsave(K1, r, 'keep')
+      rsave(K1, r, ttl)
     end
     return verdict(key, r, v)
   end
@@ -719,9 +712,10 @@ local function main(ks, av)
     -- raises the latest time and writes its limit; 'fleet_read' only reads).
     -- The breaker at t as a re-arm (not made) would leave it; the causes held.
     local f = fload()
+    full(f)
     local t = at(f)
     if op == 'fleet' then
-      f.rph, f.cdns = C.rph, C.cooldown_ns
+      f.rph, f.cdns = C.rph, C.cdns
       fsave(f, C.fleet_ttl_ms)
     end
     local tripped, w = f.tripped, f.w
@@ -756,7 +750,7 @@ local function main(ks, av)
     if r.p then
       redis.call('SREM', keys[2], key)
       notice(A.origin, key, false, v, op == 'forget' and 'F' or 'R')
-      out[5], out[6] = 'park', parkObject(key, r.p)
+      add(out, 'park', parkObject(key, r.p))
     end
     return out
   end
@@ -769,19 +763,12 @@ local function main(ks, av)
     end
     local out = {}
     for i = 2, #keys do
-      local rk = keys[i]
-      local key = keyOf(rk)
-      local r = rdec(redis.call('GET', rk))
-      local p = pdec(argv[i + 3])
+      local key = keyOf(keys[i])
+      local r, p = rdec(redis.call('GET', keys[i])), pdec(argv[i + 3])
       local written = 0
       if not r.p and version(key) == tonumber(p.version) then
-        p.version = bump(key)
-        -- announced by its writer: claimed by '', which no claimer sends
-        redis.call('SET', tag .. 'claim:' .. p.version, '', 'EX', CLAIM_TTL)
-        r.p = p
-        rsave(rk, r, 'keep')
         redis.call('SADD', K1, key)
-        notice(A.origin, key, r.p)
+        rewrite(keys[i], key, r, p, A.origin)
         written = 1
       end
       out[#out + 1] = stands(key, r, 'written', written)
@@ -789,58 +776,24 @@ local function main(ks, av)
     return out
   end
 
-  if moving then
-    -- The move: the server lost versions the caller saw. A new epoch, so that
-    -- every replica writes back its parks; {p}:seq above every version seen;
-    -- the keys' versions dropped (a write-back names 0); each park standing
-    -- takes a new version, claimed by nobody, published in the new epoch.
-    A.epoch = 'failover-' .. A.fresh
-    redis.call('SET', tag .. 'epoch', A.epoch)
-    redis.call('SET', tag .. 'seq', string.format('%d', math.max(tonumber(A.seen), tonumber(A.floor))))
-    redis.call('DEL', tag .. 'ver')
-    for _, key in ipairs(redis.call('SMEMBERS', tag .. 'parked')) do
-      local rk = tag .. 'k:' .. key
-      local r = rdec(redis.call('GET', rk))
-      if r.p then
-        r.p.version = bump(key)
-        -- announced when it was made: claimed, as a write-back is, by nobody
-        redis.call('SET', tag .. 'claim:' .. r.p.version, '', 'EX', CLAIM_TTL)
-        rsave(rk, r, 'keep')
-        notice('failover', key, r.p)
-      else
-        redis.call('SREM', tag .. 'parked', key)
-      end
-    end
-    return {'epoch', A.epoch}
-  end
-
   if op == 'claim' then
     -- keys: the claim. The first to claim a transition wins it, and wins again
     -- (a claim whose reply was lost is sent again); every other loses.
     if A.replica == '' then return redis.error_reply('crashloop: claim: an empty replica') end
     if tonumber(A.version) > tonumber(redis.call('GET', tag .. 'seq') or '0') then
-      -- a version the server never gave (lost with its claim): nobody wins
-      return {'won', 0}
+      return {'won', 0} -- a version the server never gave (lost with its claim): nobody wins
     end
     local holder = redis.call('GET', K1)
     if not holder then
       redis.call('SET', K1, A.replica, 'EX', CLAIM_TTL)
       holder = A.replica
     end
-    if holder == A.replica then return {'won', 1} end
-    return {'won', 0}
+    return {'won', holder == A.replica and 1 or 0}
   end
 
   if op == 'parked' then -- keys: parked
     local out = {}
-    for _, key in ipairs(redis.call('SMEMBERS', K1)) do
-      local r = rdec(redis.call('GET', tag .. 'k:' .. key))
-      if r.p then
-        out[#out + 1] = parkObject(key, r.p)
-      else
-        redis.call('SREM', K1, key)
-      end
-    end
+    parks(function(key, _, r) out[#out + 1] = parkObject(key, r.p) end)
     return out
   end
 
