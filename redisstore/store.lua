@@ -17,8 +17,7 @@ local keys, argv, op, K1, tag, A, C, now, nows, FLEET, RECORD, CS
 -- SPEC: each op's arguments after the epoch, a name and a kind each ('d'
 -- digits kept as text; 't' '' or 16 digits). restore and members take more.
 local SPEC = {judge = {'now', 't', 'ending', 's', 'healthy', 'n', 'incarnation', 's', 'cause', 's', 'shared', 's',
-  'origin', 's'},
-  proceed = {'now', 't'}, fleet = {'now', 't'}, fleet_read = {'now', 't'}, lookup = {}, parked = {},
+  'origin', 's'}, proceed = {'now', 't'}, fleet = {'now', 't'}, fleet_read = {'now', 't'}, lookup = {}, parked = {},
   resume = {'origin', 's', 'version', 'd'}, forget = {'origin', 's', 'version', 'd'},
   claim = {'version', 'd', 'replica', 's'}, restore = {'origin', 's', 'replica', 's'},
   members = {'replica', 's', 'ttl_ms', 'd', 'full', 'n', 'expect', 'n', 'nadd', 'd'},
@@ -120,7 +119,7 @@ local function rdec(v)
   if lp > 0 then r.p = pdec(string.sub(v, i, i + lp - 1)) end
   i = i + lp
   if lr > 0 then r.rel = {at = string.sub(v, i, i + 15), off = string.sub(v, i + 16, i + lr - 1)} end
-  r.cause = string.sub(v, i + lr, i + lr + lk - 1)
+  if lk > 0 then r.cause = string.sub(v, i + lr, i + lr + lk - 1) end
   if lq > 0 then r.probe = tonumber(string.sub(v, i + lr + lk, i + lr + lk + 15)) end
   return r
 end
@@ -188,18 +187,18 @@ end
 -- The fleet string: fload splits it into the latest time, mid (the breaker's
 -- fields, as text) and the packed hour; full reads mid; fsave writes it.
 local NOFLEET = '\2' .. ZERO .. '0' .. ZERO .. '0,0,0,0,0,\n'
-local HEAD, MID = '^\2' .. D16, '^(.)(' .. D16 .. ')(%d+),(%d+),(%d+),(%d+),(%d+),([^\n]*)\n$'
+local HEAD, MID = '^' .. D16 .. '$', '^(.)(' .. D16 .. ')(%d+),(%d+),(%d+),(%d+),(%d+),([^\n]*)\n$'
 local function fload()
   local v = FLEET == nil and redis.call('GET', tag .. 'fleet') or FLEET or NOFLEET
   local nl = string.find(v, '\n', 35, true)
-  if not nl or not string.find(v, HEAD) then error(redis.error_reply('crashloop: fleet_format')) end
+  if not nl or string.byte(v, 1) ~= 2 then error(redis.error_reply('crashloop: fleet_format')) end
   local ts = string.sub(v, 2, 17)
   return {ts = ts, t = tonumber(ts), mid = string.sub(v, 18, nl), w = string.sub(v, nl + 1)}
 end
 local function full(f)
   if not f.mid then return end
   local flag, sinces, rph, cdns, holds, failing, total, reason = string.match(f.mid, MID)
-  if not flag then error(redis.error_reply('crashloop: fleet_format')) end
+  if not flag or not string.find(f.ts, HEAD) then error(redis.error_reply('crashloop: fleet_format')) end
   f.tripped, f.since, f.sinces, f.rph, f.cdns, f.holds, f.failing, f.total, f.reason, f.mid =
     flag == '1', tonumber(sinces), sinces, rph, cdns, holds, failing, total, reason, nil
 end
@@ -391,13 +390,13 @@ end
 local function begin(run, healthy)
   local f, re = fload(), false
   if string.byte(f.mid, 1) ~= 48 or (op ~= 'judge' and C.fleet_per_hour > 0) or
-    string.sub(f.mid, 18, 17 + #C.limit) ~= C.limit then
+    string.find(f.mid, C.limit, 18, true) ~= 18 then
     full(f)
     re = C.fleet_per_hour > 0 and rearm(f, at(f))
     f.rph, f.cdns = C.rph, C.cdns
   end
   local t, key = at(f), keyOf(K1)
-  local v = {rearmed = re, t = t}
+  local v = {rearmed = re, t = t, attempt = 0}
   if C.cause_keys > 0 then v.cause_released = releaseCause(f, t, run and key, healthy) end
   local rv = RECORD == nil and redis.call('GET', K1) or RECORD
   return f, t, key, v, rv, rdec(rv)
@@ -408,9 +407,12 @@ end
 local VERDICT = {'new_park', 'held', 'wait_ns', 'park', 'tripped', 'rearmed', 'cause', 'cause_held', 'cause_released',
   'probe', 'probe_ns'}
 local function verdict(key, r, v)
-  local out = {'now', now, 'attempt', v.attempt or 0, 'restarts', r.n}
-  v.park, v.probe_ns = r.p and parkObject(key, r.p), r.p and r.probe and probeWait(r, v.t)
-  for i = 1, #VERDICT do add(out, VERDICT[i], v[VERDICT[i]]) end
+  local out = {'now', now, 'attempt', v.attempt, 'restarts', r.n}
+  if r.p then v.park, v.probe_ns = parkObject(key, r.p), r.probe and probeWait(r, v.t) end
+  for i = 1, #VERDICT do
+    local name = VERDICT[i]
+    if v[name] then out[#out + 1], out[#out + 2] = name, v[name] end
+  end
   return out
 end
 
@@ -567,8 +569,7 @@ local function main(ks, av)
     end
     fsave(f, C.fleet_ttl_ms)
     return verdict(key, r, v)
-  elseif op == 'proceed' then
-    -- keys: record, fleet, held, causes, configuration (rules.proceed)
+  elseif op == 'proceed' then -- keys: record, fleet, held, causes, configuration (rules.proceed)
     local f, t, key, v, rv, r = begin(false, false)
     fsave(f, C.fleet_ttl_ms)
     if r.p and r.probe and probeWait(r, t) <= 0 then -- the park's probe is due: claimed
