@@ -45,12 +45,13 @@ local function readConfig(v)
   return c
 end
 
--- prune returns window w (oldest first: 16 digits a time, or 8 bytes packed)
--- without times older than span at t; push adds ts, keeping the newest limit.
-local function prune(w, t, span, packed)
+-- prune returns window w (oldest first: 16 digits a time, or 4 bytes: mod 2^32,
+-- up to ref) without times older than span at t; push adds ts, keeping limit.
+local function prune(w, t, span, ref)
   local i, n = 1, #w
-  while i <= n and t - (packed and struct.unpack('>i8', w, i) or tonumber(string.sub(w, i, i + 15))) > span do
-    i = i + (packed and 8 or 16)
+  while i <= n and
+    t - (ref and ref - (ref - struct.unpack('>I4', w, i)) % 2^32 or tonumber(string.sub(w, i, i + 15))) > span do
+    i = i + (ref and 4 or 16)
   end
   return i > 1 and string.sub(w, i) or w
 end
@@ -186,12 +187,12 @@ end
 
 -- The fleet string: fload splits it into the latest time, mid (the breaker's
 -- fields, as text) and the packed hour; full reads mid; fsave writes it.
-local NOFLEET = '\2' .. ZERO .. '0' .. ZERO .. '0,0,0,0,0,\n'
+local NOFLEET = '\3' .. ZERO .. '0' .. ZERO .. '0,0,0,0,0,\n'
 local HEAD, MID = '^' .. D16 .. '$', '^(.)(' .. D16 .. ')(%d+),(%d+),(%d+),(%d+),(%d+),([^\n]*)\n$'
 local function fload()
   local v = FLEET == nil and redis.call('GET', tag .. 'fleet') or FLEET or NOFLEET
   local nl = string.find(v, '\n', 35, true)
-  if not nl or string.byte(v, 1) ~= 2 then error(redis.error_reply('crashloop: fleet_format')) end
+  if not nl or string.byte(v, 1) ~= 3 then error(redis.error_reply('crashloop: fleet_format')) end
   local ts = string.sub(v, 2, 17)
   return {ts = ts, t = tonumber(ts), mid = string.sub(v, 18, nl), w = string.sub(v, nl + 1)}
 end
@@ -205,7 +206,7 @@ end
 local function fsave(f, ttl) -- no expiry while tripped, else ttl ms
   local mid = f.mid or (f.tripped and '1' or '0') .. f.sinces .. f.rph .. ',' .. f.cdns .. ',' .. f.holds .. ',' ..
     f.failing .. ',' .. f.total .. ',' .. f.reason .. '\n'
-  local v = '\2' .. f.ts .. mid .. f.w
+  local v = '\3' .. f.ts .. mid .. f.w
   if f.tripped then
     redis.call('SET', tag .. 'fleet', v)
   else
@@ -213,14 +214,15 @@ local function fsave(f, ttl) -- no expiry while tripped, else ttl ms
   end
 end
 
--- at raises the latest time to now and returns the step's: the later.
--- change is the breaker's FleetChange as a reply gives it.
+-- at raises the latest time to now, prunes the hour, and returns the step's
+-- time, the later; change is the breaker's FleetChange as a reply gives it.
 local function at(f)
+  f.w = prune(f.w, math.max(now, f.t), HOUR, f.t)
   if now > f.t then f.t, f.ts = now, nows end
   return f.t
 end
 local function change(f)
-  return {'reason', f.reason, 'restarts', #f.w / 8, 'failing', tonumber(f.failing), 'total', tonumber(f.total)}
+  return {'reason', f.reason, 'restarts', #f.w / 4, 'failing', tonumber(f.failing), 'total', tonumber(f.total)}
 end
 
 -- trip trips the breaker at t for reason (the change v's), or extends the
@@ -229,7 +231,7 @@ end
 local function trip(f, t, reason, v)
   full(f)
   if not f.tripped then
-    f.w, f.tripped, f.reason = prune(f.w, t, HOUR, true), true, reason
+    f.tripped, f.reason = true, reason
     v.tripped = change(f)
   end
   f.since, f.sinces = t, f.ts
@@ -409,10 +411,7 @@ local VERDICT = {'new_park', 'held', 'wait_ns', 'park', 'tripped', 'rearmed', 'c
 local function verdict(key, r, v)
   local out = {'now', now, 'attempt', v.attempt, 'restarts', r.n}
   if r.p then v.park, v.probe_ns = parkObject(key, r.p), r.probe and probeWait(r, v.t) end
-  for i = 1, #VERDICT do
-    local name = VERDICT[i]
-    if v[name] then out[#out + 1], out[#out + 2] = name, v[name] end
-  end
+  for i = 1, #VERDICT do if v[VERDICT[i]] then out[#out + 1], out[#out + 2] = VERDICT[i], v[VERDICT[i]] end end
   return out
 end
 
@@ -489,8 +488,8 @@ local function judge(f, t, key, r, v)
   if C.hourly_cap > 0 then r.h = push(r.h, f.ts, C.hourly_cap) end
   r.n = r.n + 1
   if C.fleet_per_hour > 0 and not f.tripped then
-    f.w = push(prune(f.w, t, HOUR, true), struct.pack('>i8', t), C.fleet_per_hour)
-    if #f.w / 8 >= C.fleet_per_hour then trip(f, t, 'fleet_restart_rate', v) end
+    f.w = push(f.w, struct.pack('>I4', t % 2^32), C.fleet_per_hour)
+    if #f.w / 4 >= C.fleet_per_hour then trip(f, t, 'fleet_restart_rate', v) end
   end
   if C.fleet_per_hour > 0 and f.tripped then hold(f, key, r, v, nil, untilRearm(f, t)) end
 end
@@ -613,7 +612,7 @@ local function main(ks, av)
     local total, failing = fleetKeys('', false)
     for _, c in ipairs(cload()) do if c.held then held[#held + 1] = c.cause end end
     return {'tripped', tripped and 1 or 0, 'since', f.since, 'failing', failing, 'total', total,
-      'hour', #prune(w, t, HOUR, true) / 8, 'per_hour', tonumber(f.rph), 'cooldown_ns', tonumber(f.cdns), 'now', now,
+      'hour', #w / 4, 'per_hour', tonumber(f.rph), 'cooldown_ns', tonumber(f.cdns), 'now', now,
       'held_causes', held}
   elseif op == 'lookup' then -- keys: record
     return stands(keyOf(K1), rdec(redis.call('GET', K1)))
