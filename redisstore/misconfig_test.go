@@ -230,6 +230,15 @@ func TestFleetOfAnotherFormat(t *testing.T) {
 		"17961829050000000000000000000000040,120000000000,0,0,0,\n17961829000000001796182905000000", "crashloop: fleet_format")
 }
 
+// And a fleet string of format 2, whose hour held 8-byte times (before they
+// were 4 bytes, each a time mod 2^32), as that build wrote it after two
+// granted restarts of the default guards.
+func TestFleetOfFormat2(t *testing.T) {
+	anotherFormat(t, func(k keyspace, _ string) string { return k.fleet() },
+		"\x0217961829050000000000000000000000040,120000000000,0,0,0,\n"+
+			"\x00\x06\x61\x9a\x4c\x86\x5e\x80\x00\x06\x61\x9a\x4d\x1f\x3e\x40", "crashloop: fleet_format")
+}
+
 // anotherFormat writes old under the key that key names for the key "k",
 // and requires a failed start of "k" to be decided alone, announced as
 // store.misconfigured with cause "format" and the server's text, and old

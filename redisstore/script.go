@@ -139,7 +139,7 @@ func newKeyspace(prefix string) (keyspace, error) {
 	return keyspace{tag: tag, fleetK: tag + "fleet", parkedK: tag + "parked", heldK: tag + "held", causeK: tag + "causes"}, nil
 }
 
-// The keys of a deployment; store.lua's header says what each holds.
+// The keys of a deployment; docs/redis.md (Keys) says what each holds.
 func (k keyspace) record(key string) string     { return k.tag + "k:" + key }
 func (k keyspace) fleet() string                { return k.fleetK }
 func (k keyspace) parked() string               { return k.parkedK }

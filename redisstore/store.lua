@@ -1,48 +1,32 @@
 -- crashloop's share.Ledger on Redis: each Store method is one call of main,
--- one atomic step. Its specification is rules.judge (judge.go, fleet.go) as
--- share.MemoryLedger runs it: share/ledgertest's differential runs hold the
--- two equal in both time modes (the server's clock and ClientTime). Judging
--- steps FCALL main (the file loaded once as a library); the others, and all
--- steps on a server without functions, run the file (EVALSHA).
--- Call: argv[1] the operation, argv[2] the epoch the Store knows, then the
--- op's arguments (SPEC); keys share the hash tag {p}. Reply: name/value
--- pairs, which store.go reads by name. docs/redis.md lists keys, operations
--- and replies. Numbers are doubles, exact below 2^53; times are integer
--- microseconds since 1970 in 16 digits, now '' the server's TIME. The
--- deployment keeps one latest time, in {p}:fleet: an earlier time reads as
--- it. Windows and gaps round down to whole microseconds, the cooldown up.
--- Keys expire their TTL after their last write, but a parked record, the
--- epoch, {p}:seq, {p}:ver, the configurations, and, while the breaker is
--- tripped, {p}:fleet and {p}:held.
+-- one atomic step. Its specification is the Go judgment (rules.judge and
+-- rules.proceed in judge.go, with fleet.go, budget.go, chain.go, guard.go,
+-- probe.go, cause.go) as share.MemoryLedger runs it: share/ledgertest's
+-- differential runs hold the two equal at the server's time and with
+-- ClientTime. docs/redis.md tells the keys, calls, replies and formats.
+-- Times are integer microseconds since 1970, 16 digits ('' for the server's
+-- TIME); one earlier than the deployment's latest ({p}:fleet) reads as it.
 
 local HOUR = 3600000000 -- the fleet's rolling hour, in microseconds
 local CLAIM_TTL = 86400 -- how long a claim is kept, in seconds: a day
 local ZERO = '0000000000000000' -- the time 0, 16 digits
+local D16 = '%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d' -- a time's pattern
 -- A call's own, set by main at each call (a library's locals outlive calls).
-local keys, argv, op, K1, tag, A, C, now, nows, moving, FLEET, RECORD, CS
+local keys, argv, op, K1, tag, A, C, now, nows, FLEET, RECORD, CS
 
--- SPEC is the arguments of each op after the epoch, in order, each a name and
--- a kind: 'n' a number, 'd' digits (kept as text), 's' a string, 't' a time
--- ('' or 16 digits). restore takes a park (pdec) per record after them;
--- members the nadd keys added, then the keys removed.
+-- SPEC: each op's arguments after the epoch, a name and a kind each ('d'
+-- digits kept as text; 't' '' or 16 digits). restore and members take more.
 local SPEC = {judge = {'now', 't', 'ending', 's', 'healthy', 'n', 'incarnation', 's', 'cause', 's', 'shared', 's',
-  'origin', 's'},
-  proceed = {'now', 't'}, fleet = {'now', 't'}, fleet_read = {'now', 't'}, lookup = {}, parked = {},
+  'origin', 's'}, proceed = {'now', 't'}, fleet = {'now', 't'}, fleet_read = {'now', 't'}, lookup = {}, parked = {},
   resume = {'origin', 's', 'version', 'd'}, forget = {'origin', 's', 'version', 'd'},
   claim = {'version', 'd', 'replica', 's'}, restore = {'origin', 's', 'replica', 's'},
   members = {'replica', 's', 'ttl_ms', 'd', 'full', 'n', 'expect', 'n', 'nadd', 'd'},
   epoch = {'fresh', 's', 'seen', 'd', 'floor', 'd'}, config = {'config', 's'}}
 local KINDS = {n = 'number', d = 'whole number', t = "time ('' or 16 digits)"}
+local ENDINGS = {clean = true, permanent = true, failed_start = true, crash = true, planned = true}
 
--- The configuration: what Open made of the Supervisor's, stored once under
--- its digest in {p}:cfg:DIGEST (operation config), the last of keys of the
--- operations that judge: 21 big-endian 8-byte numbers: the format (2),
--- budget_max, budget_window_us, chain_max, chain_gap_us, guard_max,
--- guard_window_us, hourly_cap, fleet_per_hour, cooldown_us, cooldown_ns,
--- fraction (a double), min_failing, record_ttl_ms, fleet_ttl_ms, probe_after_ns,
--- probe_max_ns (ProbeMax or its default), healthy_ns, cause_keys, cause_window_ns,
--- probe_every_ns (0: a guard off). readConfig returns v read, or false; a
--- library keeps 64 it read.
+-- readConfig returns configuration v (docs/redis.md: 21 8-byte numbers of
+-- format 2; 0 turns a guard off) read, or false; a library keeps up to 64.
 local CONFIG_FORMAT, CONFIGS, NCONFIGS = '>i8i8i8i8i8i8i8i8i8i8i8di8i8i8i8i8i8i8i8i8', {}, 0
 local function readConfig(v)
   if CONFIGS[v] then return CONFIGS[v] end
@@ -52,79 +36,74 @@ local function readConfig(v)
     c.hourly_cap, c.fleet_per_hour, c.cooldown_us, c.cooldown_ns, c.fraction, c.min_failing, c.record_ttl_ms,
     c.fleet_ttl_ms, c.probe_after_ns, c.probe_max_ns, c.healthy_ns, c.cause_keys, c.cause_window_ns,
     c.probe_every_ns = struct.unpack(CONFIG_FORMAT, v)
-  c.rph, c.cooldown_ns = c.fleet_per_hour == 0 and '0' or string.format('%d', c.fleet_per_hour),
-    c.cooldown_ns == 0 and '0' or string.format('%d', c.cooldown_ns) -- as the fleet string keeps them
   if format ~= 2 then return false end
+  -- the limit as the fleet string keeps it: per hour and cooldown in ns
+  c.rph, c.cdns = string.format('%d', c.fleet_per_hour), string.format('%d', c.cooldown_ns)
+  c.limit = c.rph .. ',' .. c.cdns .. ','
   if NCONFIGS == 64 then CONFIGS, NCONFIGS = {}, 0 end
   CONFIGS[v], NCONFIGS = c, NCONFIGS + 1
   return c
 end
 
--- prune returns window w (times oldest first: a record's of 16 digits, the
--- fleet's hour's 8-byte big-endian integers, packed) without those older
--- than span at t: a time counts while its age is at most span.
-local function prune(w, t, span, packed)
+-- prune returns window w (oldest first: 16 digits a time, or 4 bytes: mod 2^32,
+-- up to ref) without times older than span at t; push adds ts, keeping limit.
+local function prune(w, t, span, ref)
   local i, n = 1, #w
-  while i <= n and t - (packed and struct.unpack('>i8', w, i) or tonumber(string.sub(w, i, i + 15))) > span do
-    i = i + (packed and 8 or 16)
+  while i <= n and
+    t - (ref and ref - (ref - struct.unpack('>I4', w, i)) % 2^32 or tonumber(string.sub(w, i, i + 15))) > span do
+    i = i + (ref and 4 or 16)
   end
   return i > 1 and string.sub(w, i) or w
 end
-
--- push returns window w with ts added, keeping the newest limit times.
 local function push(w, ts, limit)
   w = w .. ts
   if #w > limit * #ts then w = string.sub(w, #w - limit * #ts + 1) end
   return w
 end
 
--- field writes s to be read back from a longer string: length, ':', s.
+-- field writes s as its length, ':', s; unfield returns the field of v at i
+-- and where the next starts; add adds name, value to a reply if there is value.
 local function field(s)
   return #s .. ':' .. s
 end
+local function unfield(v, i)
+  local colon = string.find(v, ':', i, true)
+  local e = colon + tonumber(string.sub(v, i, colon - 1))
+  return string.sub(v, colon + 1, e), e + 1
+end
+local function add(out, name, value)
+  if value then out[#out + 1], out[#out + 2] = name, value end
+end
 
--- A park (pdec, penc): since (16 digits), attempts, ',', its version (in
--- restore's arguments, the one the parking replica knew), ',', the reason as
--- a field, and the cause ('' none, else 'e' and its text).
+-- A park (pdec, penc; in restore, its version is the one its replica knew).
 local function pdec(p)
   local comma = string.find(p, ',', 17, true)
   local comma2 = string.find(p, ',', comma + 1, true)
-  local colon = string.find(p, ':', comma2 + 1, true)
-  local rl = tonumber(string.sub(p, comma2 + 1, colon - 1))
+  local reason, i = unfield(p, comma2 + 1)
   return {since = string.sub(p, 1, 16), attempts = string.sub(p, 17, comma - 1),
-    version = string.sub(p, comma + 1, comma2 - 1), reason = string.sub(p, colon + 1, colon + rl),
-    cause = string.sub(p, colon + rl + 1)}
+    version = string.sub(p, comma + 1, comma2 - 1), reason = reason, cause = string.sub(p, i)}
 end
 local function penc(p)
   return p.since .. p.attempts .. ',' .. p.version .. ',' .. field(p.reason) .. p.cause
 end
 
--- Versions: {p}:seq counts the transitions (park, resume, forget,
--- write-back), {p}:ver holds each key's last (absent: 0). Neither expires.
--- bump gives key the next version and returns it, as a string.
+-- bump gives key the next version of {p}:seq and returns it, as a string;
+-- version returns the version of key, a number (0: none).
 local function bump(key)
   local v = redis.call('INCR', tag .. 'seq')
   redis.call('HSET', tag .. 'ver', key, v)
   return string.format('%d', v)
 end
-
--- version returns the version of key, a number (0: none).
 local function version(key)
   return tonumber(redis.call('HGET', tag .. 'ver', key) or '0')
 end
 
--- A record (rdec, renc): its format (3: another fails the step, crashloop:
--- record_format) and 11 big-endian 4-byte numbers (REC): restarts, held, nb,
--- ng, nh, lc, lp, lr, probes, lk, lq; then the budget's window (nb times), the guard's
--- (ng), the hourly cap's (nh), the chain (lc bytes: its newest rescue's
--- time, its length, ':', the incarnation), the park (lp bytes), the
--- release of a held restart (lr bytes: the re-arm's time, then the offset
--- in ns), the cause it is held for (lk bytes) and its park's probe (lq: 16, the time
--- the probe's interval started, probes the probes let go; see probeWait). held: the order the key
--- was held in, 0 when it is not held. (One unpack and one pack: no number parsed or printed.)
+-- A record (rdec, renc): the header REC, then its parts. r.held is the order
+-- it was held in (0: not held), r.probe its park's probe interval's start.
 local REC = '>BI4I4I4I4I4I4I4I4I4I4I4'
 local function rdec(v)
-  local r = {n = 0, held = 0, b = '', g = '', h = '', c = false, p = false, rel = false, probes = 0, cause = '', probe = false}
+  local r = {n = 0, held = 0, b = '', g = '', h = '', c = false, p = false, rel = false, probes = 0, cause = '',
+    probe = false}
   if not v then return r end
   if string.byte(v, 1) ~= 3 or #v < 45 then error(redis.error_reply('crashloop: record_format')) end
   local _, n, held, nb, ng, nh, lc, lp, lr, probes, lk, lq, i = struct.unpack(REC, v)
@@ -133,15 +112,15 @@ local function rdec(v)
     string.sub(v, i + nb + ng, i + nb + ng + nh - 1)
   i = i + nb + ng + nh
   if lc > 0 then
-    local c = string.sub(v, i, i + lc - 1)
-    local colon = string.find(c, ':', 17, true)
-    r.c = {last = string.sub(c, 1, 16), count = tonumber(string.sub(c, 17, colon - 1)), inc = string.sub(c, colon + 1)}
-    i = i + lc
+    local colon = string.find(v, ':', i + 16, true)
+    r.c = {last = string.sub(v, i, i + 15), count = tonumber(string.sub(v, i + 16, colon - 1)),
+      inc = string.sub(v, colon + 1, i + lc - 1)}
   end
+  i = i + lc
   if lp > 0 then r.p = pdec(string.sub(v, i, i + lp - 1)) end
   i = i + lp
   if lr > 0 then r.rel = {at = string.sub(v, i, i + 15), off = string.sub(v, i + 16, i + lr - 1)} end
-  r.cause = string.sub(v, i + lr, i + lr + lk - 1)
+  if lk > 0 then r.cause = string.sub(v, i + lr, i + lr + lk - 1) end
   if lq > 0 then r.probe = tonumber(string.sub(v, i + lr + lk, i + lr + lk + 15)) end
   return r
 end
@@ -154,8 +133,8 @@ local function renc(r)
     r.b .. r.g .. r.h .. c .. p .. rel .. r.cause .. q
 end
 
--- rsave writes record r to key: a park or a hold on a cause never expires, else ttl ms from now
--- (keep: the expiry it has).
+-- rsave writes record r to key: a park or a hold on a cause never expires,
+-- else ttl ms from now ('keep': the expiry it has).
 local function rsave(key, r, ttl)
   if r.p or r.cause ~= '' then
     redis.call('SET', key, renc(r))
@@ -166,57 +145,68 @@ local function rsave(key, r, ttl)
   end
 end
 
--- keyOf is the library's key of the record key rk.
+-- keyOf is the library's key of record key rk; parkObject is park p of key as
+-- a reply gives it; stands, key (record r) after flag and value: version, park.
 local function keyOf(rk)
   return string.sub(rk, #tag + 3)
 end
-
--- parkObject is park p of key as a reply gives it: name/value pairs.
 local function parkObject(key, p)
   return {'key', key, 'reason', p.reason, 'attempts', tonumber(p.attempts), 'since', tonumber(p.since),
     'cause', p.cause, 'version', tonumber(p.version)}
 end
+local function stands(key, r, flag, value)
+  local out = flag and {flag, value} or {}
+  add(out, 'version', version(key))
+  add(out, 'park', r.p and parkObject(key, r.p))
+  return out
+end
 
--- notice publishes (SPUBLISH: on the node of the slot) a park (p) or a
--- resume or forget (kind 'F') at version v of key, once, by the step that
--- makes it: 'P', 'R' or 'F', the epoch, the origin and the key as fields,
--- then the park or the version.
+-- notice publishes (SPUBLISH: on the slot's node) a park p of key ('P'), or
+-- its resume or forget (kind 'R' or 'F') at version v.
 local function notice(origin, key, p, v, kind)
   local head = field(A.epoch) .. field(origin) .. field(key)
-  redis.call('SPUBLISH', tag .. 'events', p and 'P' .. head .. penc(p) or (kind or 'R') .. head .. v)
+  redis.call('SPUBLISH', tag .. 'events', p and 'P' .. head .. penc(p) or kind .. head .. v)
 end
-
--- The fleet string (fload, fsave): its format (2: another fails the step,
--- crashloop: fleet_format), the latest time (16 digits), '1' if the breaker
--- is tripped (else '0'), the trip's or its last extension's time,
--- 'rph,cooldown_ns,holds,failing,total,', the reason, '\n', and the hour
--- (packed, see prune: a step decodes its oldest time, not every one).
-local function fload(v)
-  v = v or FLEET
-  if v == nil then v = redis.call('GET', tag .. 'fleet') end
-  if not v then
-    return {t = 0, ts = ZERO, tripped = false, since = 0, sinces = ZERO, holds = '0', failing = '0', total = '0',
-      rph = '0', cdns = '0', reason = '', w = ''}
+-- rewrite gives park p of key (record r at rk) the next version, writes and
+-- publishes it, claimed by '' (no claimer's): its writer announced it, if any.
+local function rewrite(rk, key, r, p, origin)
+  p.version = bump(key)
+  redis.call('SET', tag .. 'claim:' .. p.version, '', 'EX', CLAIM_TTL)
+  r.p = p
+  rsave(rk, r, 'keep')
+  notice(origin, key, p)
+end
+-- parks calls each(key, rk, r) for each parked key, dropping the others.
+local function parks(each)
+  for _, key in ipairs(redis.call('SMEMBERS', tag .. 'parked')) do
+    local rk = tag .. 'k:' .. key
+    local r = rdec(redis.call('GET', rk))
+    if r.p then each(key, rk, r) else redis.call('SREM', tag .. 'parked', key) end
   end
-  local ts, flag, sinces, rph, cdns, holds, failing, total, reason, w = string.match(v,
-    '^\2(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d)(.)(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d)(%d+),(%d+),(%d+),(%d+),(%d+),([^\n]*)\n(.*)$')
-  if not ts then error(redis.error_reply('crashloop: fleet_format')) end
-  return {t = tonumber(ts), ts = ts, tripped = flag == '1', since = tonumber(sinces), sinces = sinces,
-    holds = holds, failing = failing, total = total, rph = rph, cdns = cdns, reason = reason, w = w}
 end
 
--- full reads the fields of f.mid, the middle of an untripped string.
+-- The fleet string: fload splits it into the latest time, mid (the breaker's
+-- fields, as text) and the packed hour; full reads mid; fsave writes it.
+local NOFLEET = '\3' .. ZERO .. '0' .. ZERO .. '0,0,0,0,0,\n'
+local HEAD, MID = '^' .. D16 .. '$', '^(.)(' .. D16 .. ')(%d+),(%d+),(%d+),(%d+),(%d+),([^\n]*)\n$'
+local function fload()
+  local v = FLEET == nil and redis.call('GET', tag .. 'fleet') or FLEET or NOFLEET
+  local nl = string.find(v, '\n', 35, true)
+  if not nl or string.byte(v, 1) ~= 3 then error(redis.error_reply('crashloop: fleet_format')) end
+  local ts = string.sub(v, 2, 17)
+  return {ts = ts, t = tonumber(ts), mid = string.sub(v, 18, nl), w = string.sub(v, nl + 1)}
+end
 local function full(f)
   if not f.mid then return end
-  for k, v in pairs(fload('\2' .. f.ts .. f.mid .. f.w)) do f[k] = v end
-  f.mid = nil
+  local flag, sinces, rph, cdns, holds, failing, total, reason = string.match(f.mid, MID)
+  if not flag or not string.find(f.ts, HEAD) then error(redis.error_reply('crashloop: fleet_format')) end
+  f.tripped, f.since, f.sinces, f.rph, f.cdns, f.holds, f.failing, f.total, f.reason, f.mid =
+    flag == '1', tonumber(sinces), sinces, rph, cdns, holds, failing, total, reason, nil
 end
-
--- fsave writes the fleet string: no expiry while tripped, else ttl ms.
-local function fsave(f, ttl)
+local function fsave(f, ttl) -- no expiry while tripped, else ttl ms
   local mid = f.mid or (f.tripped and '1' or '0') .. f.sinces .. f.rph .. ',' .. f.cdns .. ',' .. f.holds .. ',' ..
     f.failing .. ',' .. f.total .. ',' .. f.reason .. '\n'
-  local v = '\2' .. f.ts .. mid .. f.w
+  local v = '\3' .. f.ts .. mid .. f.w
   if f.tripped then
     redis.call('SET', tag .. 'fleet', v)
   else
@@ -224,20 +214,39 @@ local function fsave(f, ttl)
   end
 end
 
--- at raises the latest time to now and returns the step's: the later.
+-- at raises the latest time to now, prunes the hour, and returns the step's
+-- time, the later; change is the breaker's FleetChange as a reply gives it.
 local function at(f)
+  f.w = prune(f.w, math.max(now, f.t), HOUR, f.t)
   if now > f.t then f.t, f.ts = now, nows end
   return f.t
 end
-
--- change is the breaker's FleetChange as a reply gives it.
 local function change(f)
-  return {'reason', f.reason, 'restarts', #f.w / 8, 'failing', tonumber(f.failing), 'total', tonumber(f.total)}
+  return {'reason', f.reason, 'restarts', #f.w / 4, 'failing', tonumber(f.failing), 'total', tonumber(f.total)}
 end
 
--- release lets the restarts held for cause ('': the breaker's) leave in the
--- order they were held, from f's time one gap of span ns apart, each its
--- record written with ttl, and returns how many; held counts the others.
+-- trip trips the breaker at t for reason (the change v's), or extends the
+-- hold of a tripped one; hold holds the restart of key (record r) for cause
+-- (nil: the breaker's), waiting wait ns: the next in {p}:held's order.
+local function trip(f, t, reason, v)
+  full(f)
+  if not f.tripped then
+    f.tripped, f.reason = true, reason
+    v.tripped = change(f)
+  end
+  f.since, f.sinces = t, f.ts
+end
+local function hold(f, key, r, v, cause, wait)
+  full(f)
+  f.holds = f.holds + 1
+  r.held, r.rel, v.held, v.wait_ns = f.holds, false, 1, wait
+  if cause then r.cause, v.cause = cause, cause end
+  redis.call('ZADD', tag .. 'held', f.holds, key)
+  redis.call('PERSIST', tag .. 'held')
+end
+
+-- release lets the restarts held for cause ('': the breaker's) leave in order,
+-- span ns apart from f's time, written with ttl; it returns how many, and held.
 local function release(f, cause, span, ttl)
   local out, held = {}, 0
   for _, key in ipairs(redis.call('ZRANGE', tag .. 'held', 0, -1)) do
@@ -261,34 +270,22 @@ local function release(f, cause, span, ttl)
   return #out, held
 end
 
--- rearm re-arms the tripped breaker whose cooldown ended at t, clearing the
--- hour, and releases the held restarts in order, spread evenly over one
--- cooldown (rules.rearm). It returns the change, or false.
+-- rearm re-arms the breaker whose cooldown ended at t, clearing the hour, and
+-- releases the held restarts over one cooldown; it returns the change, or
+-- false. untilRearm is the wait (ns, at least 1) until the breaker re-arms.
 local function rearm(f, t)
   if not f.tripped or t - f.since < C.cooldown_us then return false end
   f.tripped, f.w = false, ''
-  local _, others = release(f, '', tonumber(C.cooldown_ns), 'keep')
+  local _, others = release(f, '', C.cooldown_ns, 'keep')
   if others == 0 then redis.call('PEXPIRE', tag .. 'held', C.fleet_ttl_ms) end
   return change(f)
 end
-
--- untilRearm is the wait (ns, at least 1) from t until the breaker re-arms.
 local function untilRearm(f, t)
-  return math.max(1, tonumber(C.cooldown_ns) - (t - f.since) * 1000)
+  return math.max(1, C.cooldown_ns - (t - f.since) * 1000)
 end
 
--- The hold on a shared cause (cause.go) keeps {p}:causes, a hash: '.' the
--- table, its format ('1': another fails the step, crashloop: record_format),
--- then per cause in the order first noted: held ('1' or '0'), its last failure,
--- its probe slot's time (a probe may go probe_every_ns after it) and its
--- prober's start (16 digits each), the cause and the prober as fields; 'c:'
--- and a cause: its keys' latest failures, oldest first (16 digits, the key
--- as a field). It never expires while a cause is held. cload reads the table once a step.
-local function cread(v, i) -- the field of v at i, and where the next starts
-  local colon = string.find(v, ':', i, true)
-  local e = colon + tonumber(string.sub(v, i, colon - 1))
-  return string.sub(v, colon + 1, e), e + 1
-end
+-- The hold on a shared cause: cload reads {p}:causes' cause table once a step,
+-- cfind finds a cause in it, csave writes it.
 local function cload()
   if CS then return CS end
   local v, i = redis.call('HGET', tag .. 'causes', '.'), 2
@@ -297,8 +294,8 @@ local function cload()
   while v and i <= #v do
     local c = {held = string.byte(v, i) == 49, last = tonumber(string.sub(v, i + 1, i + 16)),
       slot = tonumber(string.sub(v, i + 17, i + 32)), probed = tonumber(string.sub(v, i + 33, i + 48))}
-    c.cause, i = cread(v, i + 49)
-    c.prober, i = cread(v, i)
+    c.cause, i = unfield(v, i + 49)
+    c.prober, i = unfield(v, i)
     CS[#CS + 1] = c
   end
   return CS
@@ -314,9 +311,7 @@ local function csave()
   if held then redis.call('PERSIST', tag .. 'causes') else redis.call('PEXPIRE', tag .. 'causes', C.fleet_ttl_ms) end
 end
 local function cfind(cause)
-  for i, c in ipairs(cload()) do
-    if c.cause == cause then return c, i end
-  end
+  for _, c in ipairs(cload()) do if c.cause == cause then return c end end
 end
 
 -- untilProbe is the wait (ns, at least 1) of a restart held for c at t: until
@@ -327,10 +322,9 @@ local function untilProbe(c, t)
   return math.max(w, 1)
 end
 
--- releaseCause is rules.release at t, for the run of key (false: none):
--- a run not healthy ends its probe; the first cause whose prober's run was
--- healthy, else whose prober went healthy_ns ago, is released (its held
--- restarts leave over one probe_every_ns) and returned as a reply gives it.
+-- releaseCause is rules.release at t, for the run of key (false: none): a
+-- run not healthy ends its probe; the first cause whose prober's run was
+-- healthy, else whose prober went healthy_ns ago, is released and returned.
 local function releaseCause(f, t, key, healthy)
   local found, dirty
   for pass = 1, 2 do
@@ -350,9 +344,8 @@ local function releaseCause(f, t, key, healthy)
   return found or false
 end
 
--- holdCause notes at t the failure of key (record r) with the shared cause
--- A.shared (causeBook.note), and holds its restart if the cause is held or
--- now has cause_keys keys (rules.holdCause); it reports whether it held it.
+-- holdCause notes at t the failure of key (record r) with cause A.shared and
+-- holds its restart if the cause is or now gets held (rules.holdCause).
 local function holdCause(f, t, key, r, v)
   local c = cfind(A.shared)
   if not c then
@@ -369,7 +362,7 @@ local function holdCause(f, t, key, r, v)
   local w, notes, i = redis.call('HGET', tag .. 'causes', 'c:' .. c.cause) or '', {}, 1
   while i <= #w do
     local from, k = i
-    k, i = cread(w, i + 16)
+    k, i = unfield(w, i + 16)
     if k ~= key and (t - tonumber(string.sub(w, from, from + 15))) * 1000 <= C.cause_window_ns then
       notes[#notes + 1] = string.sub(w, from, i - 1)
     end
@@ -380,77 +373,55 @@ local function holdCause(f, t, key, r, v)
   local held = c.held or #notes >= C.cause_keys
   if held and not c.held then
     c.held, c.slot, c.prober = true, t, ''
-    v.causeHeld = {'cause', c.cause, 'keys', #notes}
+    v.cause_held = {'cause', c.cause, 'keys', #notes}
   end
   csave()
-  if not held then return false end
-  full(f)
-  f.holds = f.holds + 1
-  r.held, r.rel, r.cause = f.holds, false, c.cause
-  v.held, v.cause, v.wait = 1, c.cause, untilProbe(c, t)
-  redis.call('ZADD', tag .. 'held', f.holds, key)
-  redis.call('PERSIST', tag .. 'held')
-  return true
+  if held then hold(f, key, r, v, c.cause, untilProbe(c, t)) end
+  return held
 end
 
--- probeWait is the wait (ns) at t until the next probe of the parked key of
--- r: its interval started at r.probe; the first is probe_after_ns, the next
--- after p probes min(probe_after_ns << p, probe_max_ns), at least healthy_ns.
+-- probeWait is the wait (ns) at t until parked record r's next probe: from
+-- r.probe, probe_after_ns, then min(after << probes, max), at least healthy.
 local function probeWait(r, t)
   local every = r.probes < 32 and math.min(C.probe_after_ns * 2 ^ r.probes, C.probe_max_ns) or C.probe_max_ns
   return (r.probe - t) * 1000 + (r.probes == 0 and C.probe_after_ns or math.max(every, C.healthy_ns))
 end
 
--- begin starts a judge or proceed step: the fleet string, the step's time
--- and the re-arm it made (or false). On an untripped string of this limit,
--- a judge keeps f.mid unread until a park or a trip needs it (full).
-local function begin()
-  local lim = C.rph .. ',' .. C.cooldown_ns .. ','
-  if FLEET and string.byte(FLEET, 1) == 2 and string.byte(FLEET, 18) == 48 and (op == 'judge' or C.fleet_per_hour == 0)
-    and string.sub(FLEET, 35, 34 + #lim) == lim then
-    local nl = string.find(FLEET, '\n', 35, true)
-    local f = {ts = string.sub(FLEET, 2, 17), mid = string.sub(FLEET, 18, nl), w = string.sub(FLEET, nl + 1)}
-    f.t = tonumber(f.ts)
-    return f, at(f), false
+-- begin starts a judge (of a run, healthy or not) or proceed step: the fleet
+-- string (mid read if needed), the time, the key, the verdict and the record.
+local function begin(run, healthy)
+  local f, re = fload(), false
+  if string.byte(f.mid, 1) ~= 48 or (op ~= 'judge' and C.fleet_per_hour > 0) or
+    string.find(f.mid, C.limit, 18, true) ~= 18 then
+    full(f)
+    re = C.fleet_per_hour > 0 and rearm(f, at(f))
+    f.rph, f.cdns = C.rph, C.cdns
   end
-  local f = fload()
-  local t = at(f)
-  local re = C.fleet_per_hour > 0 and rearm(f, t)
-  f.rph, f.cdns = C.rph, C.cooldown_ns
-  return f, t, re
+  local t, key = at(f), keyOf(K1)
+  local v = {rearmed = re, t = t, attempt = 0}
+  if C.cause_keys > 0 then v.cause_released = releaseCause(f, t, run and key, healthy) end
+  local rv = RECORD == nil and redis.call('GET', K1) or RECORD
+  return f, t, key, v, rv, rdec(rv)
 end
 
--- verdict is the reply of a judge or proceed step on key at v.t; add adds
--- a field if it has a value. new_park, held, wait_ns and probe only when not 0;
--- probe_ns, the wait until the park's next probe, while one is scheduled.
-local function add(out, name, value)
-  if value then out[#out + 1], out[#out + 2] = name, value end
-end
+-- verdict is the reply of a judge or proceed step on key at v.t: new_park,
+-- held, wait_ns and probe only when not 0; probe_ns while a probe is due.
+local VERDICT = {'new_park', 'held', 'wait_ns', 'park', 'tripped', 'rearmed', 'cause', 'cause_held', 'cause_released',
+  'probe', 'probe_ns'}
 local function verdict(key, r, v)
-  local out = {'now', now, 'attempt', v.attempt or 0, 'restarts', r.n}
-  add(out, 'new_park', v.newPark)
-  if v.held then add(out, 'held', 1) add(out, 'wait_ns', v.wait) end
-  add(out, 'park', r.p and parkObject(key, r.p))
-  add(out, 'tripped', v.trip)
-  add(out, 'rearmed', v.re)
-  add(out, 'cause', v.cause)
-  add(out, 'cause_held', v.causeHeld)
-  add(out, 'cause_released', v.rel)
-  add(out, 'probe', v.probe)
-  add(out, 'probe_ns', r.p and r.probe and probeWait(r, v.t))
+  local out = {'now', now, 'attempt', v.attempt, 'restarts', r.n}
+  if r.p then v.park, v.probe_ns = parkObject(key, r.p), r.probe and probeWait(r, v.t) end
+  for i = 1, #VERDICT do if v[VERDICT[i]] then out[#out + 1], out[#out + 2] = VERDICT[i], v[VERDICT[i]] end end
   return out
 end
 
--- fleetKeys counts the live keys (in some live replica's members, once
--- each) and the failing ones (live and parked), both without skip; prune
--- drops the replicas whose members expired. O(members): parks and status.
+-- fleetKeys counts the live keys (in a live replica's members, once each) and
+-- the failing ones, without skip; prune drops replicas whose members expired.
 local function fleetKeys(skip, prune)
   local live, total, failing = {}, 0, 0
   for _, name in ipairs(redis.call('SMEMBERS', tag .. 'replicas')) do
     local ms = redis.call('SMEMBERS', tag .. 'm:' .. name)
-    if #ms == 0 and prune then
-      redis.call('SREM', tag .. 'replicas', name)
-    end
+    if #ms == 0 and prune then redis.call('SREM', tag .. 'replicas', name) end
     for _, key in ipairs(ms) do
       if key ~= skip and not live[key] then
         live[key] = true
@@ -462,30 +433,74 @@ local function fleetKeys(skip, prune)
   return total, failing
 end
 
--- stands is key (record r) as it stands, after flag and its value if any:
--- its version and park.
-local function stands(key, r, flag, value)
-  local out = {flag, value, 'version', version(key)}
-  if not flag then out = {'version', out[4]} end
-  if r.p then
-    out[#out + 1], out[#out + 2] = 'park', parkObject(key, r.p)
+-- park parks key (record r) at t for reason after n counted (rules.park):
+-- no restart recorded; the fleet judges its failing fraction.
+local function park(f, t, key, r, v, reason, n)
+  r.p = {since = nows, attempts = string.format('%d', n), reason = reason, cause = A.cause, version = bump(key)}
+  if r.held ~= 0 then redis.call('ZREM', tag .. 'held', key) end
+  r.held, r.rel, r.cause, r.probes, r.probe = 0, false, '', 0, C.probe_after_ns > 0 and
+    reason ~= 'permanent_error' and reason ~= 'needs_human' and t
+  v.new_park = 1
+  if C.fleet_per_hour > 0 then
+    full(f)
+    local total, failing = fleetKeys(key, true)
+    f.total, f.failing = total + 1, failing + 1 -- the key parked counts
+    if f.failing >= C.min_failing and f.failing / f.total >= C.fraction then trip(f, t, 'fleet_failing_fraction', v) end
   end
-  return out
+  redis.call('SADD', tag .. 'parked', key)
+  notice(A.origin, key, r.p)
 end
 
--- The state check. {p}:epoch names the deployment's state. A step of another
--- epoch (the server lost its state) fails, changing nothing, with
--- 'crashloop: state_lost EPOCH': its Store adopts the epoch and its
--- Supervisor writes back the parks it knows. A judging step that finds no
--- configuration fails with 'crashloop: no_config': its Store writes it and
--- sends the step again. The op epoch returns the epoch (making it if there
--- is none), and moves the deployment to a new one when {p}:seq is below
--- seen (the server lost acknowledged writes); seen and floor raise {p}:seq:
--- no version seen is given again.
+-- judge is rules.judge of the run A tells on key (record r, not parked) at t:
+-- a park or a hold on a cause records no restart; a restart passes every guard.
+local function judge(f, t, key, r, v)
+  local ending, inc, chain = A.ending, A.incarnation, 0
+  -- a healthy run, or one that finished its work, was a good start; a clean one clears the guard
+  if A.healthy == 1 or ending == 'clean' then r.b = '' end
+  if ending == 'clean' then r.g = '' return end
+  local shared = C.cause_keys > 0 and A.shared ~= '' and (ending == 'failed_start' or ending == 'crash')
+  if shared and holdCause(f, t, key, r, v) then return end
+  if C.chain_max > 0 and r.c and r.c.inc == inc and t - tonumber(r.c.last) <= C.chain_gap_us then chain = r.c.count end
+  if ending == 'permanent' or ending == 'failed_start' then
+    r.b = prune(r.b, t, C.budget_window_us)
+    local n = #r.b / 16
+    if ending == 'permanent' then return park(f, t, key, r, v, 'permanent_error', n) end
+    if n >= C.budget_max then return park(f, t, key, r, v, 'respawn_budget_exhausted', n) end
+  elseif ending == 'crash' and C.chain_max > 0 and chain >= C.chain_max then
+    return park(f, t, key, r, v, 'needs_human', chain)
+  end
+  if C.guard_max > 0 then
+    r.g = prune(r.g, t, C.guard_window_us)
+    if #r.g / 16 >= C.guard_max then return park(f, t, key, r, v, 'restart_loop_guard', #r.g / 16) end
+  end
+  if C.hourly_cap > 0 then
+    r.h = prune(r.h, t, HOUR)
+    if #r.h / 16 >= C.hourly_cap then return park(f, t, key, r, v, 'hourly_restart_cap', #r.h / 16) end
+  end
+  if ending == 'failed_start' then
+    r.b = r.b .. f.ts
+    v.attempt = #r.b / 16
+  elseif (ending == 'crash' or ending == 'planned') and C.chain_max > 0 and chain < C.chain_max then
+    r.c = false -- a planned restart ends the chain
+    if ending == 'crash' then r.c = {last = f.ts, count = chain + 1, inc = inc} end
+  end
+  if C.guard_max > 0 then r.g = push(r.g, f.ts, C.guard_max) end
+  if C.hourly_cap > 0 then r.h = push(r.h, f.ts, C.hourly_cap) end
+  r.n = r.n + 1
+  if C.fleet_per_hour > 0 and not f.tripped then
+    f.w = push(f.w, struct.pack('>I4', t % 2^32), C.fleet_per_hour)
+    if #f.w / 4 >= C.fleet_per_hour then trip(f, t, 'fleet_restart_rate', v) end
+  end
+  if C.fleet_per_hour > 0 and f.tripped then hold(f, key, r, v, nil, untilRearm(f, t)) end
+end
+
+-- main runs one step. A step of another epoch than {p}:epoch's fails with
+-- state_lost, a judging one without its configuration with no_config; epoch
+-- makes one if none, raises {p}:seq to floor, and moves when it is below seen.
 local function main(ks, av)
   keys, argv, op, K1 = ks, av, av[1], ks[1]
   tag = string.match(K1 or '', '^{[^}]*}:')
-  moving, C, FLEET, RECORD, CS, now, nows = false, nil, nil, nil, nil, nil, nil
+  C, FLEET, RECORD, CS, now, nows = nil, nil, nil, nil, nil, nil
   local spec = SPEC[op]
   if not spec then return redis.error_reply('crashloop: unknown operation ' .. tostring(op)) end
   local n = #spec / 2
@@ -495,258 +510,117 @@ local function main(ks, av)
   end
   for i = 1, n do
     local name, kind, v = spec[2 * i - 1], spec[2 * i], argv[i + 2]
-    if kind == 'n' then
-      v = tonumber(v)
-    elseif (kind == 'd' and not string.match(v, '^%d+$')) or
-      (kind == 't' and v ~= '' and not string.match(v, '^%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d$')) then
-      v = nil
+    if not (kind == 's' or kind == 'n' and tonumber(v) or kind == 'd' and string.match(v, '^%d+$') or
+      kind == 't' and (v == '' or #v == 16 and string.match(v, '^%d+$'))) then
+      return redis.error_reply('crashloop: ' .. op .. ': argument ' .. name .. ': ' .. v .. ' is not a ' .. KINDS[kind])
     end
-    if v == nil then
-      return redis.error_reply('crashloop: ' .. op .. ': argument ' .. name .. ': ' .. argv[i + 2] .. ' is not a ' ..
-        KINDS[kind])
-    end
-    A[name] = v
+    A[name] = kind == 'n' and tonumber(v) or v
   end
-  do
-    local judges, cur, cfg = op == 'judge' or op == 'proceed' or op == 'fleet'
-    if judges then -- with the fleet string and the record, read ahead (fload, judge, proceed)
-      local got = redis.call('MGET', tag .. 'epoch', keys[#keys], tag .. 'fleet', K1)
-      cur, cfg, FLEET, RECORD = got[1], got[2], got[3], got[4]
-    else
-      cur = redis.call('GET', tag .. 'epoch')
-    end
-    if op == 'epoch' then
-      if not cur then
-        cur = A.fresh
-        redis.call('SET', tag .. 'epoch', cur)
-      end
-      if cur ~= A.epoch then return {'epoch', cur} end
-      local seq = tonumber(redis.call('GET', tag .. 'seq') or '0')
-      if seq < tonumber(A.floor) then
-        seq = tonumber(A.floor)
-        redis.call('SET', tag .. 'seq', A.floor)
-      end
-      if seq >= tonumber(A.seen) then return {'epoch', cur} end
-      moving = true
-    elseif cur ~= A.epoch then
-      return redis.error_reply('crashloop: state_lost ' .. (cur or ''))
-    elseif judges then
-      if not cfg then return redis.error_reply('crashloop: no_config') end
-      C = readConfig(cfg)
-      if not C then return redis.error_reply('crashloop: ' .. op .. ': not a configuration of format 2') end
-    elseif op == 'config' then
-      if not readConfig(A.config) then return redis.error_reply('crashloop: config: not a configuration of format 2') end
-      redis.call('SET', K1, A.config)
-      return {'written', 1}
-    end
+  local judges, cur, cfg = op == 'judge' or op == 'proceed' or op == 'fleet'
+  if judges then -- with the fleet string and the record, read ahead (fload, begin)
+    local got = redis.call('MGET', tag .. 'epoch', keys[#keys], tag .. 'fleet', K1)
+    cur, cfg, FLEET, RECORD = got[1], got[2], got[3], got[4]
+  else
+    cur = redis.call('GET', tag .. 'epoch')
+  end
+  if op == 'epoch' then
+    if not cur then redis.call('SET', tag .. 'epoch', A.fresh) end
+    cur = cur or A.fresh
+    if cur ~= A.epoch then return {'epoch', cur} end
+    local seq, floor = tonumber(redis.call('GET', tag .. 'seq') or '0'), tonumber(A.floor)
+    if seq < floor then redis.call('SET', tag .. 'seq', A.floor) end
+    if math.max(seq, floor) >= tonumber(A.seen) then return {'epoch', cur} end
+    -- The move: a new epoch, so that every replica writes back its parks
+    -- (naming version 0); each park standing takes a version above any seen.
+    A.epoch = 'failover-' .. A.fresh
+    redis.call('SET', tag .. 'epoch', A.epoch)
+    redis.call('SET', tag .. 'seq', string.format('%d', math.max(tonumber(A.seen), floor)))
+    redis.call('DEL', tag .. 'ver')
+    parks(function(key, rk, r) rewrite(rk, key, r, r.p, 'failover') end)
+    return {'epoch', A.epoch}
+  elseif cur ~= A.epoch then
+    return redis.error_reply('crashloop: state_lost ' .. (cur or ''))
+  elseif judges then
+    if not cfg then return redis.error_reply('crashloop: no_config') end
+    C = readConfig(cfg)
+    if not C then return redis.error_reply('crashloop: ' .. op .. ': not a configuration of format 2') end
+  elseif op == 'config' then
+    if not readConfig(A.config) then return redis.error_reply('crashloop: config: not a configuration of format 2') end
+    redis.call('SET', K1, A.config)
+    return {'written', 1}
   end
 
-  if A.now == '' then
+  nows = A.now
+  if nows == '' then
     local tm = redis.call('TIME') -- seconds (10 digits until 2286) and microseconds
     nows = tm[1] .. string.sub('00000' .. tm[2], -6)
-    now = tonumber(nows)
-  elseif A.now then
-    now, nows = tonumber(A.now), A.now
   end
+  now = nows and tonumber(nows)
 
-  if op == 'judge' then
-    -- keys: record, fleet, parked, held, causes, configuration.
-    local ending = A.ending
-    if ending ~= 'clean' and ending ~= 'permanent' and ending ~= 'failed_start' and ending ~= 'crash' and
-      ending ~= 'planned' then
-      return redis.error_reply('crashloop: judge: argument ending: unknown ending ' .. ending)
+  if op == 'judge' then -- keys: record, fleet, parked, held, causes, configuration
+    if not ENDINGS[A.ending] then
+      return redis.error_reply('crashloop: judge: argument ending: unknown ending ' .. A.ending)
     end
-    local f, t, re = begin()
-    local healthy, inc, key = A.healthy == 1, A.incarnation, keyOf(K1)
-    local v = {re = re, t = t}
-    if C.cause_keys > 0 then v.rel = releaseCause(f, t, key, healthy) end
-    local r = rdec(RECORD == nil and redis.call('GET', K1) or RECORD)
-    local wasHeld = r.held ~= 0
+    local f, t, key, v, _, r = begin(true, A.healthy == 1)
     if not r.p then
-      if healthy or ending == 'clean' then
-        r.b = '' -- a healthy run, or one that finished its work, was a good start
-      end
-      if ending == 'clean' then
-        r.g = '' -- a clean run clears the fast guard
-      elseif C.cause_keys > 0 and A.shared ~= '' and (ending == 'failed_start' or ending == 'crash') and
-        holdCause(f, t, key, r, v) then
-        -- held for its cause: nothing counted
-      else
-        local reason, n
-        if ending == 'permanent' then
-          r.b = prune(r.b, t, C.budget_window_us)
-          reason, n = 'permanent_error', #r.b / 16
-        elseif ending == 'failed_start' then
-          r.b = prune(r.b, t, C.budget_window_us)
-          n = #r.b / 16
-          if n >= C.budget_max then reason = 'respawn_budget_exhausted' end
-        elseif ending == 'crash' and C.chain_max > 0 then
-          n = 0
-          if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= C.chain_gap_us then n = r.c.count end
-          if n >= C.chain_max then reason = 'needs_human' end
-        end
-        if not reason and C.guard_max > 0 then
-          r.g = prune(r.g, t, C.guard_window_us)
-          n = #r.g / 16
-          if n >= C.guard_max then reason = 'restart_loop_guard' end
-        end
-        if not reason and C.hourly_cap > 0 then
-          r.h = prune(r.h, t, HOUR)
-          n = #r.h / 16
-          if n >= C.hourly_cap then reason = 'hourly_restart_cap' end
-        end
-        if reason then
-          -- the park: no restart recorded; the fleet judges its fraction
-          r.p = {since = nows, attempts = string.format('%d', n), reason = reason, cause = A.cause, version = bump(key)}
-          r.held, r.rel, r.cause, r.probes, r.probe = 0, false, '', 0, C.probe_after_ns > 0 and
-            reason ~= 'permanent_error' and reason ~= 'needs_human' and t
-          v.newPark = 1
-          if C.fleet_per_hour > 0 then
-            full(f)
-            local tm, tf = fleetKeys(key, true)
-            local total, fl = tm + 1, tf + 1
-            f.failing, f.total = fl, total
-            if fl >= C.min_failing and fl / total >= C.fraction then
-              if f.tripped then
-                f.since, f.sinces = t, f.ts -- extend the hold
-              else
-                f.w = prune(f.w, t, HOUR, true)
-                f.tripped, f.since, f.sinces = true, t, f.ts
-                f.reason = 'fleet_failing_fraction'
-                v.trip = change(f)
-              end
-            end
-          end
-          redis.call('SADD', keys[3], key)
-          notice(A.origin, key, r.p)
-        else
-          if ending == 'failed_start' then
-            r.b = r.b .. f.ts
-            v.attempt = #r.b / 16
-          elseif (ending == 'crash' or ending == 'planned') and C.chain_max > 0 then
-            local cn = 0
-            if r.c and r.c.inc == inc and t - tonumber(r.c.last) <= C.chain_gap_us then cn = r.c.count end
-            if cn < C.chain_max then -- a full chain records nothing
-              if ending == 'crash' then
-                r.c = {last = f.ts, count = cn + 1, inc = inc}
-              else
-                r.c = false -- a planned restart ends the chain
-              end
-            end
-          end
-          if C.guard_max > 0 then r.g = push(r.g, f.ts, C.guard_max) end
-          if C.hourly_cap > 0 then r.h = push(r.h, f.ts, C.hourly_cap) end
-          r.n = r.n + 1
-          local rph = C.fleet_per_hour
-          if rph > 0 then
-            if not f.tripped then
-              f.w = push(prune(f.w, t, HOUR, true), struct.pack('>i8', t), rph)
-              if #f.w / 8 >= rph then
-                full(f)
-                f.tripped, f.since, f.sinces = true, t, f.ts
-                f.reason = 'fleet_restart_rate'
-                v.trip = change(f)
-              end
-            end
-            if f.tripped then -- held: not counted, released in order at the re-arm
-              f.holds = f.holds + 1
-              r.held, r.rel = f.holds, false
-              v.held, v.wait = 1, untilRearm(f, t)
-              redis.call('ZADD', keys[4], f.holds, key)
-              redis.call('PERSIST', keys[4])
-            end
-          end
-        end
-      end
-      if wasHeld and r.held == 0 then
-        redis.call('ZREM', keys[4], key)
-      end
+      judge(f, t, key, r, v)
       rsave(K1, r, C.record_ttl_ms)
     end
     fsave(f, C.fleet_ttl_ms)
     return verdict(key, r, v)
-  end
-
-  if op == 'proceed' then
-    -- keys: record, fleet, held, causes, configuration (rules.proceed).
-    local f, t, re = begin()
+  elseif op == 'proceed' then -- keys: record, fleet, held, causes, configuration (rules.proceed)
+    local f, t, key, v, rv, r = begin(false, false)
     fsave(f, C.fleet_ttl_ms)
-    local key = keyOf(K1)
-    local v = {re = re, t = t}
-    if C.cause_keys > 0 then v.rel = releaseCause(f, t, false, false) end
-    local rv = RECORD == nil and redis.call('GET', K1) or RECORD
-    local r = rdec(rv)
     if r.p and r.probe and probeWait(r, t) <= 0 then -- the park's probe is due: claimed
       r.probes, r.probe, v.probe = r.probes + 1, t, 1
       rsave(K1, r, 'keep')
     end
     if not rv or r.p or r.held == 0 then return verdict(key, r, v) end
-    local c = r.cause ~= '' and cfind(r.cause)
+    -- ttl: a record held for a cause gets its expiry back when written
+    local c, ttl = r.cause ~= '' and cfind(r.cause), r.cause ~= '' and C.record_ttl_ms or 'keep'
     if c and c.held and (t - c.slot) * 1000 < C.probe_every_ns then
-      v.held, v.cause, v.wait = 1, c.cause, untilProbe(c, t)
+      v.held, v.cause, v.wait_ns = 1, c.cause, untilProbe(c, t)
       return verdict(key, r, v)
     elseif c and c.held then -- the cause's probe: it goes
       c.slot, c.prober, c.probed, v.probe = t, key, t, 1
       csave()
-      r.held, r.rel, r.cause = 0, false, ''
-      redis.call('ZREM', keys[3], key)
-      rsave(K1, r, C.record_ttl_ms)
-      return verdict(key, r, v)
-    elseif r.cause ~= '' then -- its cause is no longer held
-      r.cause = ''
-      rsave(K1, r, C.record_ttl_ms)
+    elseif C.fleet_per_hour > 0 and f.tripped then
+      v.held, v.wait_ns = 1, untilRearm(f, t)
+    else -- the release: the re-arm's time plus the restart's offset
+      local left = r.rel and (tonumber(r.rel.at) - t) * 1000 + tonumber(r.rel.off) or 0
+      if left > 0 then v.held, v.wait_ns = 1, left end
     end
-    if C.fleet_per_hour > 0 and f.tripped then
-      v.held, v.wait = 1, untilRearm(f, t)
-      return verdict(key, r, v)
-    end
-    local left = 0
-    if r.rel then -- the release: the re-arm's time plus the restart's offset
-      left = (tonumber(r.rel.at) - t) * 1000 + tonumber(r.rel.off)
-    end
-    if left > 0 then
-      v.held, v.wait = 1, left
-    else
+    if not v.held then -- it goes
       r.held, r.rel = 0, false
       redis.call('ZREM', keys[3], key)
-      rsave(K1, r, 'keep')
     end
+    r.cause = '' -- its cause, if any, is no longer held
+    if not v.held or ttl ~= 'keep' then rsave(K1, r, ttl) end
     return verdict(key, r, v)
-  end
-
-  if op == 'fleet' or op == 'fleet_read' then
-    -- keys: fleet, causes (and the configuration for 'fleet', an opened Store's, which
-    -- raises the latest time and writes its limit; 'fleet_read' only reads).
-    -- The breaker at t as a re-arm (not made) would leave it; the causes held.
+  elseif op == 'fleet' or op == 'fleet_read' then
+    -- keys: fleet, causes (and for 'fleet', which writes the latest time and
+    -- its limit, the configuration). The breaker as a re-arm would leave it.
     local f = fload()
+    full(f)
     local t = at(f)
     if op == 'fleet' then
-      f.rph, f.cdns = C.rph, C.cooldown_ns
+      f.rph, f.cdns = C.rph, C.cdns
       fsave(f, C.fleet_ttl_ms)
     end
-    local tripped, w = f.tripped, f.w
+    local tripped, w, held = f.tripped, f.w, {}
     if tripped and (t - f.since) * 1000 >= tonumber(f.cdns) then tripped, w = false, '' end
     local total, failing = fleetKeys('', false)
-    local held = {}
-    for _, c in ipairs(cload()) do
-      if c.held then held[#held + 1] = c.cause end
-    end
+    for _, c in ipairs(cload()) do if c.held then held[#held + 1] = c.cause end end
     return {'tripped', tripped and 1 or 0, 'since', f.since, 'failing', failing, 'total', total,
-      'hour', #prune(w, t, HOUR, true) / 8, 'per_hour', tonumber(f.rph), 'cooldown_ns', tonumber(f.cdns), 'now', now,
+      'hour', #w / 4, 'per_hour', tonumber(f.rph), 'cooldown_ns', tonumber(f.cdns), 'now', now,
       'held_causes', held}
-  end
-
-  if op == 'lookup' then -- keys: record
+  elseif op == 'lookup' then -- keys: record
     return stands(keyOf(K1), rdec(redis.call('GET', K1)))
-  end
-
-  if op == 'resume' or op == 'forget' then
+  elseif op == 'resume' or op == 'forget' then
     -- keys: record, parked, held. Applied only at the version named (the
     -- park's for a resume, the key's for a forget), else the key as it stands.
-    local key = keyOf(K1)
-    local r = rdec(redis.call('GET', K1))
-    local named = tonumber(A.version)
-    if (op == 'resume' and (not r.p or tonumber(r.p.version) ~= named)) or (op == 'forget' and version(key) ~= named) then
+    local key, r, named = keyOf(K1), rdec(redis.call('GET', K1)), tonumber(A.version)
+    if op == 'resume' and (not r.p or tonumber(r.p.version) ~= named) or op == 'forget' and version(key) ~= named then
       return stands(key, r, 'applied', 0)
     end
     redis.call('DEL', K1)
@@ -756,12 +630,10 @@ local function main(ks, av)
     if r.p then
       redis.call('SREM', keys[2], key)
       notice(A.origin, key, false, v, op == 'forget' and 'F' or 'R')
-      out[5], out[6] = 'park', parkObject(key, r.p)
+      add(out, 'park', parkObject(key, r.p))
     end
     return out
-  end
-
-  if op == 'restore' then
+  elseif op == 'restore' then
     -- keys: parked, then the record of each park. A park is written (with the
     -- next version) only over a key not parked still at the version named.
     if #argv - 4 ~= #keys - 1 then
@@ -769,85 +641,34 @@ local function main(ks, av)
     end
     local out = {}
     for i = 2, #keys do
-      local rk = keys[i]
-      local key = keyOf(rk)
-      local r = rdec(redis.call('GET', rk))
-      local p = pdec(argv[i + 3])
-      local written = 0
-      if not r.p and version(key) == tonumber(p.version) then
-        p.version = bump(key)
-        -- announced by its writer: claimed by '', which no claimer sends
-        redis.call('SET', tag .. 'claim:' .. p.version, '', 'EX', CLAIM_TTL)
-        r.p = p
-        rsave(rk, r, 'keep')
+      local key = keyOf(keys[i])
+      local r, p = rdec(redis.call('GET', keys[i])), pdec(argv[i + 3])
+      local written = not r.p and version(key) == tonumber(p.version)
+      if written then
         redis.call('SADD', K1, key)
-        notice(A.origin, key, r.p)
-        written = 1
+        rewrite(keys[i], key, r, p, A.origin)
       end
-      out[#out + 1] = stands(key, r, 'written', written)
+      out[#out + 1] = stands(key, r, 'written', written and 1 or 0)
     end
     return out
-  end
-
-  if moving then
-    -- The move: the server lost versions the caller saw. A new epoch, so that
-    -- every replica writes back its parks; {p}:seq above every version seen;
-    -- the keys' versions dropped (a write-back names 0); each park standing
-    -- takes a new version, claimed by nobody, published in the new epoch.
-    A.epoch = 'failover-' .. A.fresh
-    redis.call('SET', tag .. 'epoch', A.epoch)
-    redis.call('SET', tag .. 'seq', string.format('%d', math.max(tonumber(A.seen), tonumber(A.floor))))
-    redis.call('DEL', tag .. 'ver')
-    for _, key in ipairs(redis.call('SMEMBERS', tag .. 'parked')) do
-      local rk = tag .. 'k:' .. key
-      local r = rdec(redis.call('GET', rk))
-      if r.p then
-        r.p.version = bump(key)
-        -- announced when it was made: claimed, as a write-back is, by nobody
-        redis.call('SET', tag .. 'claim:' .. r.p.version, '', 'EX', CLAIM_TTL)
-        rsave(rk, r, 'keep')
-        notice('failover', key, r.p)
-      else
-        redis.call('SREM', tag .. 'parked', key)
-      end
-    end
-    return {'epoch', A.epoch}
-  end
-
-  if op == 'claim' then
+  elseif op == 'claim' then
     -- keys: the claim. The first to claim a transition wins it, and wins again
     -- (a claim whose reply was lost is sent again); every other loses.
     if A.replica == '' then return redis.error_reply('crashloop: claim: an empty replica') end
     if tonumber(A.version) > tonumber(redis.call('GET', tag .. 'seq') or '0') then
-      -- a version the server never gave (lost with its claim): nobody wins
-      return {'won', 0}
+      return {'won', 0} -- a version the server never gave (lost with its claim): nobody wins
     end
     local holder = redis.call('GET', K1)
-    if not holder then
-      redis.call('SET', K1, A.replica, 'EX', CLAIM_TTL)
-      holder = A.replica
-    end
-    if holder == A.replica then return {'won', 1} end
-    return {'won', 0}
-  end
-
-  if op == 'parked' then -- keys: parked
+    if not holder then redis.call('SET', K1, A.replica, 'EX', CLAIM_TTL) end
+    return {'won', (holder or A.replica) == A.replica and 1 or 0}
+  elseif op == 'parked' then -- keys: parked
     local out = {}
-    for _, key in ipairs(redis.call('SMEMBERS', K1)) do
-      local r = rdec(redis.call('GET', tag .. 'k:' .. key))
-      if r.p then
-        out[#out + 1] = parkObject(key, r.p)
-      else
-        redis.call('SREM', K1, key)
-      end
-    end
+    parks(function(key, _, r) out[#out + 1] = parkObject(key, r.p) end)
     return out
   end
 
-  -- op == 'members'. keys: the replica's members, replicas. With full the set
-  -- becomes the keys added; else they and the removed change it if it holds
-  -- expect keys (else the Store writes it whole). It expires ttl_ms after its
-  -- last write; {p}:replicas lists the replicas whose set holds keys.
+  -- op == 'members'. keys: the replica's members, replicas. The keys added and
+  -- removed change the set if it holds expect keys (with full: it is rewritten).
   local nadd = tonumber(A.nadd)
   if nadd > #argv - 7 then
     return redis.error_reply('crashloop: members: ' .. nadd .. ' keys added of ' .. (#argv - 7))
@@ -867,9 +688,7 @@ local function main(ks, av)
   if n > 0 then
     redis.call('PEXPIRE', K1, A.ttl_ms)
     redis.call('SADD', keys[2], A.replica)
-    if redis.call('PTTL', keys[2]) < tonumber(A.ttl_ms) then
-      redis.call('PEXPIRE', keys[2], A.ttl_ms)
-    end
+    if redis.call('PTTL', keys[2]) < tonumber(A.ttl_ms) then redis.call('PEXPIRE', keys[2], A.ttl_ms) end
   else
     redis.call('SREM', keys[2], A.replica)
   end
