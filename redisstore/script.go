@@ -81,6 +81,9 @@ func (p *program) run(ctx context.Context, rdb redis.UniversalClient, scripts *a
 // isError reports whether err is an error reply of the server that starts
 // with prefix.
 func isError(err error, prefix string) bool {
+	if err == nil { // before re, which escapes: no allocation on success
+		return false
+	}
 	var re redis.Error
 	return errors.As(err, &re) && strings.HasPrefix(re.Error(), prefix)
 }
@@ -751,6 +754,9 @@ func (s *Store) run(ctx context.Context, op string, keys []string, args ...any) 
 // isNoConfig reports whether err is the refusal of a step that judges and
 // found no configuration under its digest.
 func isNoConfig(err error) bool {
+	if err == nil { // before re, which escapes: no allocation on success
+		return false
+	}
 	var re redis.Error
 	return errors.As(err, &re) && re.Error() == "crashloop: no_config"
 }
@@ -777,6 +783,9 @@ func (s *Store) writeConfig(ctx context.Context, epoch string) error {
 // stateLost reads the deployment's new epoch from the error of a step that
 // found its server lost its state ("" when the server has none).
 func stateLost(err error) (string, bool) {
+	if err == nil {
+		return "", false
+	}
 	var re redis.Error
 	if !errors.As(err, &re) {
 		return "", false
