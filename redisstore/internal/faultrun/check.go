@@ -505,8 +505,9 @@ func Check(run Run) Report {
 				rep.ParksAcrossKill++
 				continue
 			}
+			// a resume refused, or never sent, cleared nothing
 			resumed := slices.ContainsFunc(recs, func(r Record) bool {
-				return r.Op == OpResumeCall && r.Key == p.Key && r.Named == p.Version && r.T < f.Start
+				return r.Op == OpResumeCall && r.Key == p.Key && r.Named == p.Version && r.T < f.Start && (r.Err == "" || r.InDoubt)
 			})
 			if !resumed && resumedAfterRestart(p, f) {
 				rep.ParksAcrossKill++

@@ -287,8 +287,10 @@ func TestCheckParkResumedBeforeTheReadAfterARestart(t *testing.T) {
 // the restart are no grants while it stood (seed 1 on 1f18c16: r3's resume
 // of park 48 of "k3" began 0.7ms before the kill and failed with EOF; the
 // AOF's last write before the restart is its resume 59; 3 grants of "k3"
-// after the restart, then park 61). The park standing after the restart,
-// or no resume in doubt sent before the kill, leaves the grants violations.
+// after the restart, then park 61). The park standing after the restart
+// leaves the grants violations; no resume in doubt sent before the kill
+// (one that failed before it was sent, one sent after the kill) leaves
+// them violations and the park lost.
 func TestCheckParkResumedByACallTheKillCutOff(t *testing.T) {
 	ms := int64(time.Millisecond)
 	grants := []string{
@@ -310,6 +312,7 @@ func TestCheckParkResumedByACallTheKillCutOff(t *testing.T) {
 	}{
 		{"cut off by the kill", cut, nil, nil, 1},
 		{"cut off, but the park stands after the restart", cut, []Park{{"k", 1}}, grants, 0},
+		{"failed before it was sent", Record{T: 5 * ms, R: "r2", Pid: 2, Op: OpResumeCall, Key: "k", Named: 1, Err: "redisstore: resume: connection refused"}, nil, append(slices.Clone(grants), lost), 0},
 		{"sent after the kill", Record{T: 6 * ms, R: "r2", Pid: 2, Op: OpResumeCall, Key: "k", Took: ms, Named: 1, Err: "redisstore: resume: EOF", InDoubt: true}, nil, append(slices.Clone(grants), lost), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
