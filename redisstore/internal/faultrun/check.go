@@ -424,7 +424,8 @@ func Check(run Run) Report {
 	// by a call that failed with EOF). Its park stood before the kill and
 	// not after the restart, no known resume cleared it, and a resume that
 	// named it was sent before the kill by a call in doubt: that resume
-	// cleared it (invariant 5), dated from its call's start as a resume is.
+	// cleared it (invariant 5), dated as a resume is from its call's start
+	// (of the first such call: the earliest it can have been applied).
 	for _, f := range run.Faults {
 		if f.Kind != FaultRedisKill {
 			continue
