@@ -1,6 +1,7 @@
 package faultrun
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -276,6 +277,58 @@ func TestCheckParkResumedBeforeTheReadAfterARestart(t *testing.T) {
 			require.Equal(t, tc.want, rep.Violations)
 			require.Equal(t, tc.resumed, rep.ResumedAtRestart)
 			require.Equal(t, tc.resumed, rep.ParksAcrossKill)
+		})
+	}
+}
+
+// A resume applied just before a kill of the server, whose reply and notice
+// were lost with the server, is told of by no record; the park it cleared
+// stood before the kill and not after the restart, and the grants after
+// the restart are no grants while it stood (seed 1 on 1f18c16: r3's resume
+// of park 48 of "k3" began 0.7ms before the kill and failed with EOF; the
+// AOF's last write before the restart is its resume 59; 3 grants of "k3"
+// after the restart, then park 61). The park standing after the restart
+// leaves the grants violations; no resume in doubt sent before the kill
+// (one that failed before it was sent, one sent after the kill) leaves
+// them violations and the park lost.
+func TestCheckParkResumedByACallTheKillCutOff(t *testing.T) {
+	ms := int64(time.Millisecond)
+	grants := []string{
+		`r1: the server granted a restart of "k" at 10000000 while park 1 stood`,
+		`r1: the server granted restart 4 of "k" within its window at 10000000: the budget is 3`,
+		`r2: the server granted a restart of "k" at 11000000 while park 1 stood`,
+		`r2: the server granted restart 5 of "k" within its window at 11000000: the budget is 3`,
+		`r1: the server granted a restart of "k" at 12000000 while park 1 stood`,
+		`r1: the server granted restart 6 of "k" within its window at 12000000: the budget is 3`,
+	}
+	lost := `park 1 of "k" stood before the redis kill at 6000000 and not after its restart ([]), and no resume of it was sent before the kill or cleared it before the read`
+	cut := Record{T: 5 * ms, R: "r2", Pid: 2, Op: OpResumeCall, Key: "k", Took: 2 * ms, Named: 1, Err: "redisstore: resume: EOF", InDoubt: true}
+	for _, tc := range []struct {
+		name    string
+		resume  Record // r2's resume of park 1
+		after   []Park // the parks read after the restart
+		want    []string
+		resumed int // ResumedAtKill
+	}{
+		{"cut off by the kill", cut, nil, nil, 1},
+		{"cut off, but the park stands after the restart", cut, []Park{{"k", 1}}, grants, 0},
+		{"failed before it was sent", Record{T: 5 * ms, R: "r2", Pid: 2, Op: OpResumeCall, Key: "k", Named: 1, Err: "redisstore: resume: connection refused"}, nil, append(slices.Clone(grants), lost), 0},
+		{"sent after the kill", Record{T: 6 * ms, R: "r2", Pid: 2, Op: OpResumeCall, Key: "k", Took: ms, Named: 1, Err: "redisstore: resume: EOF", InDoubt: true}, nil, append(slices.Clone(grants), lost), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := cleanRun()
+			run.Faults[0].After = tc.after
+			run.Records = append(run.Records[:8:8], tc.resume,
+				Record{T: 10 * ms, R: "r1", Pid: 1, Op: OpJudge, Key: "k", Now: 10 * ms},
+				Record{T: 11 * ms, R: "r2", Pid: 2, Op: OpJudge, Key: "k", Now: 11 * ms},
+				Record{T: 12 * ms, R: "r1", Pid: 1, Op: OpJudge, Key: "k", Now: 12 * ms},
+				Record{T: 13 * ms, R: "r2", Pid: 2, Op: OpJudge, Key: "k", Now: 13 * ms, Park: 3, Version: 3, NewPark: true},
+				Record{T: 13 * ms, R: "r2", Pid: 2, Op: OpClaim, Version: 3, Won: true},
+				Record{T: 13 * ms, R: "r2", Pid: 2, Op: OpEvent, Key: "k", Kind: "agent.startup_exhausted", Version: 3})
+			rep := Check(run)
+			require.Equal(t, tc.want, rep.Violations)
+			require.Equal(t, tc.resumed, rep.ResumedAtKill)
+			require.Equal(t, 6, rep.Granted)
 		})
 	}
 }
