@@ -332,3 +332,46 @@ func TestCheckParkResumedByACallTheKillCutOff(t *testing.T) {
 		})
 	}
 }
+
+// A resume whose process was killed in the call logs only that it was
+// sent; the server applied it and another replica learnt it from a notice
+// (seed 19: r4 killed 0.5ms after it sent a resume of k3). It is the
+// resume of the park the call named, dated from its sending; a call that
+// returned, or no call at all, is still a violation.
+func TestCheckResumeWhoseCallerWasKilledInTheCall(t *testing.T) {
+	ms := int64(time.Millisecond)
+	sent := Record{T: 9 * ms, R: "r2", Pid: 2, Op: OpResumeSent, Key: "k", Named: 1}
+	const lost = `resume 2 of "k" cleared park 1, and no resume that named park 1 was sent`
+	for _, tc := range []struct {
+		name     string
+		recs     []Record
+		violates []string
+	}{
+		{"killed in the call", []Record{sent}, nil},
+		{"the call returned refused", []Record{sent,
+			{T: 9 * ms, R: "r2", Pid: 2, Op: OpResumeCall, Key: "k", Named: 1, Err: "redisstore: resume: connection refused"}}, []string{lost}},
+		{"another park named", []Record{{T: 9 * ms, R: "r2", Pid: 2, Op: OpResumeSent, Key: "k", Named: 7}}, []string{lost}},
+		{"no call", nil, []string{lost}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := cleanRun()
+			recs := slices.Clone(run.Records[:8])
+			recs = append(recs, tc.recs...)
+			recs = append(recs,
+				Record{T: 10 * ms, R: "r1", Pid: 1, Op: OpNotice, Key: "k", Version: 2},
+				Record{T: 10 * ms, R: "r1", Pid: 1, Op: OpJudge, Key: "k", Now: 10 * ms},
+				Record{T: 11 * ms, R: "r1", Pid: 1, Op: OpClaim, Version: 2, Won: true},
+				Record{T: 11 * ms, R: "r1", Pid: 1, Op: OpEvent, Key: "k", Kind: "agent.resumed", Version: 2})
+			run.Records = recs
+			run.Faults = append(run.Faults, Fault{Kind: FaultReplicaKill, Target: "r2", Start: 9*ms + ms/2, End: 12 * ms})
+			rep := Check(run)
+			for _, v := range tc.violates {
+				require.Contains(t, rep.Violations, v)
+			}
+			if tc.violates == nil {
+				require.Empty(t, rep.Violations)
+				require.Equal(t, 4, rep.Granted)
+			}
+		})
+	}
+}

@@ -61,18 +61,19 @@ type Record struct {
 
 // The operations a Record logs.
 const (
-	OpStart      = "start"   // the replica started (Pid)
-	OpStop       = "stop"    // the replica stopped on SIGTERM, after its last claim could be made
-	OpDecide     = "decide"  // Supervisor.Decide of a failed run
-	OpResume     = "resume"  // Supervisor.Resume
-	OpEvent      = "event"   // an event the Supervisor's handler received
-	OpJudge      = "judge"   // Ledger.Judge
-	OpClaim      = "claim"   // Ledger.Claim
-	OpResumeCall = "lresume" // Ledger.Resume
-	OpRestore    = "restore" // Ledger.Restore: one Record a park written back (one with no key for none)
-	OpLookup     = "lookup"  // Ledger.Lookup
-	OpNotice     = "notice"  // a change the ledger told of (its notify)
-	OpStall      = "stall"   // the replica's process was not scheduled from T for Took
+	OpStart      = "start"        // the replica started (Pid)
+	OpStop       = "stop"         // the replica stopped on SIGTERM, after its last claim could be made
+	OpDecide     = "decide"       // Supervisor.Decide of a failed run
+	OpResume     = "resume"       // Supervisor.Resume
+	OpEvent      = "event"        // an event the Supervisor's handler received
+	OpJudge      = "judge"        // Ledger.Judge
+	OpClaim      = "claim"        // Ledger.Claim
+	OpResumeCall = "lresume"      // Ledger.Resume
+	OpResumeSent = "lresume_sent" // Ledger.Resume is called (Named): a process killed in the call logs no OpResumeCall
+	OpRestore    = "restore"      // Ledger.Restore: one Record a park written back (one with no key for none)
+	OpLookup     = "lookup"       // Ledger.Lookup
+	OpNotice     = "notice"       // a change the ledger told of (its notify)
+	OpStall      = "stall"        // the replica's process was not scheduled from T for Took
 )
 
 // Log writes Records to a file, one JSON line each, with one write call

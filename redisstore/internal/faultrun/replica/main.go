@@ -308,6 +308,9 @@ func (l *ledger) Judge(ctx context.Context, j share.Judgment) (share.Verdict, er
 
 func (l *ledger) Resume(ctx context.Context, key string, version int64, now time.Time) (*crashloop.ParkedError, int64, error) {
 	t0 := time.Now()
+	sent := record(faultrun.OpResumeSent, key, t0, nil)
+	sent.Named, sent.Took = version, 0
+	l.log(sent) // before the call: a kill in it leaves this alone
 	pe, v, err := l.Store.Resume(ctx, key, version, now)
 	r := record(faultrun.OpResumeCall, key, t0, err)
 	r.Named = version
