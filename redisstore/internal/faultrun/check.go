@@ -123,6 +123,7 @@ func Check(run Run) Report {
 	}
 	recs := slices.Clone(run.Records)
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].T < recs[j].T })
+	doubtful := doubtfulResumes(recs)
 
 	// Every transition, by version: a version names one transition of one
 	// key, in every record that tells of it.
@@ -260,24 +261,14 @@ func Check(run Run) Report {
 			rep.Unverifiable++
 			continue
 		}
-		// learnt from a notice only: its caller gave up on it; one of the
-		// calls that gave up must have named the park it cleared
-		var named *Record
-		for i := range recs {
-			r := &recs[i]
-			if r.Op == OpResumeCall && r.Key == t.key && r.InDoubt && r.Named == p {
-				named = r
-				break
-			}
-		}
-		if named == nil {
-			named = cutOffResume(recs, t.key, p)
-		}
-		if named == nil {
+		// learnt from a notice only: its caller gave up on it, or died in
+		// it; one of those calls must have named the park it cleared
+		i := slices.IndexFunc(doubtful, func(r Record) bool { return r.Key == t.key && r.Named == p })
+		if i < 0 {
 			rep.violate("resume %d of %q cleared park %d, and no resume that named park %d was sent", v, t.key, p, p)
 			continue
 		}
-		resumedAt[v] = named.T
+		resumedAt[v] = doubtful[i].T
 	}
 
 	// A write-back's park is placed at the end of its call, the latest it
@@ -437,11 +428,11 @@ func Check(run Run) Report {
 			if slices.Contains(f.After, p) || resumedKnown(ts, versions, p) {
 				continue
 			}
-			i := slices.IndexFunc(recs, func(r Record) bool {
-				return r.Op == OpResumeCall && r.Key == p.Key && r.Named == p.Version && r.InDoubt && r.T < f.Start
+			i := slices.IndexFunc(doubtful, func(r Record) bool {
+				return r.Key == p.Key && r.Named == p.Version && r.T < f.Start
 			})
 			if i >= 0 {
-				steps[p.Key] = append(steps[p.Key], step{at: recs[i].T, kind: 2})
+				steps[p.Key] = append(steps[p.Key], step{at: doubtful[i].T, kind: 2})
 				rep.ResumedAtKill++
 			}
 		}
@@ -510,8 +501,9 @@ func Check(run Run) Report {
 				continue
 			}
 			// a resume refused, or never sent, cleared nothing
-			resumed := slices.ContainsFunc(recs, func(r Record) bool {
-				return r.Op == OpResumeCall && r.Key == p.Key && r.Named == p.Version && r.T < f.Start && (r.Err == "" || r.InDoubt)
+			names := func(r Record) bool { return r.Key == p.Key && r.Named == p.Version && r.T < f.Start }
+			resumed := slices.ContainsFunc(doubtful, names) || slices.ContainsFunc(recs, func(r Record) bool {
+				return r.Op == OpResumeCall && r.Err == "" && names(r)
 			})
 			if !resumed && resumedAfterRestart(p, f) {
 				rep.ParksAcrossKill++
@@ -630,22 +622,28 @@ func stalled(recs []Record, d *Record) time.Duration {
 	return time.Duration(sum)
 }
 
-// cutOffResume returns the record of a resume of key naming park that was
-// sent and never returned: its process was killed in the call (seed 19: a
-// replica killed 0.5ms after it sent a resume the server applied), so it
-// logged no OpResumeCall; nil if there is none.
-func cutOffResume(recs []Record, key string, park int64) *Record {
-	for i := range recs {
-		r := &recs[i]
-		if r.Op != OpResumeSent || r.Key != key || r.Named != park {
-			continue
-		}
-		returned := slices.ContainsFunc(recs, func(o Record) bool {
-			return o.Op == OpResumeCall && o.R == r.R && o.Pid == r.Pid && o.Key == key && o.Named == park && o.T == r.T
-		})
-		if !returned {
-			return r
+// doubtfulResumes returns the resume calls that may have been applied
+// without their caller knowing, in log order: those that failed in doubt,
+// and those sent whose process was killed in the call, which logged no
+// OpResumeCall (seed 19: a replica killed 0.5ms after it sent a resume
+// the server applied).
+func doubtfulResumes(recs []Record) []Record {
+	type call struct {
+		r, key      string
+		pid         int
+		named, sent int64
+	}
+	returned := map[call]bool{}
+	for _, r := range recs {
+		if r.Op == OpResumeCall {
+			returned[call{r.R, r.Key, r.Pid, r.Named, r.T}] = true
 		}
 	}
-	return nil
+	var out []Record
+	for _, r := range recs {
+		if r.Op == OpResumeCall && r.InDoubt || r.Op == OpResumeSent && !returned[call{r.R, r.Key, r.Pid, r.Named, r.T}] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
